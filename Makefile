@@ -1,0 +1,29 @@
+# hepcache: `make demo` runs the proxy on an embedded default, `make test` runs the tests.
+GO      ?= go
+BIN     := bin/hepcache
+PKGS    := ./...
+
+.PHONY: all build demo test unit interop bench lint clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/hepcache
+
+demo: build
+	./$(BIN) demo
+
+# test runs unit tests and the interop tests that drive the real XRootD clients,
+# Python bindings and uproot against a real C++ xrootd origin on loopback.
+test: build
+	$(GO) vet $(PKGS)
+	HEPCACHE_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m $(PKGS)
+
+unit:
+	$(GO) test -short -count=1 $(PKGS)
+
+bench: build
+	./$(BIN) bench throughput
+
+clean:
+	rm -rf bin results demo-out

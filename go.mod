@@ -1,0 +1,3 @@
+module github.com/hepcache/hepcache
+
+go 1.26.8

@@ -1,0 +1,227 @@
+package origin
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Mem is an in-memory Origin for unit tests of the cache: it counts the bytes
+// and requests it serves and can be told to fail or to block reads, so that
+// failure paths and coalescing can be tested without a network.
+type Mem struct {
+	name string
+
+	// BytesRead counts bytes returned by ReadAt and ReadV.
+	BytesRead atomic.Int64
+	// Reads counts ReadAt calls and ReadV segments.
+	Reads atomic.Int64
+	// Opens counts successful Open calls.
+	Opens atomic.Int64
+
+	// mu protects files, failErr and gate.
+	mu      sync.Mutex
+	files   map[string]memFile
+	failErr error
+	gate    chan struct{}
+}
+
+type memFile struct {
+	data    []byte
+	modTime time.Time
+}
+
+var _ Origin = (*Mem)(nil)
+
+// NewMem returns an empty in-memory origin named name (e.g. "mem://a").
+func NewMem(name string) *Mem {
+	return &Mem{name: name, files: map[string]memFile{}}
+}
+
+// Put stores data at path. The origin keeps data; the caller must not modify
+// it afterwards.
+func (m *Mem) Put(p string, data []byte, modTime time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.files[path.Clean(p)] = memFile{data: data, modTime: modTime}
+}
+
+// Remove deletes path.
+func (m *Mem) Remove(p string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.files, path.Clean(p))
+}
+
+// Fail makes every later call return err (nil restores normal operation).
+func (m *Mem) Fail(err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.failErr = err
+}
+
+// Gate makes reads block until the returned function is called, so a test
+// can pile up concurrent readers before any data arrives.
+func (m *Mem) Gate() (release func()) {
+	ch := make(chan struct{})
+	m.mu.Lock()
+	m.gate = ch
+	m.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			m.mu.Lock()
+			if m.gate == ch {
+				m.gate = nil
+			}
+			m.mu.Unlock()
+			close(ch)
+		})
+	}
+}
+
+func (m *Mem) lookup(p string) (memFile, chan struct{}, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.failErr != nil {
+		return memFile{}, nil, m.failErr
+	}
+	f, ok := m.files[path.Clean(p)]
+	if !ok {
+		return memFile{}, nil, fmt.Errorf("%s%s: %w", m.name, p, ErrNotFound)
+	}
+	return f, m.gate, nil
+}
+
+// Stat implements Origin.
+func (m *Mem) Stat(ctx context.Context, p string) (FileInfo, error) {
+	f, _, err := m.lookup(p)
+	if err != nil {
+		if dir := m.isDir(p); dir {
+			return FileInfo{Name: p, Mode: fs.ModeDir | 0o755}, nil
+		}
+		return FileInfo{}, err
+	}
+	return FileInfo{Name: p, Size: int64(len(f.data)), ModTime: f.modTime, Mode: 0o644}, nil
+}
+
+func (m *Mem) isDir(p string) bool {
+	prefix := strings.TrimSuffix(path.Clean(p), "/") + "/"
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k := range m.files {
+		if strings.HasPrefix(k, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// Open implements Origin.
+func (m *Mem) Open(ctx context.Context, p string) (File, error) {
+	f, _, err := m.lookup(p)
+	if err != nil {
+		return nil, err
+	}
+	m.Opens.Add(1)
+	return &memHandle{m: m, path: p, info: FileInfo{Name: p, Size: int64(len(f.data)), ModTime: f.modTime, Mode: 0o644}}, nil
+}
+
+// List implements Origin.
+func (m *Mem) List(ctx context.Context, p string, withStat bool) ([]FileInfo, error) {
+	prefix := strings.TrimSuffix(path.Clean(p), "/") + "/"
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.failErr != nil {
+		return nil, m.failErr
+	}
+	seen := map[string]FileInfo{}
+	for k, f := range m.files {
+		if !strings.HasPrefix(k, prefix) {
+			continue
+		}
+		rest := strings.TrimPrefix(k, prefix)
+		if i := strings.IndexByte(rest, '/'); i >= 0 {
+			seen[rest[:i]] = FileInfo{Name: rest[:i], Mode: fs.ModeDir | 0o755}
+			continue
+		}
+		seen[rest] = FileInfo{Name: rest, Size: int64(len(f.data)), ModTime: f.modTime, Mode: 0o644}
+	}
+	if len(seen) == 0 {
+		return nil, fmt.Errorf("%s%s: %w", m.name, p, ErrNotFound)
+	}
+	out := make([]FileInfo, 0, len(seen))
+	for _, fi := range seen {
+		out = append(out, fi)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Checksum implements Origin; the in-memory origin has none.
+func (m *Mem) Checksum(ctx context.Context, p, algo string) (string, error) {
+	return "", fmt.Errorf("%s%s checksum %s: %w", m.name, p, algo, ErrUnsupported)
+}
+
+// String implements Origin.
+func (m *Mem) String() string { return m.name }
+
+// Close implements Origin.
+func (m *Mem) Close() error { return nil }
+
+type memHandle struct {
+	m    *Mem
+	path string
+	info FileInfo
+}
+
+func (h *memHandle) Info() FileInfo { return h.info }
+
+func (h *memHandle) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	f, gate, err := h.m.lookup(h.path)
+	if err != nil {
+		return 0, err
+	}
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	h.m.Reads.Add(1)
+	if off >= int64(len(f.data)) {
+		return 0, io.EOF
+	}
+	n := copy(p, f.data[off:])
+	h.m.BytesRead.Add(int64(n))
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+func (h *memHandle) ReadV(ctx context.Context, segs []Segment) error {
+	return ReadVByReadAt(ctx, h, segs)
+}
+
+func (h *memHandle) Close() error { return nil }
+
+// ReadVByReadAt serves a vector read with one ReadAt per segment, for origins
+// without a native vector read. A segment past the end of file is an error.
+func ReadVByReadAt(ctx context.Context, f File, segs []Segment) error {
+	for _, s := range segs {
+		n, err := f.ReadAt(ctx, s.Buf, s.Offset)
+		if err != nil && !(err == io.EOF && n == len(s.Buf)) {
+			return fmt.Errorf("readv segment %d@%d: %w", len(s.Buf), s.Offset, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,112 @@
+// Package origin defines how the cache reads files from upstream storage.
+//
+// An Origin is one upstream endpoint (an XRootD server, a web server, a POSIX
+// directory). The cache knows nothing about protocols; each origin kind lives in
+// its own package (origin/posix, origin/xrootd, ...) and implements Origin.
+package origin
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"time"
+)
+
+// Sentinel errors. Implementations wrap them with %w so that callers (the
+// cache, then the front ends) can map them to protocol error codes with
+// errors.Is, whatever the origin kind.
+var (
+	// ErrNotFound: the path does not exist at the origin.
+	ErrNotFound = errors.New("origin: not found")
+	// ErrNotAuthorized: the origin refused the cache's credential.
+	ErrNotAuthorized = errors.New("origin: not authorized")
+	// ErrIsDir: a file operation named a directory.
+	ErrIsDir = errors.New("origin: is a directory")
+	// ErrUnavailable: the origin could not be reached or timed out. The request
+	// may succeed later or at another origin.
+	ErrUnavailable = errors.New("origin: unavailable")
+	// ErrUnsupported: the origin does not implement the operation.
+	ErrUnsupported = errors.New("origin: operation not supported")
+	// ErrInvalid: the origin rejected the request as malformed.
+	ErrInvalid = errors.New("origin: invalid request")
+)
+
+// FileInfo describes a file or directory at an origin.
+type FileInfo struct {
+	// Name is the base name for directory listings, the full path for Stat.
+	Name string
+	// Size in bytes.
+	Size int64
+	// ModTime is the modification time as the origin reports it (second
+	// resolution for XRootD).
+	ModTime time.Time
+	// Mode carries the permission bits and fs.ModeDir for directories.
+	Mode fs.FileMode
+	// ETag is an opaque version string when the origin has one (HTTP); empty
+	// otherwise.
+	ETag string
+	// Offline is set when the origin reports the file is not on disk (tape).
+	Offline bool
+}
+
+// IsDir reports whether the entry is a directory.
+func (fi FileInfo) IsDir() bool { return fi.Mode.IsDir() }
+
+// Segment is one range of a vector read. The caller owns Buf; the origin fills
+// Buf[:len(Buf)] with the bytes at Offset.
+type Segment struct {
+	Offset int64
+	Buf    []byte
+}
+
+// Origin is one upstream endpoint. Implementations are safe for concurrent use
+// by many goroutines; every method blocks until it has an answer or ctx ends.
+type Origin interface {
+	// Stat returns the metadata of path.
+	Stat(ctx context.Context, path string) (FileInfo, error)
+	// Open opens path for reading. The returned File's Info is the metadata
+	// seen at open time, which the cache records as the file's identity.
+	Open(ctx context.Context, path string) (File, error)
+	// List returns the entries of directory path, with Size/ModTime/Mode
+	// filled when withStat is true.
+	List(ctx context.Context, path string, withStat bool) ([]FileInfo, error)
+	// Checksum returns the origin's checksum of path with algorithm algo
+	// ("adler32", "crc32c", "md5", ...) as lower-case hex, or ErrUnsupported.
+	Checksum(ctx context.Context, path, algo string) (string, error)
+	// String names the origin for logs and cache keys, e.g.
+	// "root://host:1094" or "file:///data".
+	String() string
+	// Close releases connections. Open Files must be closed first.
+	Close() error
+}
+
+// File is an open origin file.
+type File interface {
+	// Info is the metadata recorded at open.
+	Info() FileInfo
+	// ReadAt reads len(p) bytes at off into p. It returns the whole range or an
+	// error, never a short read, except at the end of the file where it returns
+	// the bytes up to the end and io.EOF. The caller owns p; the origin does not
+	// keep it after return. Safe for concurrent use.
+	ReadAt(ctx context.Context, p []byte, off int64) (int, error)
+	// ReadV reads several ranges in one round trip where the protocol allows
+	// it (kXR_readv); other origins loop over ReadAt. Every segment is filled
+	// completely or an error is returned.
+	ReadV(ctx context.Context, segs []Segment) error
+	// Close releases the handle.
+	Close() error
+}
+
+// Resolver maps an origin URL ("root://host:port", "file:///dir",
+// "https://host") to an Origin, creating and reusing connections as needed.
+// It is how forwarding mode reaches the site named in a request.
+type Resolver interface {
+	// Resolve returns the Origin for url. Safe for concurrent use.
+	Resolve(ctx context.Context, url string) (Origin, error)
+}
+
+// ResolverFunc adapts a function to Resolver.
+type ResolverFunc func(ctx context.Context, url string) (Origin, error)
+
+// Resolve calls f(ctx, url).
+func (f ResolverFunc) Resolve(ctx context.Context, url string) (Origin, error) { return f(ctx, url) }
