@@ -1,0 +1,109 @@
+// Package backend is the seam between the protocol front ends (root://, HTTP)
+// and what serves the files (the cache, or a plain directory in tests).
+//
+// Front ends translate protocol requests into calls on Backend and map its
+// errors back to protocol codes; they hold no cache logic. The cache, the
+// cluster layer and the authorizer all sit behind this one small interface.
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/hepcache/hepcache/origin"
+)
+
+// Request identifies what a client asks for and who asks.
+type Request struct {
+	// Origin is the upstream URL named by the client in forwarding mode
+	// ("root://site.example:1094"), or "" for the configured default origin.
+	Origin string
+	// Path is the cleaned absolute logical path, without opaque data.
+	Path string
+	// Opaque is the CGI after '?' as the client sent it, kept for forwarding.
+	Opaque string
+	// Client is the client's address ("ip:port").
+	Client string
+	// User is the authenticated identity, or the login name if anonymous.
+	User string
+	// Protocol is "root", "roots", "http" or "https".
+	Protocol string
+}
+
+// String renders the request for error messages.
+func (r Request) String() string {
+	if r.Origin != "" {
+		return r.Origin + "/" + r.Path
+	}
+	return r.Path
+}
+
+// Backend serves files to the front ends. Implementations are safe for
+// concurrent use; every method blocks until it has an answer or ctx ends.
+type Backend interface {
+	// Open opens a file for reading. The caller must Close the File.
+	Open(ctx context.Context, req Request) (File, error)
+	// Stat returns the metadata of a file or directory.
+	Stat(ctx context.Context, req Request) (origin.FileInfo, error)
+	// List returns the entries of a directory (withStat fills sizes and times).
+	List(ctx context.Context, req Request, withStat bool) ([]origin.FileInfo, error)
+	// Checksum returns the file's checksum with algorithm algo as lower-case
+	// hex (adler32 as 8 hex digits).
+	Checksum(ctx context.Context, req Request, algo string) (string, error)
+}
+
+// File is an open file. Methods are safe for concurrent use (a client may
+// have several reads of one handle in flight).
+type File interface {
+	// Info returns the file's metadata as of open.
+	Info() origin.FileInfo
+	// ReadAt fills p with the bytes at off. It returns len(p) bytes or an
+	// error; at end of file it returns the bytes up to the end and io.EOF.
+	// The caller owns p.
+	ReadAt(ctx context.Context, p []byte, off int64) (int, error)
+	// Stream delivers the bytes [off, off+n) to fn in order, in chunks, each
+	// as soon as it is available (stream-through: a client need not wait for
+	// a whole block to arrive). The slice passed to fn is only valid during
+	// the call. It returns the number of bytes delivered, fewer than n only
+	// at end of file (with a nil error) or on error.
+	Stream(ctx context.Context, off int64, n int64, fn func(p []byte) error) (int64, error)
+	// Close ends the access. It is safe to call once; later calls return nil.
+	Close() error
+}
+
+// Sentinel errors. Front ends map them to protocol codes with errors.Is;
+// origin sentinels (origin.ErrNotFound, ...) are mapped the same way.
+var (
+	// ErrForbidden: policy denies the request (forwarding allow-list,
+	// namespace rule, authorization).
+	ErrForbidden = errors.New("forbidden")
+	// ErrBusy: too many requests; the client should retry later.
+	ErrBusy = errors.New("server busy")
+	// ErrInvalidPath: the path is malformed or escapes the namespace.
+	ErrInvalidPath = errors.New("invalid path")
+)
+
+// RedirectError asks the front end to send the client elsewhere: kXR_redirect
+// for root://, 307 for HTTP. It carries the target so the cluster layer can
+// point a client at the node that owns a file, or at a local file.
+type RedirectError struct {
+	// URL is the full target ("root://host:port//path?opaque" or
+	// "file:///local/path"). Host and Port are set for root:// targets.
+	URL  string
+	Host string
+	Port int
+}
+
+func (e *RedirectError) Error() string { return fmt.Sprintf("redirect to %s", e.URL) }
+
+// WaitError asks the client to retry after Seconds (kXR_wait, HTTP 503 with
+// Retry-After).
+type WaitError struct {
+	Seconds int
+	Reason  string
+}
+
+func (e *WaitError) Error() string {
+	return fmt.Sprintf("retry in %ds: %s", e.Seconds, e.Reason)
+}
