@@ -253,15 +253,15 @@ type StatFlags int32
 
 // Stat flags. A plain file has none of IsDir and Other.
 const (
-	StatFile      StatFlags = 0
-	StatXset      StatFlags = 1
-	StatIsDir     StatFlags = 2
-	StatOther     StatFlags = 4
-	StatOffline   StatFlags = 8
-	StatReadable  StatFlags = 16
-	StatWritable  StatFlags = 32
-	StatPOSCPend  StatFlags = 64
-	StatBkpExist  StatFlags = 128
+	StatFile     StatFlags = 0
+	StatXset     StatFlags = 1
+	StatIsDir    StatFlags = 2
+	StatOther    StatFlags = 4
+	StatOffline  StatFlags = 8
+	StatReadable StatFlags = 16
+	StatWritable StatFlags = 32
+	StatPOSCPend StatFlags = 64
+	StatBkpExist StatFlags = 128
 )
 
 // StatVFS is the kXR_vfs option of kXR_stat (statfs-like information).
