@@ -1,0 +1,78 @@
+package disk
+
+import (
+	"io/fs"
+	"sync"
+)
+
+// ErrorFS wraps an FS and injects errors, for tests of the cache's failure
+// paths (full disk, failing device) without a real broken disk.
+type ErrorFS struct {
+	FS
+
+	// mu protects the hooks.
+	mu sync.Mutex
+	// writeErr, if set, is consulted before every WriteAt; a non-nil result
+	// fails the write without writing anything.
+	writeErr func(name string, off int64, n int) error
+	// syncErr, if set, is consulted before every Sync.
+	syncErr func(name string) error
+}
+
+var _ FS = (*ErrorFS)(nil)
+
+// NewErrorFS wraps fsys.
+func NewErrorFS(fsys FS) *ErrorFS { return &ErrorFS{FS: fsys} }
+
+// OnWrite sets the write hook (nil removes it).
+func (e *ErrorFS) OnWrite(fn func(name string, off int64, n int) error) {
+	e.mu.Lock()
+	e.writeErr = fn
+	e.mu.Unlock()
+}
+
+// OnSync sets the sync hook (nil removes it).
+func (e *ErrorFS) OnSync(fn func(name string) error) {
+	e.mu.Lock()
+	e.syncErr = fn
+	e.mu.Unlock()
+}
+
+// OpenFile implements FS.
+func (e *ErrorFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
+	f, err := e.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &errorFile{File: f, fs: e, name: name}, nil
+}
+
+type errorFile struct {
+	File
+	fs   *ErrorFS
+	name string
+}
+
+func (f *errorFile) WriteAt(p []byte, off int64) (int, error) {
+	f.fs.mu.Lock()
+	hook := f.fs.writeErr
+	f.fs.mu.Unlock()
+	if hook != nil {
+		if err := hook(f.name, off, len(p)); err != nil {
+			return 0, &fs.PathError{Op: "write", Path: f.name, Err: err}
+		}
+	}
+	return f.File.WriteAt(p, off)
+}
+
+func (f *errorFile) Sync() error {
+	f.fs.mu.Lock()
+	hook := f.fs.syncErr
+	f.fs.mu.Unlock()
+	if hook != nil {
+		if err := hook(f.name); err != nil {
+			return &fs.PathError{Op: "sync", Path: f.name, Err: err}
+		}
+	}
+	return f.File.Sync()
+}

@@ -1,0 +1,399 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/adler32"
+	"hash/crc32"
+	"io/fs"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hepcache/hepcache/disk"
+	"github.com/hepcache/hepcache/internal/backend"
+	"github.com/hepcache/hepcache/internal/membudget"
+	"github.com/hepcache/hepcache/internal/sidecar"
+	"github.com/hepcache/hepcache/origin"
+)
+
+// readBufSize is the chunk in which cached data is read and handed to the
+// front ends.
+const readBufSize = 256 << 10
+
+// Key names a cached file: the canonical origin URL and the path there.
+type Key struct {
+	Origin string
+	Path   string
+}
+
+func (k Key) String() string { return k.Origin + "/" + k.Path }
+
+// Cache is the block cache. It implements backend.Backend.
+type Cache struct {
+	cfg    Config
+	budget *membudget.Budget
+	stats  Stats
+	// pieces holds PieceSize buffers for origin reads; bufs holds buffers
+	// for reads from the data files.
+	pieces, bufs sync.Pool
+
+	// mu protects files, closing and dirty.
+	mu sync.Mutex
+	// files holds the entries with at least one client (or still finishing
+	// a download after close).
+	files map[Key]*entry
+	// closing has a channel per key whose entry is writing its final
+	// sidecar; a new open of that key waits for it.
+	closing map[Key]chan struct{}
+	// dirty holds entries with written but unsynced blocks.
+	dirty map[*entry]struct{}
+
+	shutdownCh chan struct{}
+	wg         sync.WaitGroup
+	closeOnce  sync.Once
+}
+
+var _ backend.Backend = (*Cache)(nil)
+
+// New creates a cache over cfg.Dir, creating the directory if needed.
+func New(cfg *Config) (*Cache, error) {
+	c := *cfg
+	c.EnsureDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("cache config: %w", err)
+	}
+	for _, d := range []string{c.Dir, filepath.Join(c.Dir, "data"), filepath.Join(c.Dir, "meta")} {
+		if err := c.FS.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("create cache dir: %w", err)
+		}
+	}
+	ca := &Cache{
+		cfg:        c,
+		budget:     membudget.New(c.FetchMemory, c.FetchMemory/4),
+		files:      map[Key]*entry{},
+		closing:    map[Key]chan struct{}{},
+		dirty:      map[*entry]struct{}{},
+		shutdownCh: make(chan struct{}),
+	}
+	ca.pieces.New = func() any { b := make([]byte, c.PieceSize); return &b }
+	ca.bufs.New = func() any { b := make([]byte, readBufSize); return &b }
+	ca.wg.Add(1)
+	go ca.syncLoop()
+	return ca, nil
+}
+
+// Stats returns the live counters.
+func (c *Cache) Stats() *Stats { return &c.stats }
+
+// Config returns the effective configuration (defaults filled in).
+func (c *Cache) Config() Config { return c.cfg }
+
+// Close stops background work and syncs every open file. Files still open by
+// clients keep working for reads of present blocks; callers close the front
+// ends first.
+func (c *Cache) Close() error {
+	c.closeOnce.Do(func() {
+		close(c.shutdownCh)
+		c.wg.Wait()
+		c.syncDirty()
+	})
+	return nil
+}
+
+// syncLoop periodically makes written blocks durable.
+func (c *Cache) syncLoop() {
+	defer c.wg.Done()
+	t := time.NewTicker(c.cfg.SyncInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.shutdownCh:
+			return
+		case <-t.C:
+			c.syncDirty()
+		}
+	}
+}
+
+func (c *Cache) syncDirty() {
+	c.mu.Lock()
+	list := make([]*entry, 0, len(c.dirty))
+	for e := range c.dirty {
+		list = append(list, e)
+	}
+	clear(c.dirty)
+	c.mu.Unlock()
+	for _, e := range list {
+		e.sync()
+	}
+}
+
+func (c *Cache) markDirty(e *entry) {
+	c.mu.Lock()
+	c.dirty[e] = struct{}{}
+	c.mu.Unlock()
+}
+
+// key resolves the request's origin and returns the cache key.
+func (c *Cache) key(ctx context.Context, req backend.Request) (origin.Origin, Key, error) {
+	p, err := cleanPath(req.Path)
+	if err != nil {
+		return nil, Key{}, err
+	}
+	o, err := c.cfg.Origins.Resolve(ctx, req.Origin)
+	if err != nil {
+		return nil, Key{}, err
+	}
+	return o, Key{Origin: o.String(), Path: p}, nil
+}
+
+// cleanPath returns the canonical absolute form of p, refusing what could
+// escape the namespace.
+func cleanPath(p string) (string, error) {
+	if p == "" || strings.IndexByte(p, 0) >= 0 || len(p) > 4096 {
+		return "", fmt.Errorf("path %q: %w", p, backend.ErrInvalidPath)
+	}
+	if !strings.HasPrefix(p, "/") {
+		p = "/" + p
+	}
+	for _, part := range strings.Split(p, "/") {
+		if part == ".." {
+			return "", fmt.Errorf("path %q: '..' not allowed: %w", p, backend.ErrInvalidPath)
+		}
+	}
+	return path.Clean(p), nil
+}
+
+// originDir maps an origin URL to the directory holding its files, readable
+// for admins: root://host:1094 -> root/host:1094, file:///data -> file/%2Fdata.
+func originDir(o string) string {
+	u, err := url.Parse(o)
+	if err != nil || u.Scheme == "" {
+		return "other/" + url.PathEscape(o)
+	}
+	if u.Host == "" {
+		return u.Scheme + "/" + url.PathEscape(u.Path)
+	}
+	return u.Scheme + "/" + url.PathEscape(u.Host)
+}
+
+func (c *Cache) dataPath(k Key) string {
+	return filepath.Join(c.cfg.Dir, "data", originDir(k.Origin), filepath.FromSlash(k.Path))
+}
+
+func (c *Cache) metaPath(k Key) string {
+	return filepath.Join(c.cfg.Dir, "meta", originDir(k.Origin), filepath.FromSlash(k.Path)) + ".hcinfo"
+}
+
+// LocalPath returns where the data of a cached file lives on disk.
+func (c *Cache) LocalPath(k Key) string { return c.dataPath(k) }
+
+// readSidecar loads the sidecar of k, or returns nil if there is none or it
+// does not describe k (a corrupt sidecar is logged and ignored).
+func (c *Cache) readSidecar(k Key) *sidecar.Info {
+	b, err := readAll(c.cfg.FS, c.metaPath(k))
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			c.cfg.Logger.Warn("cannot read sidecar", "key", k.String(), "err", err)
+		}
+		return nil
+	}
+	in, err := sidecar.Unmarshal(b)
+	if err != nil {
+		c.cfg.Logger.Warn("ignoring corrupt sidecar", "key", k.String(), "err", err)
+		return nil
+	}
+	if in.Origin != k.Origin || in.Path != k.Path {
+		c.cfg.Logger.Warn("ignoring sidecar of another file", "key", k.String(), "has", in.Origin+"/"+in.Path)
+		return nil
+	}
+	return in
+}
+
+func readAll(fsys disk.FS, name string) ([]byte, error) {
+	f, err := fsys.OpenFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, st.Size())
+	if _, err := f.ReadAt(b, 0); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Open implements backend.Backend.
+func (c *Cache) Open(ctx context.Context, req backend.Request) (backend.File, error) {
+	o, k, err := c.key(ctx, req)
+	if err != nil {
+		c.stats.OpenErrors.Add(1)
+		return nil, err
+	}
+	e, err := c.acquire(ctx, o, k)
+	if err != nil {
+		c.stats.OpenErrors.Add(1)
+		return nil, err
+	}
+	return newHandle(e, req, c.cfg.now()), nil
+}
+
+// acquire returns the initialised entry for k with a reference taken.
+func (c *Cache) acquire(ctx context.Context, o origin.Origin, k Key) (*entry, error) {
+	for {
+		c.mu.Lock()
+		if ch, ok := c.closing[k]; ok {
+			c.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		e := c.files[k]
+		if e == nil {
+			e = newEntry(c, o, k)
+			c.files[k] = e
+		}
+		e.refs++
+		c.mu.Unlock()
+		if err := e.init(ctx); err != nil {
+			c.release(e, sidecar.Access{}, false)
+			return nil, err
+		}
+		return e, nil
+	}
+}
+
+// release drops a reference; the last one finishes the entry.
+func (c *Cache) release(e *entry, rec sidecar.Access, record bool) {
+	c.mu.Lock()
+	e.refs--
+	if record {
+		e.pendingRecords = append(e.pendingRecords, rec)
+	}
+	if e.refs > 0 {
+		c.mu.Unlock()
+		return
+	}
+	if c.cfg.CompleteAfterClose && e.initialized() && !e.complete() && e.finishing == nil {
+		// Keep the entry alive (it holds no client) until the download is done.
+		e.refs++
+		e.finishing = make(chan struct{})
+		c.mu.Unlock()
+		go e.completeInBackground()
+		return
+	}
+	delete(c.files, k(e))
+	done := make(chan struct{})
+	c.closing[e.key] = done
+	c.mu.Unlock()
+
+	e.finish()
+
+	c.mu.Lock()
+	delete(c.closing, e.key)
+	delete(c.dirty, e)
+	c.mu.Unlock()
+	close(done)
+}
+
+func k(e *entry) Key { return e.key }
+
+// Stat implements backend.Backend. A cached file is answered from its
+// sidecar without contacting the origin.
+func (c *Cache) Stat(ctx context.Context, req backend.Request) (origin.FileInfo, error) {
+	o, k, err := c.key(ctx, req)
+	if err != nil {
+		return origin.FileInfo{}, err
+	}
+	c.mu.Lock()
+	e := c.files[k]
+	c.mu.Unlock()
+	if e != nil && e.initialized() {
+		return e.info, nil
+	}
+	if in := c.readSidecar(k); in != nil {
+		return origin.FileInfo{Name: k.Path, Size: in.FileSize, ModTime: in.ModTime, Mode: 0o444, ETag: in.ETag}, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.OriginTimeout)
+	defer cancel()
+	return o.Stat(ctx, k.Path)
+}
+
+// List implements backend.Backend; listings always come from the origin.
+func (c *Cache) List(ctx context.Context, req backend.Request, withStat bool) ([]origin.FileInfo, error) {
+	o, k, err := c.key(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.OriginTimeout)
+	defer cancel()
+	return o.List(ctx, k.Path, withStat)
+}
+
+// Checksum implements backend.Backend. A complete file is checksummed from
+// the cache (and the result kept in its sidecar); otherwise the origin is
+// asked.
+func (c *Cache) Checksum(ctx context.Context, req backend.Request, algo string) (string, error) {
+	o, k, err := c.key(ctx, req)
+	if err != nil {
+		return "", err
+	}
+	algo = strings.ToLower(algo)
+	if algo == "adler32" || algo == "crc32c" {
+		if in := c.readSidecar(k); in != nil && in.Complete() {
+			if in.ChecksumState == sidecar.ChecksumNone {
+				if err := c.computeChecksums(k, in); err != nil {
+					return "", err
+				}
+			}
+			if algo == "adler32" {
+				return fmt.Sprintf("%08x", in.Adler32), nil
+			}
+			return fmt.Sprintf("%08x", in.CRC32C), nil
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.OriginTimeout)
+	defer cancel()
+	return o.Checksum(ctx, k.Path, algo)
+}
+
+// computeChecksums reads a complete cached file and records its adler32 and
+// crc32c in the sidecar.
+func (c *Cache) computeChecksums(k Key, in *sidecar.Info) error {
+	f, err := c.cfg.FS.OpenFile(c.dataPath(k), os.O_RDONLY, 0)
+	if err != nil {
+		return fmt.Errorf("checksum %s: %w", k, err)
+	}
+	defer f.Close()
+	a := adler32.New()
+	cr := crc32.New(crc32.MakeTable(crc32.Castagnoli))
+	buf := make([]byte, 1<<20)
+	for off := int64(0); off < in.FileSize; {
+		n := int64(len(buf))
+		if rem := in.FileSize - off; rem < n {
+			n = rem
+		}
+		if _, err := f.ReadAt(buf[:n], off); err != nil {
+			return fmt.Errorf("checksum %s at %d: %w", k, off, err)
+		}
+		a.Write(buf[:n])
+		cr.Write(buf[:n])
+		off += n
+	}
+	in.Adler32, in.CRC32C = a.Sum32(), cr.Sum32()
+	in.ChecksumState = sidecar.ChecksumComputed
+	return disk.WriteFileAtomic(c.cfg.FS, c.metaPath(k), in.Marshal(), false)
+}

@@ -1,0 +1,455 @@
+package cache
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hepcache/hepcache/disk"
+	"github.com/hepcache/hepcache/internal/backend"
+	"github.com/hepcache/hepcache/origin"
+)
+
+const testBlock = 64 << 10
+const testPiece = 16 << 10
+
+func randomData(seed uint64, n int) []byte {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+// newTestCache returns a cache over dir reading from o. mut adjusts the config.
+func newTestCache(tb testing.TB, dir string, o origin.Origin, mut func(*Config)) *Cache {
+	tb.Helper()
+	cfg := &Config{
+		Dir:          dir,
+		Origins:      singleOrigin(o),
+		BlockSize:    testBlock,
+		PieceSize:    testPiece,
+		Prefetch:     -1,
+		FetchMemory:  4 << 20,
+		SyncInterval: time.Hour, // tests sync explicitly via close
+	}
+	if mut != nil {
+		mut(cfg)
+	}
+	c, err := New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+func singleOrigin(o origin.Origin) origin.Resolver {
+	return origin.ResolverFunc(func(ctx context.Context, url string) (origin.Origin, error) {
+		if url != "" && url != o.String() {
+			return nil, fmt.Errorf("origin %s: %w", url, backend.ErrForbidden)
+		}
+		return o, nil
+	})
+}
+
+func readAllVia(tb testing.TB, c *Cache, p string) []byte {
+	tb.Helper()
+	f, err := c.Open(context.Background(), backend.Request{Path: p})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	var buf bytes.Buffer
+	n, err := f.Stream(context.Background(), 0, f.Info().Size+100, func(b []byte) error {
+		buf.Write(b)
+		return nil
+	})
+	if err != nil {
+		tb.Fatalf("stream %s: %v", p, err)
+	}
+	if n != int64(buf.Len()) {
+		tb.Fatalf("stream returned %d but delivered %d", n, buf.Len())
+	}
+	return buf.Bytes()
+}
+
+func TestColdThenHot(t *testing.T) {
+	for _, size := range []int{0, 1, testPiece - 1, testBlock, testBlock + 1, 5*testBlock + 777} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			m := origin.NewMem("mem://o")
+			data := randomData(uint64(size), size)
+			m.Put("/f", data, time.Unix(1700000000, 0))
+			c := newTestCache(t, t.TempDir(), m, nil)
+			if got := readAllVia(t, c, "/f"); !bytes.Equal(got, data) {
+				t.Fatalf("cold read differs (len %d vs %d)", len(got), len(data))
+			}
+			if got := m.BytesRead.Load(); got != int64(size) {
+				t.Fatalf("cold read fetched %d bytes from origin, want %d", got, size)
+			}
+			m.Fail(fmt.Errorf("origin down: %w", origin.ErrUnavailable))
+			if got := readAllVia(t, c, "/f"); !bytes.Equal(got, data) {
+				t.Fatal("hot read differs")
+			}
+			if got := m.BytesRead.Load(); got != int64(size) {
+				t.Fatalf("hot read touched the origin: %d bytes", got-int64(size))
+			}
+			fi, err := c.Stat(context.Background(), backend.Request{Path: "/f"})
+			if err != nil || fi.Size != int64(size) {
+				t.Fatalf("stat of cached file with origin down: %v %v", fi, err)
+			}
+		})
+	}
+}
+
+func TestRestartServesFromDisk(t *testing.T) {
+	dir := t.TempDir()
+	m := origin.NewMem("mem://o")
+	data := randomData(7, 3*testBlock+5)
+	m.Put("/store/f.root", data, time.Unix(1700000000, 0))
+	c := newTestCache(t, dir, m, nil)
+	readAllVia(t, c, "/store/f.root")
+	c.Close()
+
+	c2 := newTestCache(t, dir, m, nil)
+	m.Fail(origin.ErrUnavailable)
+	if got := readAllVia(t, c2, "/store/f.root"); !bytes.Equal(got, data) {
+		t.Fatal("read after restart differs")
+	}
+	if c2.Stats().Hits.Load() != 1 {
+		t.Fatalf("open after restart was not a hit: %+v", c2.Stats().Misses.Load())
+	}
+}
+
+func TestCoalescing(t *testing.T) {
+	m := origin.NewMem("mem://o")
+	data := randomData(3, 4*testBlock+123)
+	m.Put("/f", data, time.Now())
+	c := newTestCache(t, t.TempDir(), m, nil)
+	release := m.Gate()
+	const clients = 64
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	started := make(chan struct{}, clients)
+	for i := 0; i < clients; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f, err := c.Open(context.Background(), backend.Request{Path: "/f"})
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer f.Close()
+			started <- struct{}{}
+			got := make([]byte, len(data))
+			if _, err := f.ReadAt(context.Background(), got, 0); err != nil && err != io.EOF {
+				errs <- err
+				return
+			}
+			if !bytes.Equal(got, data) {
+				errs <- errors.New("wrong bytes")
+			}
+		}()
+	}
+	for i := 0; i < clients; i++ {
+		<-started
+	}
+	release()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if got := m.BytesRead.Load(); got != int64(len(data)) {
+		t.Fatalf("origin served %d bytes for %d concurrent readers of a %d-byte file", got, clients, len(data))
+	}
+}
+
+// gatedOrigin blocks reads at or after offset gateAt until released.
+type gatedOrigin struct {
+	*origin.Mem
+	gateAt  int64
+	release chan struct{}
+}
+
+func (g *gatedOrigin) Open(ctx context.Context, p string) (origin.File, error) {
+	f, err := g.Mem.Open(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return &gatedFile{File: f, g: g}, nil
+}
+
+type gatedFile struct {
+	origin.File
+	g *gatedOrigin
+}
+
+func (f *gatedFile) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	if off >= f.g.gateAt {
+		select {
+		case <-f.g.release:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	return f.File.ReadAt(ctx, p, off)
+}
+
+func TestStreamThroughBeforeBlockCompletes(t *testing.T) {
+	m := origin.NewMem("mem://o")
+	data := randomData(5, testBlock)
+	m.Put("/f", data, time.Now())
+	g := &gatedOrigin{Mem: m, gateAt: testPiece, release: make(chan struct{})}
+	c := newTestCache(t, t.TempDir(), g, nil)
+	f, err := c.Open(context.Background(), backend.Request{Path: "/f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	first := make(chan []byte, 1)
+	done := make(chan error, 1)
+	var got bytes.Buffer
+	go func() {
+		_, err := f.Stream(context.Background(), 0, testBlock, func(b []byte) error {
+			if got.Len() == 0 {
+				first <- append([]byte(nil), b...)
+			}
+			got.Write(b)
+			return nil
+		})
+		done <- err
+	}()
+	// The first piece must reach the reader while the rest of the block is
+	// still held back at the origin.
+	b := <-first
+	if !bytes.Equal(b, data[:len(b)]) || len(b) == 0 {
+		t.Fatal("first chunk wrong")
+	}
+	select {
+	case <-done:
+		t.Fatal("stream finished before the gated pieces were released")
+	default:
+	}
+	close(g.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Bytes(), data) {
+		t.Fatal("streamed bytes differ")
+	}
+}
+
+func TestPartialResume(t *testing.T) {
+	dir := t.TempDir()
+	m := origin.NewMem("mem://o")
+	data := randomData(11, 8*testBlock)
+	m.Put("/f", data, time.Now())
+	c := newTestCache(t, dir, m, nil)
+	f, err := c.Open(context.Background(), backend.Request{Path: "/f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	half := make([]byte, 4*testBlock)
+	if _, err := f.ReadAt(context.Background(), half, 0); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	c.Close()
+	before := m.BytesRead.Load()
+	if before != int64(len(half)) {
+		t.Fatalf("prefetch off, read half: origin served %d want %d", before, len(half))
+	}
+
+	c2 := newTestCache(t, dir, m, nil)
+	if got := readAllVia(t, c2, "/f"); !bytes.Equal(got, data) {
+		t.Fatal("resumed read differs")
+	}
+	if got := m.BytesRead.Load() - before; got != int64(len(data)-len(half)) {
+		t.Fatalf("resume fetched %d bytes, want only the missing %d", got, len(data)-len(half))
+	}
+	if c2.Stats().PartialHits.Load() != 1 {
+		t.Fatal("resumed open not counted as partial hit")
+	}
+}
+
+func TestUnsyncedBlocksAreNotTrustedAfterCrash(t *testing.T) {
+	dir := t.TempDir()
+	m := origin.NewMem("mem://o")
+	data := randomData(13, 4*testBlock)
+	m.Put("/f", data, time.Now())
+	c := newTestCache(t, dir, m, nil)
+	f, err := c.Open(context.Background(), backend.Request{Path: "/f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 2*testBlock)
+	if _, err := f.ReadAt(context.Background(), buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	// "Crash": a second process opens the directory while the first has
+	// written blocks but not synced them (no close, no sync tick). Scribble
+	// over the data file to prove the new cache does not serve from it.
+	scribble(t, c.dataPath(Key{Origin: "mem://o", Path: "/f"}))
+	c2 := newTestCache(t, dir, m, nil)
+	if got := readAllVia(t, c2, "/f"); !bytes.Equal(got, data) {
+		t.Fatal("served unsynced bytes after a crash")
+	}
+	_ = f
+}
+
+func scribble(tb testing.TB, name string) {
+	tb.Helper()
+	f, err := disk.OS{}.OpenFile(name, 2 /* O_RDWR */, 0)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	junk := bytes.Repeat([]byte{0xAA}, testBlock)
+	if _, err := f.WriteAt(junk, 0); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func TestDiskFullBypasses(t *testing.T) {
+	m := origin.NewMem("mem://o")
+	data := randomData(17, 3*testBlock+9)
+	m.Put("/f", data, time.Now())
+	efs := disk.NewErrorFS(disk.OS{})
+	efs.OnWrite(func(name string, off int64, n int) error {
+		if strings.Contains(name, "/data/") && off >= testBlock {
+			return syscall.ENOSPC
+		}
+		return nil
+	})
+	c := newTestCache(t, t.TempDir(), m, func(cfg *Config) { cfg.FS = efs })
+	if got := readAllVia(t, c, "/f"); !bytes.Equal(got, data) {
+		t.Fatal("read with a full disk returned wrong bytes")
+	}
+	st := c.Stats()
+	if st.WriteErrors.Load() == 0 || st.BytesBypassed.Load() == 0 {
+		t.Fatalf("write errors %d, bypassed %d: want both > 0", st.WriteErrors.Load(), st.BytesBypassed.Load())
+	}
+	if got := st.BytesMissed.Load() + st.BytesBypassed.Load(); got != int64(len(data)) {
+		t.Fatalf("missed+bypassed=%d, want %d", got, len(data))
+	}
+	// Disk back: the blocks that failed are fetched and cached now.
+	efs.OnWrite(nil)
+	if got := readAllVia(t, c, "/f"); !bytes.Equal(got, data) {
+		t.Fatal("read after disk recovered differs")
+	}
+}
+
+func TestOriginFailureThenRecovery(t *testing.T) {
+	m := origin.NewMem("mem://o")
+	data := randomData(19, 2*testBlock)
+	m.Put("/f", data, time.Now())
+	c := newTestCache(t, t.TempDir(), m, nil)
+	f, err := c.Open(context.Background(), backend.Request{Path: "/f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m.Fail(fmt.Errorf("link down: %w", origin.ErrUnavailable))
+	buf := make([]byte, 100)
+	if _, err := f.ReadAt(context.Background(), buf, 0); !errors.Is(err, origin.ErrUnavailable) {
+		t.Fatalf("read with origin down: got %v, want ErrUnavailable", err)
+	}
+	m.Fail(nil)
+	if _, err := f.ReadAt(context.Background(), buf, 0); err != nil {
+		t.Fatalf("read after origin recovered: %v", err)
+	}
+	if !bytes.Equal(buf, data[:100]) {
+		t.Fatal("wrong bytes after recovery")
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	m := origin.NewMem("mem://o")
+	m.Put("/dir/f", []byte("x"), time.Now())
+	c := newTestCache(t, t.TempDir(), m, nil)
+	cases := []struct {
+		name string
+		req  backend.Request
+		want error
+	}{
+		{"missing", backend.Request{Path: "/nope"}, origin.ErrNotFound},
+		{"dotdot", backend.Request{Path: "/dir/../../etc/passwd"}, backend.ErrInvalidPath},
+		{"nul", backend.Request{Path: "/dir/f\x00"}, backend.ErrInvalidPath},
+		{"other origin", backend.Request{Origin: "root://evil:1094", Path: "/dir/f"}, backend.ErrForbidden},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := c.Open(context.Background(), tc.req)
+			if err == nil {
+				f.Close()
+			}
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestPrefetchStopsAtCloseAndCompleteAfterClose(t *testing.T) {
+	for _, complete := range []bool{false, true} {
+		t.Run(fmt.Sprint("complete=", complete), func(t *testing.T) {
+			dir := t.TempDir()
+			m := origin.NewMem("mem://o")
+			data := randomData(23, 40*testBlock)
+			m.Put("/f", data, time.Now())
+			c := newTestCache(t, dir, m, func(cfg *Config) {
+				cfg.Prefetch = 2
+				cfg.CompleteAfterClose = complete
+			})
+			f, err := c.Open(context.Background(), backend.Request{Path: "/f"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, 10)
+			if _, err := f.ReadAt(context.Background(), buf, 0); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			// Wait for the entry to be finished (or completed).
+			waitIdle(t, c)
+			c.Close()
+			c2 := newTestCache(t, dir, m, nil)
+			before := m.BytesRead.Load()
+			if got := readAllVia(t, c2, "/f"); !bytes.Equal(got, data) {
+				t.Fatal("bytes differ")
+			}
+			fetched := m.BytesRead.Load() - before
+			if complete && fetched != 0 {
+				t.Fatalf("complete-after-close left %d bytes to fetch", fetched)
+			}
+			if !complete && fetched == 0 {
+				t.Fatal("prefetch completed the file after the client left")
+			}
+		})
+	}
+}
+
+func waitIdle(tb testing.TB, c *Cache) {
+	tb.Helper()
+	for i := 0; i < 10000; i++ {
+		c.mu.Lock()
+		n := len(c.files) + len(c.closing)
+		c.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	tb.Fatal("cache never went idle")
+}

@@ -1,0 +1,154 @@
+package cache
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hepcache/hepcache/disk"
+	"github.com/hepcache/hepcache/origin"
+)
+
+// Defaults. A zero Config field means "use the default".
+const (
+	// defaultBlockSize is XCache's historical default (pfc.blocksize 1M) and
+	// the unit of the bitmap: 1 MiB keeps a 5 GB file's bitmap at 640 bytes.
+	defaultBlockSize = 1 << 20
+	// defaultPieceSize is the stream-through granularity: a reader waits for
+	// at most this much data beyond what it asked for.
+	defaultPieceSize = 128 << 10
+	// defaultPrefetch matches XCache's pfc.prefetch 10.
+	defaultPrefetch = 10
+	// defaultFetchMemory bounds bytes in flight from all origins together.
+	defaultFetchMemory = 128 << 20
+	// defaultSyncInterval is how often written blocks are made durable and
+	// recorded in the sidecars.
+	defaultSyncInterval = 2 * time.Second
+	// defaultFetchRetries is how many times a reader retries a failed block
+	// fetch before returning the error.
+	defaultFetchRetries = 1
+	// defaultOriginTimeout bounds one origin open or read.
+	defaultOriginTimeout = 60 * time.Second
+)
+
+// Config configures a Cache. Use DefaultConfig and change what you need.
+type Config struct {
+	// Dir is the cache directory. Required.
+	Dir string
+	// Origins resolves Request.Origin ("" for the default origin) to an
+	// Origin; it also enforces the forwarding allow-list. Required.
+	Origins origin.Resolver
+	// BlockSize is the unit of caching and of the presence bitmap, in bytes.
+	// Default 1 MiB. Larger blocks mean smaller sidecars but more bytes
+	// fetched for a small random read. Must be a multiple of PieceSize.
+	BlockSize int64
+	// PieceSize is the unit in which a block is fetched and streamed to
+	// waiting readers, in bytes. Default 128 KiB; a multiple of 4 KiB.
+	PieceSize int64
+	// Prefetch is the number of blocks fetched ahead of the reader while a
+	// file is open. Default 10; negative disables prefetch.
+	Prefetch int
+	// FetchMemory bounds the bytes in flight from origins, in bytes.
+	// Default 128 MiB. A quarter is reserved for demand reads. Less memory
+	// means less parallelism per file when many files are cold at once.
+	FetchMemory int64
+	// SyncInterval is how often written blocks are synced and recorded in
+	// their sidecars. Default 2 s. Shorter loses less work in a crash at
+	// the expense of more fsyncs.
+	SyncInterval time.Duration
+	// CompleteAfterClose keeps downloading a file after its last client
+	// closed, until it is complete. Default false (the partial file stays
+	// and the next open resumes it).
+	CompleteAfterClose bool
+	// FetchRetries is how often a reader retries a failed block fetch.
+	// Default 1; negative means no retry.
+	FetchRetries int
+	// OriginTimeout bounds one origin open or piece read. Default 60 s.
+	OriginTimeout time.Duration
+	// FS is the file system holding Dir. Default disk.OS{}.
+	FS disk.FS
+	// Logger receives operational messages. Default slog.Default().
+	Logger *slog.Logger
+	// OnAccess, if set, is called once per closed file with its access
+	// record (the access log). It must not block.
+	OnAccess func(AccessRecord)
+
+	// now is the clock; a test seam.
+	now func() time.Time
+}
+
+// DefaultConfig returns a Config with every default filled in, except the
+// required Dir and Origins.
+func DefaultConfig() *Config {
+	c := &Config{}
+	c.EnsureDefaults()
+	return c
+}
+
+// EnsureDefaults fills zero fields with their defaults.
+func (c *Config) EnsureDefaults() {
+	if c.BlockSize == 0 {
+		c.BlockSize = defaultBlockSize
+	}
+	if c.PieceSize == 0 {
+		c.PieceSize = defaultPieceSize
+		if c.BlockSize < c.PieceSize {
+			c.PieceSize = c.BlockSize
+		}
+	}
+	if c.Prefetch == 0 {
+		c.Prefetch = defaultPrefetch
+	}
+	if c.FetchMemory == 0 {
+		c.FetchMemory = defaultFetchMemory
+	}
+	if c.SyncInterval == 0 {
+		c.SyncInterval = defaultSyncInterval
+	}
+	if c.FetchRetries == 0 {
+		c.FetchRetries = defaultFetchRetries
+	}
+	if c.OriginTimeout == 0 {
+		c.OriginTimeout = defaultOriginTimeout
+	}
+	if c.FS == nil {
+		c.FS = disk.OS{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+}
+
+// Validate reports every problem with the configuration in one error.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Dir == "" {
+		errs = append(errs, errors.New("cache dir: required"))
+	}
+	if c.Origins == nil {
+		errs = append(errs, errors.New("origins: required"))
+	}
+	if c.PieceSize <= 0 || c.PieceSize%4096 != 0 {
+		errs = append(errs, fmt.Errorf("piece size %d: must be a positive multiple of 4096", c.PieceSize))
+	}
+	if c.BlockSize <= 0 || c.PieceSize > 0 && c.BlockSize%c.PieceSize != 0 {
+		errs = append(errs, fmt.Errorf("block size %d: must be a positive multiple of the piece size %d", c.BlockSize, c.PieceSize))
+	}
+	if c.BlockSize > 1<<30 {
+		errs = append(errs, fmt.Errorf("block size %d: at most 1 GiB", c.BlockSize))
+	}
+	if c.FetchMemory < 4*c.PieceSize {
+		errs = append(errs, fmt.Errorf("fetch memory %d: at least 4 pieces (%d)", c.FetchMemory, 4*c.PieceSize))
+	}
+	if c.SyncInterval < 0 {
+		errs = append(errs, fmt.Errorf("sync interval %v: must not be negative", c.SyncInterval))
+	}
+	if c.OriginTimeout < 0 {
+		errs = append(errs, fmt.Errorf("origin timeout %v: must not be negative", c.OriginTimeout))
+	}
+	return errors.Join(errs...)
+}

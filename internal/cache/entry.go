@@ -1,0 +1,534 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/hepcache/hepcache/disk"
+	"github.com/hepcache/hepcache/internal/bitmap"
+	"github.com/hepcache/hepcache/internal/sidecar"
+	"github.com/hepcache/hepcache/origin"
+)
+
+// entry is the shared state of one cached file while it has clients.
+type entry struct {
+	c   *Cache
+	o   origin.Origin
+	key Key
+
+	// initCh is a one-slot lock serialising init; initDone is set once the
+	// fields below it are valid and immutable.
+	initCh   chan struct{}
+	initOK   bool
+	info     origin.FileInfo
+	size     int64
+	nblocks  int
+	data     disk.File
+	wasState string // "hit", "partial" or "miss" at open
+
+	// ctx scopes every origin fetch of this entry; cancelled at finish, or
+	// at last close when downloads stop with the clients.
+	ctx    context.Context
+	cancel context.CancelFunc
+	fetchWG sync.WaitGroup
+
+	// ofMu protects of, the lazily opened origin file.
+	ofMu sync.Mutex
+	of   origin.File
+
+	// syncMu serialises sync and sidecar writes.
+	syncMu sync.Mutex
+	// side is the durable state as last written; guarded by syncMu.
+	side *sidecar.Info
+
+	// mu protects the fields below.
+	mu sync.Mutex
+	// present has a bit per block written to the data file.
+	present *bitmap.Bitmap
+	// unsynced lists blocks written since the last sync.
+	unsynced []int
+	// fetches holds the in-flight fetch of each missing block.
+	fetches map[int]*fetch
+	// prefetching counts in-flight prefetch fetches; frontier is the
+	// furthest block a client asked for.
+	prefetching int
+	frontier    int
+
+	// Guarded by Cache.mu.
+	refs           int
+	pendingRecords []sidecar.Access
+	finishing      chan struct{}
+}
+
+func newEntry(c *Cache, o origin.Origin, k Key) *entry {
+	e := &entry{c: c, o: o, key: k, initCh: make(chan struct{}, 1), fetches: map[int]*fetch{}}
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	return e
+}
+
+func (e *entry) initialized() bool {
+	select {
+	case e.initCh <- struct{}{}:
+		ok := e.initOK
+		<-e.initCh
+		return ok
+	default:
+		return false // init in progress
+	}
+}
+
+// init loads the sidecar or creates the file from the origin. Concurrent
+// callers wait; if one fails, the next caller tries again.
+func (e *entry) init(ctx context.Context) error {
+	select {
+	case e.initCh <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-e.initCh }()
+	if e.initOK {
+		return nil
+	}
+	c := e.c
+	side := c.readSidecar(e.key)
+	var data disk.File
+	if side != nil {
+		f, err := c.cfg.FS.OpenFile(c.dataPath(e.key), os.O_RDWR, 0)
+		if err == nil {
+			if st, serr := f.Stat(); serr != nil || st.Size() != side.FileSize {
+				f.Close()
+				err = fmt.Errorf("data file size does not match sidecar")
+			}
+		}
+		if err != nil {
+			c.cfg.Logger.Warn("cached data file unusable, fetching again", "key", e.key.String(), "err", err)
+			side = nil
+		} else {
+			data = f
+			if side.BlockSize != c.cfg.BlockSize {
+				// Blocks of another size: keep the file, but its bitmap
+				// cannot be mapped; start over.
+				c.cfg.Logger.Info("block size changed, fetching again", "key", e.key.String(), "had", side.BlockSize)
+				side = nil
+			}
+		}
+	}
+	if side == nil {
+		octx, cancel := context.WithTimeout(ctx, c.cfg.OriginTimeout)
+		of, err := e.o.Open(octx, e.key.Path)
+		cancel()
+		if err != nil {
+			if data != nil {
+				data.Close()
+			}
+			return fmt.Errorf("open %s: %w", e.key, err)
+		}
+		info := of.Info()
+		if info.IsDir() {
+			of.Close()
+			if data != nil {
+				data.Close()
+			}
+			return fmt.Errorf("open %s: %w", e.key, origin.ErrIsDir)
+		}
+		if data == nil {
+			data, err = createDataFile(c.cfg.FS, c.dataPath(e.key))
+			if err != nil {
+				of.Close()
+				return fmt.Errorf("create cache file for %s: %w", e.key, err)
+			}
+		}
+		if err := data.Truncate(0); err == nil {
+			err = data.Truncate(info.Size)
+		}
+		side = sidecar.New(e.key.Origin, e.key.Path, info.Size, c.cfg.BlockSize, info.ModTime, info.ETag, c.cfg.now())
+		if err := c.cfg.FS.MkdirAll(filepath.Dir(c.metaPath(e.key)), 0o755); err != nil {
+			c.cfg.Logger.Warn("cannot create sidecar dir", "key", e.key.String(), "err", err)
+		} else if err := disk.WriteFileAtomic(c.cfg.FS, c.metaPath(e.key), side.Marshal(), false); err != nil {
+			c.cfg.Logger.Warn("cannot write sidecar", "key", e.key.String(), "err", err)
+		}
+		e.of = of
+		e.info = origin.FileInfo{Name: e.key.Path, Size: info.Size, ModTime: info.ModTime, Mode: 0o444, ETag: info.ETag}
+		e.wasState = "miss"
+	} else {
+		e.info = origin.FileInfo{Name: e.key.Path, Size: side.FileSize, ModTime: side.ModTime, Mode: 0o444, ETag: side.ETag}
+		switch {
+		case side.Complete():
+			e.wasState = "hit"
+		case side.Durable.Count() > 0:
+			e.wasState = "partial"
+		default:
+			e.wasState = "miss"
+		}
+	}
+	e.side = side
+	e.data = data
+	e.size = side.FileSize
+	e.nblocks = side.Durable.Len()
+	e.present = side.Durable.Clone()
+	e.frontier = -1
+	e.initOK = true
+	c.stats.OpenFiles.Add(1)
+	return nil
+}
+
+func createDataFile(fsys disk.FS, name string) (disk.File, error) {
+	f, err := fsys.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := fsys.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+			return nil, err
+		}
+		f, err = fsys.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	}
+	return f, err
+}
+
+// originFile returns the origin file, opening it on first use (an entry
+// resumed from disk only contacts the origin when a block is missing).
+func (e *entry) originFile(ctx context.Context) (origin.File, error) {
+	e.ofMu.Lock()
+	defer e.ofMu.Unlock()
+	if e.of != nil {
+		return e.of, nil
+	}
+	octx, cancel := context.WithTimeout(ctx, e.c.cfg.OriginTimeout)
+	defer cancel()
+	of, err := e.o.Open(octx, e.key.Path)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", e.key, err)
+	}
+	if of.Info().Size != e.size {
+		of.Close()
+		return nil, fmt.Errorf("open %s: origin size %d differs from cached size %d: %w",
+			e.key, of.Info().Size, e.size, origin.ErrInvalid)
+	}
+	e.of = of
+	return of, nil
+}
+
+// complete reports whether every block is present. Lock order: Cache.mu may
+// be held; e.mu is taken here.
+func (e *entry) complete() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.present != nil && e.present.Full()
+}
+
+func (e *entry) blockRange(b int) (off, n int64) {
+	bs := e.c.cfg.BlockSize
+	off = int64(b) * bs
+	n = bs
+	if off+n > e.size {
+		n = e.size - off
+	}
+	return off, n
+}
+
+// blockWritten records that block b is on disk (not yet synced).
+func (e *entry) blockWritten(b int) (complete bool) {
+	e.mu.Lock()
+	e.present.Set(b)
+	e.unsynced = append(e.unsynced, b)
+	complete = e.present.Full()
+	e.mu.Unlock()
+	e.c.markDirty(e)
+	return complete
+}
+
+// sync makes written blocks durable and records them in the sidecar.
+func (e *entry) sync() {
+	e.syncMu.Lock()
+	defer e.syncMu.Unlock()
+	e.syncLocked(nil)
+}
+
+// syncLocked MUST be called with syncMu held. recs are access records to add.
+func (e *entry) syncLocked(recs []sidecar.Access) {
+	if e.side == nil {
+		return
+	}
+	e.mu.Lock()
+	blocks := e.unsynced
+	e.unsynced = nil
+	e.mu.Unlock()
+	if len(blocks) == 0 && len(recs) == 0 {
+		return
+	}
+	c := e.c
+	if len(blocks) > 0 {
+		if err := e.data.Sync(); err != nil {
+			// The blocks stay readable from memory for this run but are not
+			// recorded: after a restart they are fetched again.
+			c.stats.SyncErrors.Add(1)
+			c.cfg.Logger.Warn("sync failed, blocks not recorded", "key", e.key.String(), "blocks", len(blocks), "err", err)
+			blocks = nil
+		}
+	}
+	for _, b := range blocks {
+		e.side.Durable.Set(b)
+	}
+	for _, r := range recs {
+		e.side.AddRecord(r)
+		e.side.AccessCount++
+		if r.Close.After(e.side.LastAccess) {
+			e.side.LastAccess = r.Close
+		}
+	}
+	if err := disk.WriteFileAtomic(c.cfg.FS, c.metaPath(e.key), e.side.Marshal(), false); err != nil {
+		c.stats.SyncErrors.Add(1)
+		c.cfg.Logger.Warn("sidecar write failed", "key", e.key.String(), "err", err)
+	}
+}
+
+// finish runs after the last close: stop fetches, sync, record the accesses
+// and release file handles.
+func (e *entry) finish() {
+	e.cancel()
+	e.fetchWG.Wait()
+	c := e.c
+	c.mu.Lock()
+	recs := e.pendingRecords
+	e.pendingRecords = nil
+	c.mu.Unlock()
+	if e.initOK {
+		e.syncMu.Lock()
+		e.syncLocked(recs)
+		e.syncMu.Unlock()
+		e.data.Close()
+		c.stats.OpenFiles.Add(-1)
+	}
+	e.ofMu.Lock()
+	if e.of != nil {
+		e.of.Close()
+		e.of = nil
+	}
+	e.ofMu.Unlock()
+}
+
+// completeInBackground fetches every missing block after the last client has
+// gone, then releases the entry.
+func (e *entry) completeInBackground() {
+	for e.ctx.Err() == nil {
+		e.mu.Lock()
+		var f *fetch
+		if b := e.nextMissingLocked(0); b >= 0 {
+			f = e.startFetchLocked(b, true)
+		} else {
+			for _, x := range e.fetches {
+				f = x
+				break
+			}
+		}
+		e.mu.Unlock()
+		if f == nil {
+			break
+		}
+		<-f.done
+		if f.err != nil {
+			e.c.cfg.Logger.Warn("background completion stopped", "key", e.key.String(), "err", f.err)
+			break
+		}
+	}
+	e.c.release(e, sidecar.Access{}, false)
+}
+
+// schedulePrefetchLocked starts read-ahead fetches after block b.
+// MUST be called with e.mu held.
+func (e *entry) schedulePrefetchLocked(b int) {
+	if b > e.frontier {
+		e.frontier = b
+	}
+	if e.c.cfg.Prefetch <= 0 || e.ctx.Err() != nil {
+		return
+	}
+	from := e.frontier + 1
+	for e.prefetching < e.c.cfg.Prefetch {
+		nb := e.nextMissingLocked(from)
+		if nb < 0 {
+			return
+		}
+		e.startFetchLocked(nb, true)
+		from = nb + 1
+	}
+}
+
+// nextMissingLocked returns the first block at or after from (wrapping to
+// the start) that is neither present nor being fetched, or -1.
+// MUST be called with e.mu held.
+func (e *entry) nextMissingLocked(from int) int {
+	for _, r := range [2][2]int{{from, e.nblocks}, {0, min(from, e.nblocks)}} {
+		for i := r[0]; ; i++ {
+			i = e.present.NextClear(i)
+			if i < 0 || i >= r[1] {
+				break
+			}
+			if e.fetches[i] == nil {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// stream implements File.Stream for handle h.
+func (e *entry) stream(ctx context.Context, h *handle, off, n int64, fn func([]byte) error) (int64, error) {
+	if off < 0 || n < 0 {
+		return 0, fmt.Errorf("read %d@%d of %s: %w", n, off, e.key, origin.ErrInvalid)
+	}
+	end := off + n
+	if end > e.size {
+		end = e.size
+	}
+	var done int64
+	retries := 0
+	pos := off
+	bs := e.c.cfg.BlockSize
+	for pos < end {
+		b := int(pos / bs)
+		bstart, blen := e.blockRange(b)
+		bend := bstart + blen
+		segEnd := min(end, bend)
+
+		e.mu.Lock()
+		if e.present.Test(b) {
+			// Extend over following present blocks to read in large chunks.
+			for segEnd < end && e.present.Test(int(segEnd/bs)) {
+				_, l := e.blockRange(int(segEnd / bs))
+				segEnd = min(end, segEnd+l)
+			}
+			e.schedulePrefetchLocked(int((segEnd - 1) / bs))
+			e.mu.Unlock()
+			k, err := e.readData(pos, segEnd-pos, fn)
+			done += k
+			h.hit.Add(k)
+			e.c.stats.BytesHit.Add(k)
+			if err != nil {
+				return done, err
+			}
+			pos = segEnd
+			continue
+		}
+		f := e.fetches[b]
+		if f == nil {
+			f = e.startFetchLocked(b, false)
+		} else {
+			f.waiters++
+			e.c.stats.CoalescedWaits.Add(1)
+		}
+		e.schedulePrefetchLocked(b)
+		e.mu.Unlock()
+
+		k, err := e.streamFromFetch(ctx, h, f, pos, segEnd, fn)
+		done += k
+		pos += k
+		if err != nil {
+			var re *retryErr
+			if !errors.As(err, &re) {
+				return done, err
+			}
+			if retries >= e.c.cfg.FetchRetries {
+				return done, re.cause
+			}
+			retries++ // take the turn: the next pass starts a new fetch
+		}
+	}
+	return done, nil
+}
+
+// retryErr marks a failed fetch that a reader may retry; cause is what the
+// client sees if it may not.
+type retryErr struct{ cause error }
+
+func (r *retryErr) Error() string { return r.cause.Error() }
+func (r *retryErr) Unwrap() error { return r.cause }
+
+// streamFromFetch delivers [pos, end) of a block being fetched, piece by
+// piece as pieces land. end is within the block.
+func (e *entry) streamFromFetch(ctx context.Context, h *handle, f *fetch, pos, end int64, fn func([]byte) error) (int64, error) {
+	ps := e.c.cfg.PieceSize
+	var done int64
+	for pos < end {
+		p := int((pos - f.off) / ps)
+		select {
+		case <-f.pieceCh[p]:
+		case <-ctx.Done():
+			return done, ctx.Err()
+		}
+		pend := min(end, f.off+int64(p+1)*ps)
+		if err := f.pieceErr(p); err != nil {
+			if errors.Is(err, errWriteFailed) {
+				// The disk refused the block: serve this range from the
+				// origin without caching it.
+				k, berr := e.bypass(ctx, pos, end-pos, fn)
+				done += k
+				h.bypassed.Add(k)
+				e.c.stats.BytesBypassed.Add(k)
+				return done, berr
+			}
+			return done, &retryErr{cause: err}
+		}
+		k, err := e.readData(pos, pend-pos, fn)
+		done += k
+		h.missed.Add(k)
+		e.c.stats.BytesMissed.Add(k)
+		if err != nil {
+			return done, err
+		}
+		pos = pend
+	}
+	return done, nil
+}
+
+// readData reads [off, off+n) from the data file and passes it to fn in
+// chunks.
+func (e *entry) readData(off, n int64, fn func([]byte) error) (int64, error) {
+	bp := e.c.bufs.Get().(*[]byte)
+	defer e.c.bufs.Put(bp)
+	buf := *bp
+	var done int64
+	for done < n {
+		l := min(int64(len(buf)), n-done)
+		k, err := e.data.ReadAt(buf[:l], off+done)
+		if err != nil && !(err == io.EOF && int64(k) == l) {
+			return done, fmt.Errorf("read cache file %s at %d: %w", e.key, off+done, err)
+		}
+		if err := fn(buf[:l]); err != nil {
+			return done, err
+		}
+		done += l
+	}
+	return done, nil
+}
+
+// bypass reads [off, off+n) from the origin straight to fn.
+func (e *entry) bypass(ctx context.Context, off, n int64, fn func([]byte) error) (int64, error) {
+	of, err := e.originFile(ctx)
+	if err != nil {
+		return 0, err
+	}
+	bp := e.c.bufs.Get().(*[]byte)
+	defer e.c.bufs.Put(bp)
+	buf := *bp
+	var done int64
+	for done < n {
+		l := min(int64(len(buf)), n-done)
+		octx, cancel := context.WithTimeout(ctx, e.c.cfg.OriginTimeout)
+		k, err := of.ReadAt(octx, buf[:l], off+done)
+		cancel()
+		if err != nil && !(err == io.EOF && int64(k) == l) {
+			return done, fmt.Errorf("read %s at %d from origin: %w", e.key, off+done, err)
+		}
+		if err := fn(buf[:l]); err != nil {
+			return done, err
+		}
+		done += l
+	}
+	return done, nil
+}
+

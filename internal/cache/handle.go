@@ -1,0 +1,88 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync/atomic"
+	"time"
+
+	"github.com/hepcache/hepcache/internal/backend"
+	"github.com/hepcache/hepcache/internal/sidecar"
+	"github.com/hepcache/hepcache/origin"
+)
+
+// handle is one client's open of a cached file. It implements backend.File.
+type handle struct {
+	e      *entry
+	req    backend.Request
+	opened time.Time
+	closed atomic.Bool
+
+	hit, missed, bypassed atomic.Int64
+}
+
+var _ backend.File = (*handle)(nil)
+
+func newHandle(e *entry, req backend.Request, now time.Time) *handle {
+	switch e.wasState {
+	case "hit":
+		e.c.stats.Hits.Add(1)
+	case "partial":
+		e.c.stats.PartialHits.Add(1)
+	default:
+		e.c.stats.Misses.Add(1)
+	}
+	return &handle{e: e, req: req, opened: now}
+}
+
+// Info implements backend.File.
+func (h *handle) Info() origin.FileInfo { return h.e.info }
+
+// Stream implements backend.File.
+func (h *handle) Stream(ctx context.Context, off, n int64, fn func([]byte) error) (int64, error) {
+	if h.closed.Load() {
+		return 0, fmt.Errorf("read %s: %w", h.e.key, errClosed)
+	}
+	return h.e.stream(ctx, h, off, n, fn)
+}
+
+// ReadAt implements backend.File.
+func (h *handle) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	k, err := h.Stream(ctx, off, int64(len(p)), func(b []byte) error {
+		copy(p, b)
+		p = p[len(b):]
+		return nil
+	})
+	if err != nil {
+		return int(k), err
+	}
+	if p := len(p); p > 0 {
+		return int(k), io.EOF
+	}
+	return int(k), nil
+}
+
+var errClosed = errors.New("cache: file closed")
+
+// Close implements backend.File.
+func (h *handle) Close() error {
+	if !h.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	e := h.e
+	now := e.c.cfg.now()
+	rec := sidecar.Access{Open: h.opened, Close: now, BytesHit: h.hit.Load(), BytesMissed: h.missed.Load(), Bypass: h.bypassed.Load()}
+	if fn := e.c.cfg.OnAccess; fn != nil {
+		fn(AccessRecord{
+			Time: now.UTC(), OpenTime: h.opened.UTC(), Path: e.key.Path, Origin: e.key.Origin,
+			Size: e.size, BytesRead: rec.BytesHit + rec.BytesMissed + rec.Bypass,
+			BytesHit: rec.BytesHit, BytesMissed: rec.BytesMissed, BytesBypassed: rec.Bypass,
+			DurationS: now.Sub(h.opened).Seconds(), Client: h.req.Client, User: h.req.User,
+			Protocol: h.req.Protocol, Status: "ok",
+		})
+	}
+	e.c.release(e, rec, true)
+	return nil
+}

@@ -1,0 +1,50 @@
+package cache
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Stats are the cache's counters, safe to read at any time.
+type Stats struct {
+	// Opens by outcome: a hit is an open of a complete file, a partial hit of
+	// a file with some blocks, a miss of a file with none.
+	Hits, PartialHits, Misses atomic.Int64
+	// OpenErrors counts opens that failed.
+	OpenErrors atomic.Int64
+	// Bytes served to clients by where they came from.
+	BytesHit, BytesMissed, BytesBypassed atomic.Int64
+	// BytesFetched counts bytes read from origins into the cache, of which
+	// PrefetchBytes were read ahead of any client.
+	BytesFetched, PrefetchBytes atomic.Int64
+	// BlocksFetched counts completed block fetches.
+	BlocksFetched atomic.Int64
+	// CoalescedWaits counts reads that waited on a fetch another read started.
+	CoalescedWaits atomic.Int64
+	// FetchErrors counts failed block fetches; WriteErrors failed disk writes
+	// (each turns its readers into bypass reads).
+	FetchErrors, WriteErrors atomic.Int64
+	// SyncErrors counts failed syncs or sidecar writes.
+	SyncErrors atomic.Int64
+	// OpenFiles is the number of files with at least one client.
+	OpenFiles atomic.Int64
+}
+
+// AccessRecord describes one access from open to last close; it is the
+// access-log line (docs/access-log.md).
+type AccessRecord struct {
+	Time          time.Time `json:"time"`
+	OpenTime      time.Time `json:"open_time"`
+	Path          string    `json:"path"`
+	Origin        string    `json:"origin"`
+	Size          int64     `json:"size"`
+	BytesRead     int64     `json:"bytes_read"`
+	BytesHit      int64     `json:"bytes_hit"`
+	BytesMissed   int64     `json:"bytes_missed"`
+	BytesBypassed int64     `json:"bytes_bypassed"`
+	DurationS     float64   `json:"duration_s"`
+	Client        string    `json:"client"`
+	User          string    `json:"user"`
+	Protocol      string    `json:"protocol"`
+	Status        string    `json:"status"`
+}

@@ -1,0 +1,76 @@
+package sidecar
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func sample() *Info {
+	now := time.Date(2026, 11, 21, 12, 0, 0, 123, time.UTC)
+	in := New("root://o:1094", "/store/a.root", 10<<20+5, 1<<20, now.Add(-time.Hour), "etag1", now)
+	in.Durable.Set(0)
+	in.Durable.Set(10)
+	in.AccessCount = 3
+	in.ChecksumState = ChecksumVerified
+	in.Adler32 = 0xdeadbeef
+	in.CRC32C = 0x01020304
+	for i := 0; i < MaxRecords+5; i++ {
+		in.AddRecord(Access{Open: now.Add(time.Duration(i) * time.Second), Close: now.Add(time.Duration(i+1) * time.Second), BytesHit: int64(i), BytesMissed: 7, Bypass: 1})
+	}
+	return in
+}
+
+func TestRoundTrip(t *testing.T) {
+	in := sample()
+	out, err := Unmarshal(in.Marshal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Records) != MaxRecords || out.Records[0].BytesHit != 5 {
+		t.Fatalf("records not trimmed to the newest: %d, first hit %d", len(out.Records), out.Records[0].BytesHit)
+	}
+	if !reflect.DeepEqual(in, out) {
+		t.Fatalf("round trip differs:\n%+v\n%+v", in, out)
+	}
+	if out.Complete() {
+		t.Fatal("2 of 11 blocks reported complete")
+	}
+}
+
+func TestCorruptionDetected(t *testing.T) {
+	good := sample().Marshal()
+	cases := map[string][]byte{
+		"empty":     nil,
+		"truncated": good[:len(good)/2],
+		"bitflip":   flip(good, 40),
+		"lastbyte":  flip(good, len(good)-1),
+	}
+	for name, b := range cases {
+		t.Run(name, func(t *testing.T) {
+			if _, err := Unmarshal(b); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("got %v, want ErrCorrupt", err)
+			}
+		})
+	}
+}
+
+func flip(b []byte, i int) []byte {
+	c := append([]byte(nil), b...)
+	c[i] ^= 0x10
+	return c
+}
+
+func FuzzUnmarshal(f *testing.F) {
+	f.Add(sample().Marshal())
+	f.Fuzz(func(t *testing.T, b []byte) {
+		in, err := Unmarshal(b)
+		if err != nil {
+			return
+		}
+		if _, err := Unmarshal(in.Marshal()); err != nil {
+			t.Fatalf("re-encoding of a valid sidecar fails: %v", err)
+		}
+	})
+}
