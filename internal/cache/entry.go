@@ -34,8 +34,8 @@ type entry struct {
 
 	// ctx scopes every origin fetch of this entry; cancelled at finish, or
 	// at last close when downloads stop with the clients.
-	ctx    context.Context
-	cancel context.CancelFunc
+	ctx     context.Context
+	cancel  context.CancelFunc
 	fetchWG sync.WaitGroup
 
 	// ofMu protects of, the lazily opened origin file.
@@ -531,4 +531,3 @@ func (e *entry) bypass(ctx context.Context, off, n int64, fn func([]byte) error)
 	}
 	return done, nil
 }
-

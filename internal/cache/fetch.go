@@ -150,4 +150,3 @@ func (e *entry) runFetch(f *fetch) {
 		}()
 	}
 }
-
