@@ -1,0 +1,198 @@
+// Package config is hepcache's configuration: one TOML file in which every
+// key has a documented default (docs/hepcache.toml), overridden by command-line
+// flags. Load reports unknown keys and every invalid value with the key, the
+// value and what is allowed, so a bad config fails at start-up.
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Config is the whole configuration.
+type Config struct {
+	Server ServerConfig `toml:"server"`
+	Cache  CacheConfig  `toml:"cache"`
+	Origin OriginConfig `toml:"origin"`
+	Log    LogConfig    `toml:"log"`
+}
+
+// ServerConfig is the [server] section: where hepcache listens.
+type ServerConfig struct {
+	// Listen is the root:// address. Default ":1094".
+	Listen string `toml:"listen"`
+	// HTTPListen is the http:// address; empty (default) turns HTTP off.
+	HTTPListen string `toml:"http_listen"`
+	// MetricsListen serves /metrics and /health on a separate address;
+	// empty (default) serves them on the HTTP listener if there is one.
+	MetricsListen string `toml:"metrics_listen"`
+	// ShutdownTimeout is how long SIGTERM waits for reads to finish.
+	// Default 30s.
+	ShutdownTimeout Duration `toml:"shutdown_timeout"`
+}
+
+// CacheConfig is the [cache] section: the block cache.
+type CacheConfig struct {
+	// Dir holds the cached data and metadata. Required.
+	Dir string `toml:"dir"`
+	// BlockSize is the caching unit. Default 1M.
+	BlockSize Size `toml:"block_size"`
+	// PieceSize is the stream-through unit within a block. Default 128K.
+	PieceSize Size `toml:"piece_size"`
+	// Prefetch is how many blocks are read ahead while a file is open.
+	// Default 10; 0 turns prefetch off.
+	Prefetch int `toml:"prefetch"`
+	// FetchMemory bounds the bytes in flight from origins. Default 128M.
+	FetchMemory Size `toml:"fetch_memory"`
+	// SyncInterval is how often written blocks are made durable. Default 2s.
+	SyncInterval Duration `toml:"sync_interval"`
+	// CompleteAfterClose keeps downloading a file after its last client
+	// left. Default false: the partial file stays and is resumed later.
+	CompleteAfterClose bool `toml:"complete_after_close"`
+}
+
+// OriginConfig is the [origin] section: where data comes from.
+type OriginConfig struct {
+	// Default is the origin for requests that name none:
+	// "root://host:port", "file:///dir". Empty: forwarding only.
+	Default string `toml:"default"`
+	// ForwardAllow turns on forwarding mode (XrdClProxyPlugin clients) for
+	// these origins: "host", "host:port" or ".domain.suffix". Default empty
+	// (forwarding off): hepcache is never an open proxy.
+	ForwardAllow []string `toml:"forward_allow"`
+	// Timeout bounds one origin open or read. Default 60s.
+	Timeout Duration `toml:"timeout"`
+	// Connections is the number of TCP connections per root:// origin.
+	// Default 2.
+	Connections int `toml:"connections"`
+}
+
+// LogConfig is the [log] section.
+type LogConfig struct {
+	// Level is debug, info, warn or error. Default info.
+	Level string `toml:"level"`
+	// AccessLog is a file receiving one JSON line per closed file
+	// (docs/access-log.md), "-" for stdout; empty (default) disables it.
+	AccessLog string `toml:"access_log"`
+}
+
+// Default returns the defaults of every key.
+func Default() *Config {
+	return &Config{
+		Server: ServerConfig{Listen: ":1094", ShutdownTimeout: Duration(30e9)},
+		Cache: CacheConfig{BlockSize: 1 << 20, PieceSize: 128 << 10, Prefetch: 10,
+			FetchMemory: 128 << 20, SyncInterval: Duration(2e9)},
+		Origin: OriginConfig{Timeout: Duration(60e9), Connections: 2},
+		Log:    LogConfig{Level: "info"},
+	}
+}
+
+// Load reads a TOML file over the defaults. Unknown keys are errors.
+func Load(path string) (*Config, error) {
+	c := Default()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	md, err := toml.Decode(string(b), c)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		keys := make([]string, len(und))
+		for i, k := range und {
+			keys[i] = k.String()
+		}
+		return nil, fmt.Errorf("config %s: unknown keys: %s", path, strings.Join(keys, ", "))
+	}
+	return c, nil
+}
+
+// Flags binds command-line flags to c; flags parsed later override the file.
+// The flag names are the documented ones (--listen, --origin, ...).
+func (c *Config) Flags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Server.Listen, "listen", c.Server.Listen, "root:// listen address (server.listen)")
+	fs.StringVar(&c.Server.HTTPListen, "http-listen", c.Server.HTTPListen, "http:// listen address, empty for none (server.http_listen)")
+	fs.StringVar(&c.Server.MetricsListen, "metrics-listen", c.Server.MetricsListen, "address for /metrics and /health (server.metrics_listen)")
+	fs.StringVar(&c.Cache.Dir, "cache-dir", c.Cache.Dir, "cache directory (cache.dir)")
+	fs.Var(&c.Cache.BlockSize, "block-size", "cache block size (cache.block_size)")
+	fs.IntVar(&c.Cache.Prefetch, "prefetch", c.Cache.Prefetch, "blocks read ahead, 0 = off (cache.prefetch)")
+	fs.BoolVar(&c.Cache.CompleteAfterClose, "complete-after-close", c.Cache.CompleteAfterClose, "finish downloads after the last client closes (cache.complete_after_close)")
+	fs.StringVar(&c.Origin.Default, "origin", c.Origin.Default, "default origin, root://host:port or file:///dir (origin.default)")
+	fs.Func("forward-allow", "comma-separated origins allowed in forwarding mode: host, host:port, .domain (origin.forward_allow)", func(v string) error {
+		c.Origin.ForwardAllow = nil
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				c.Origin.ForwardAllow = append(c.Origin.ForwardAllow, s)
+			}
+		}
+		return nil
+	})
+	fs.StringVar(&c.Log.AccessLog, "access-log", c.Log.AccessLog, "access log file, - for stdout (log.access_log)")
+	fs.StringVar(&c.Log.Level, "log-level", c.Log.Level, "debug, info, warn, error (log.level)")
+}
+
+// Validate reports every invalid value, each with its key, the value and
+// what is allowed.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(key string, val any, allowed string) {
+		errs = append(errs, fmt.Errorf("%s = %v: %s", key, val, allowed))
+	}
+	addr := func(key, v string, optional bool) {
+		if v == "" {
+			if !optional {
+				bad(key, `""`, "required, e.g. \":1094\" or \"127.0.0.1:1094\"")
+			}
+			return
+		}
+		if _, _, err := net.SplitHostPort(v); err != nil {
+			bad(key, fmt.Sprintf("%q", v), "want host:port or :port")
+		}
+	}
+	addr("server.listen", c.Server.Listen, false)
+	addr("server.http_listen", c.Server.HTTPListen, true)
+	addr("server.metrics_listen", c.Server.MetricsListen, true)
+	if c.Server.ShutdownTimeout < 0 {
+		bad("server.shutdown_timeout", c.Server.ShutdownTimeout, "must not be negative")
+	}
+	if c.Cache.Dir == "" {
+		bad("cache.dir", `""`, "required: the directory holding cached files (--cache-dir)")
+	}
+	if c.Cache.PieceSize < 4096 || c.Cache.PieceSize%4096 != 0 {
+		bad("cache.piece_size", c.Cache.PieceSize, "a multiple of 4K")
+	}
+	if c.Cache.BlockSize < c.Cache.PieceSize || c.Cache.PieceSize > 0 && c.Cache.BlockSize%c.Cache.PieceSize != 0 || c.Cache.BlockSize > 1<<30 {
+		bad("cache.block_size", c.Cache.BlockSize, fmt.Sprintf("a multiple of piece_size (%v), at most 1G", c.Cache.PieceSize))
+	}
+	if c.Cache.Prefetch < 0 || c.Cache.Prefetch > 1024 {
+		bad("cache.prefetch", c.Cache.Prefetch, "0 (off) to 1024 blocks")
+	}
+	if c.Cache.FetchMemory < 4*c.Cache.PieceSize {
+		bad("cache.fetch_memory", c.Cache.FetchMemory, "at least 4 pieces")
+	}
+	if c.Cache.SyncInterval <= 0 {
+		bad("cache.sync_interval", c.Cache.SyncInterval, "a positive duration")
+	}
+	if c.Origin.Default == "" && len(c.Origin.ForwardAllow) == 0 {
+		bad("origin.default", `""`, "give a default origin (--origin) or a forwarding allow-list (--forward-allow), or both")
+	}
+	if c.Origin.Timeout <= 0 {
+		bad("origin.timeout", c.Origin.Timeout, "a positive duration")
+	}
+	if c.Origin.Connections < 1 || c.Origin.Connections > 64 {
+		bad("origin.connections", c.Origin.Connections, "1 to 64")
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", fmt.Sprintf("%q", c.Log.Level), "debug, info, warn or error")
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,127 @@
+package config
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// TestDocumentedFileIsTheDefaults keeps docs/hepcache.toml honest: it must
+// list every key, each with its default value.
+func TestDocumentedFileIsTheDefaults(t *testing.T) {
+	doc := filepath.Join("..", "..", "docs", "hepcache.toml")
+	c, err := Load(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(c, withEmptyLists(Default())) {
+		t.Fatalf("documented config differs from the defaults:\n%+v\n%+v", c, Default())
+	}
+	text, _ := os.ReadFile(doc)
+	for _, key := range tomlKeys(reflect.TypeOf(Config{}), "") {
+		section, name, _ := strings.Cut(key, ".")
+		if !strings.Contains(string(text), "["+section+"]") || !strings.Contains(string(text), "\n"+name+" = ") {
+			t.Errorf("key %s is not documented in %s", key, doc)
+		}
+	}
+}
+
+func withEmptyLists(c *Config) *Config {
+	c.Origin.ForwardAllow = []string{}
+	return c
+}
+
+func tomlKeys(t reflect.Type, prefix string) []string {
+	var out []string
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name := f.Tag.Get("toml")
+		if f.Type.Kind() == reflect.Struct {
+			out = append(out, tomlKeys(f.Type, prefix+name+".")...)
+			continue
+		}
+		out = append(out, prefix+name)
+	}
+	return out
+}
+
+func TestValidateNamesKeyValueAndAllowed(t *testing.T) {
+	c := Default()
+	c.Cache.Dir = "/tmp/x"
+	c.Origin.Default = "root://o:1094"
+	if err := c.Validate(); err != nil {
+		t.Fatalf("valid config rejected: %v", err)
+	}
+	cases := []struct {
+		name string
+		mut  func(*Config)
+		want string
+	}{
+		{"no dir", func(c *Config) { c.Cache.Dir = "" }, "cache.dir"},
+		{"listen", func(c *Config) { c.Server.Listen = "1094" }, `server.listen = "1094": want host:port`},
+		{"block", func(c *Config) { c.Cache.BlockSize = 1000 }, "cache.block_size = 1000"},
+		{"prefetch", func(c *Config) { c.Cache.Prefetch = -2 }, "cache.prefetch = -2: 0 (off) to 1024"},
+		{"no origin", func(c *Config) { c.Origin.Default = "" }, "origin.default"},
+		{"level", func(c *Config) { c.Log.Level = "loud" }, `log.level = "loud"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Default()
+			c.Cache.Dir = "/tmp/x"
+			c.Origin.Default = "root://o:1094"
+			tc.mut(c)
+			err := c.Validate()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want it to mention %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(s string) string {
+		p := filepath.Join(dir, "c.toml")
+		os.WriteFile(p, []byte(s), 0o644)
+		return p
+	}
+	if _, err := Load(write("[cache]\nblok_size = \"1M\"\n")); err == nil || !strings.Contains(err.Error(), "cache.blok_size") {
+		t.Fatalf("unknown key: %v", err)
+	}
+	if _, err := Load(write("[cache]\nblock_size = \"1X\"\n")); err == nil || !strings.Contains(err.Error(), "not a size") {
+		t.Fatalf("bad size: %v", err)
+	}
+}
+
+func TestFlagsOverrideFile(t *testing.T) {
+	c := Default()
+	c.Cache.Prefetch = 3
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	c.Flags(fs)
+	if err := fs.Parse([]string{"--prefetch", "0", "--forward-allow", "a.example, .cern.ch", "--block-size", "4M"}); err != nil {
+		t.Fatal(err)
+	}
+	if c.Cache.Prefetch != 0 || c.Cache.BlockSize != 4<<20 || !reflect.DeepEqual(c.Origin.ForwardAllow, []string{"a.example", ".cern.ch"}) {
+		t.Fatalf("flags not applied: %+v", c)
+	}
+}
+
+func TestSize(t *testing.T) {
+	for in, want := range map[string]Size{"1M": 1 << 20, "128K": 128 << 10, "2T": 2 << 40, "500G": 500 << 30, "1024": 1024, "1MiB": 1 << 20, "1.5G": 3 << 29} {
+		got, err := ParseSize(in)
+		if err != nil || got != want {
+			t.Errorf("ParseSize(%q)=%d,%v want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "x", "-1M", "1Q"} {
+		if _, err := ParseSize(bad); err == nil {
+			t.Errorf("ParseSize(%q) accepted", bad)
+		}
+	}
+	if s := Size(1 << 20).String(); s != "1M" {
+		t.Errorf("String=%q", s)
+	}
+}
