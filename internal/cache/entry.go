@@ -421,10 +421,16 @@ func (e *entry) stream(ctx context.Context, h *handle, off, n int64, fn func([]b
 			f.waiters++
 			e.c.stats.CoalescedWaits.Add(1)
 		}
+		ps := e.c.cfg.PieceSize
+		first, last := int((pos-bstart)/ps), int((segEnd-1-bstart)/ps)
+		held := make([]bool, last-first+1)
+		for i := range held {
+			held[i] = f.hold(first + i)
+		}
 		e.schedulePrefetchLocked(b)
 		e.mu.Unlock()
 
-		k, err := e.streamFromFetch(ctx, h, f, pos, segEnd, fn)
+		k, err := e.streamFromFetch(ctx, h, f, pos, segEnd, held, fn)
 		done += k
 		pos += k
 		if err != nil {
@@ -449,10 +455,18 @@ func (r *retryErr) Error() string { return r.cause.Error() }
 func (r *retryErr) Unwrap() error { return r.cause }
 
 // streamFromFetch delivers [pos, end) of a block being fetched, piece by
-// piece as pieces land. end is within the block.
-func (e *entry) streamFromFetch(ctx context.Context, h *handle, f *fetch, pos, end int64, fn func([]byte) error) (int64, error) {
+// piece as pieces land. end is within the block. The caller registered
+// interest in the pieces [first, last] covering the range (held[i-first]).
+func (e *entry) streamFromFetch(ctx context.Context, h *handle, f *fetch, pos, end int64, held []bool, fn func([]byte) error) (done int64, err error) {
 	ps := e.c.cfg.PieceSize
-	var done int64
+	first := int((pos - f.off) / ps)
+	defer func() {
+		for i, ok := range held {
+			if ok {
+				e.unhold(f, first+i)
+			}
+		}
+	}()
 	for pos < end {
 		p := int((pos - f.off) / ps)
 		select {
@@ -461,25 +475,38 @@ func (e *entry) streamFromFetch(ctx context.Context, h *handle, f *fetch, pos, e
 			return done, ctx.Err()
 		}
 		pend := min(end, f.off+int64(p+1)*ps)
-		if err := f.pieceErr(p); err != nil {
-			if errors.Is(err, errWriteFailed) {
-				// The disk refused the block: serve this range from the
-				// origin without caching it.
-				k, berr := e.bypass(ctx, pos, end-pos, fn)
-				done += k
-				h.bypassed.Add(k)
-				e.c.stats.BytesBypassed.Add(k)
-				return done, berr
-			}
-			return done, &retryErr{cause: err}
+		perr := f.pieceErr(p)
+		if perr != nil && !errors.Is(perr, errWriteFailed) {
+			return done, &retryErr{cause: perr}
 		}
-		k, err := e.readData(pos, pend-pos, fn)
+		var k int64
+		if bp := f.bufs[p].Load(); held[p-first] && bp != nil {
+			// Straight from the bytes the origin sent.
+			pstart := f.off + int64(p)*ps
+			if err = fn((*bp)[pos-pstart : pend-pstart]); err == nil {
+				k = pend - pos
+			}
+		} else if perr == nil {
+			k, err = e.readData(pos, pend-pos, fn)
+		} else {
+			// The disk refused the piece and its buffer is gone: read the
+			// rest of the range from the origin without caching it.
+			k, err = e.bypass(ctx, pos, end-pos, fn)
+			pend = pos + k
+		}
 		done += k
-		h.missed.Add(k)
-		e.c.stats.BytesMissed.Add(k)
+		if perr != nil {
+			h.bypassed.Add(k)
+			e.c.stats.BytesBypassed.Add(k)
+		} else {
+			h.missed.Add(k)
+			e.c.stats.BytesMissed.Add(k)
+		}
 		if err != nil {
 			return done, err
 		}
+		held[p-first] = false
+		e.unhold(f, p)
 		pos = pend
 	}
 	return done, nil

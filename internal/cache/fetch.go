@@ -15,17 +15,56 @@ var errWriteFailed = errors.New("cache: write to disk failed")
 // fetch is the single in-flight download of one block. Its pieces are read
 // from the origin concurrently; pieceCh[i] is closed when piece i is on disk
 // or has failed (pieceErr tells which).
+//
+// Readers waiting for a piece when it lands are served from the piece's
+// buffer, not from the disk: the bytes a client gets on a miss are exactly
+// what the origin sent, even if the disk then loses or corrupts them, and a
+// write failure costs no second origin read. refs[i] counts the holders of
+// bufs[i] (the fetcher and registered readers); whoever drops it to zero
+// returns the buffer, and once zero it never rises again (hold uses CAS), so
+// nobody can read a buffer after it went back to the pool.
 type fetch struct {
 	block    int
 	off, n   int64
 	prefetch bool
 	pieceCh  []chan struct{}
 	errs     []atomic.Pointer[error]
+	bufs     []atomic.Pointer[[]byte]
+	refs     []atomic.Int32
 	done     chan struct{}
 	err      error // valid after done is closed
 
 	// waiters counts readers that joined this fetch; guarded by entry.mu.
 	waiters int
+}
+
+// hold registers interest in piece i's buffer; false if it is already gone.
+func (f *fetch) hold(i int) bool {
+	for {
+		r := f.refs[i].Load()
+		if r <= 0 {
+			return false
+		}
+		if f.refs[i].CompareAndSwap(r, r+1) {
+			return true
+		}
+	}
+}
+
+// unhold drops one reference to piece i's buffer, returning it to the pool
+// and its bytes to the budget when it was the last.
+func (e *entry) unhold(f *fetch, i int) {
+	if f.refs[i].Add(-1) != 0 {
+		return
+	}
+	if b := f.bufs[i].Swap(nil); b != nil {
+		e.c.pieces.Put(b)
+		e.c.budget.Release(f.pieceLen(i, e.c.cfg.PieceSize))
+	}
+}
+
+func (f *fetch) pieceLen(i int, ps int64) int64 {
+	return min(ps, f.n-int64(i)*ps)
 }
 
 func (f *fetch) pieceErr(i int) error {
@@ -42,9 +81,11 @@ func (e *entry) startFetchLocked(b int, prefetch bool) *fetch {
 	ps := e.c.cfg.PieceSize
 	np := int((n + ps - 1) / ps)
 	f := &fetch{block: b, off: off, n: n, prefetch: prefetch,
-		pieceCh: make([]chan struct{}, np), errs: make([]atomic.Pointer[error], np), done: make(chan struct{})}
+		pieceCh: make([]chan struct{}, np), errs: make([]atomic.Pointer[error], np),
+		bufs: make([]atomic.Pointer[[]byte], np), refs: make([]atomic.Int32, np), done: make(chan struct{})}
 	for i := range f.pieceCh {
 		f.pieceCh[i] = make(chan struct{})
+		f.refs[i].Store(1) // the fetcher's own reference
 	}
 	e.fetches[b] = f
 	if prefetch {
@@ -80,39 +121,44 @@ func (e *entry) runFetch(f *fetch) {
 	for i := range f.pieceCh {
 		if oerr != nil {
 			fail(i, oerr)
+			e.unhold(f, i)
 			continue
 		}
 		poff := f.off + int64(i)*ps
-		pn := min(ps, f.off+f.n-poff)
+		pn := f.pieceLen(i, ps)
 		if err := c.budget.Acquire(ctx, pn, f.prefetch); err != nil {
 			fail(i, fmt.Errorf("fetch %s block %d: %w", e.key, f.block, err))
+			e.unhold(f, i)
 			continue
 		}
 		wg.Add(1)
 		go func(i int, poff, pn int64) {
 			defer wg.Done()
-			defer c.budget.Release(pn)
 			bp := c.pieces.Get().(*[]byte)
-			defer c.pieces.Put(bp)
 			buf := (*bp)[:pn]
 			rctx, cancel := context.WithTimeout(ctx, c.cfg.OriginTimeout)
 			k, err := of.ReadAt(rctx, buf, poff)
 			cancel()
 			if err != nil && !(err == io.EOF && int64(k) == pn) {
+				c.pieces.Put(bp)
+				c.budget.Release(pn)
 				fail(i, fmt.Errorf("fetch %s %d@%d: %w", e.key, pn, poff, err))
+				e.unhold(f, i)
 				return
 			}
 			c.stats.BytesFetched.Add(pn)
 			if f.prefetch {
 				c.stats.PrefetchBytes.Add(pn)
 			}
+			f.bufs[i].Store(bp) // before pieceCh closes: waiters find it
 			if _, err := e.data.WriteAt(buf, poff); err != nil {
 				c.stats.WriteErrors.Add(1)
 				c.cfg.Logger.Warn("cache write failed, serving from origin", "key", e.key.String(), "off", poff, "err", err)
 				fail(i, fmt.Errorf("%w: %w", errWriteFailed, err))
-				return
+			} else {
+				close(f.pieceCh[i])
 			}
-			close(f.pieceCh[i])
+			e.unhold(f, i)
 		}(i, poff, pn)
 	}
 	wg.Wait()
