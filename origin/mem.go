@@ -3,6 +3,8 @@ package origin
 import (
 	"context"
 	"fmt"
+	"hash/adler32"
+	"hash/crc32"
 	"io"
 	"io/fs"
 	"path"
@@ -26,11 +28,12 @@ type Mem struct {
 	// Opens counts successful Open calls.
 	Opens atomic.Int64
 
-	// mu protects files, failErr and gate.
+	// mu protects files, failErr, gate and sums.
 	mu      sync.Mutex
 	files   map[string]memFile
 	failErr error
 	gate    chan struct{}
+	sums    map[string]string // "algo path" -> forced checksum
 }
 
 type memFile struct {
@@ -165,8 +168,35 @@ func (m *Mem) List(ctx context.Context, p string, withStat bool) ([]FileInfo, er
 	return out, nil
 }
 
-// Checksum implements Origin; the in-memory origin has none.
+// SetChecksum makes Checksum report value for path and algo, true or not,
+// so tests can play an origin whose checksum disagrees with its bytes.
+func (m *Mem) SetChecksum(p, algo, value string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.sums == nil {
+		m.sums = map[string]string{}
+	}
+	m.sums[algo+" "+path.Clean(p)] = value
+}
+
+// Checksum implements Origin for "adler32" and "crc32c".
 func (m *Mem) Checksum(ctx context.Context, p, algo string) (string, error) {
+	f, _, err := m.lookup(p)
+	if err != nil {
+		return "", err
+	}
+	m.mu.Lock()
+	forced, ok := m.sums[algo+" "+path.Clean(p)]
+	m.mu.Unlock()
+	if ok {
+		return forced, nil
+	}
+	switch algo {
+	case "adler32":
+		return fmt.Sprintf("%08x", adler32.Checksum(f.data)), nil
+	case "crc32c":
+		return fmt.Sprintf("%08x", crc32.Checksum(f.data, crc32.MakeTable(crc32.Castagnoli))), nil
+	}
 	return "", fmt.Errorf("%s%s checksum %s: %w", m.name, p, algo, ErrUnsupported)
 }
 

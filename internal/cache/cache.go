@@ -4,8 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/adler32"
-	"hash/crc32"
+	"io"
 	"io/fs"
 	"net/url"
 	"os"
@@ -13,11 +12,14 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hepcache/hepcache/disk"
 	"github.com/hepcache/hepcache/internal/backend"
+	"github.com/hepcache/hepcache/internal/checksum"
 	"github.com/hepcache/hepcache/internal/membudget"
+	"github.com/hepcache/hepcache/internal/policy"
 	"github.com/hepcache/hepcache/internal/sidecar"
 	"github.com/hepcache/hepcache/origin"
 )
@@ -54,6 +56,12 @@ type Cache struct {
 	// dirty holds entries with written but unsynced blocks.
 	dirty map[*entry]struct{}
 
+	index *index
+	// purgeKick wakes the purger; purgeMu serialises purges.
+	purgeKick   chan struct{}
+	purgeMu     sync.Mutex
+	sinceStatfs atomic.Int64
+
 	shutdownCh chan struct{}
 	wg         sync.WaitGroup
 	closeOnce  sync.Once
@@ -79,12 +87,22 @@ func New(cfg *Config) (*Cache, error) {
 		files:      map[Key]*entry{},
 		closing:    map[Key]chan struct{}{},
 		dirty:      map[*entry]struct{}{},
+		index:      newIndex(),
+		purgeKick:  make(chan struct{}, 1),
 		shutdownCh: make(chan struct{}),
 	}
+	start := c.now()
+	if err := ca.loadIndex(); err != nil {
+		return nil, fmt.Errorf("rebuild cache index: %w", err)
+	}
+	files, bytes := ca.index.totals()
+	c.Logger.Info("cache index rebuilt", "files", files, "bytes", bytes, "took", c.now().Sub(start).Round(time.Millisecond))
 	ca.pieces.New = func() any { b := make([]byte, c.PieceSize); return &b }
 	ca.bufs.New = func() any { b := make([]byte, readBufSize); return &b }
-	ca.wg.Add(1)
+	ca.wg.Add(2)
 	go ca.syncLoop()
+	go ca.purgeLoop()
+	ca.kickPurge() // the cache may be over its watermark already
 	return ca, nil
 }
 
@@ -141,16 +159,27 @@ func (c *Cache) markDirty(e *entry) {
 }
 
 // key resolves the request's origin and returns the cache key.
-func (c *Cache) key(ctx context.Context, req backend.Request) (origin.Origin, Key, error) {
-	p, err := cleanPath(req.Path)
+// The namespace rules are applied to the logical path the client asked for;
+// the key holds the physical path after the name mapping.
+func (c *Cache) key(ctx context.Context, req backend.Request) (origin.Origin, Key, policy.Decision, error) {
+	lp, err := cleanPath(req.Path)
 	if err != nil {
-		return nil, Key{}, err
+		return nil, Key{}, policy.Decision{}, err
 	}
-	o, err := c.cfg.Origins.Resolve(ctx, req.Origin)
+	d := c.cfg.Policy.Decide(lp)
+	if d.Action == policy.Deny {
+		return nil, Key{}, d, fmt.Errorf("%s: denied by %s: %w", lp, d.Rule, backend.ErrForbidden)
+	}
+	pp, mappedOrigin := c.cfg.Policy.Map(lp)
+	ou := req.Origin
+	if ou == "" {
+		ou = mappedOrigin
+	}
+	o, err := c.cfg.Origins.Resolve(ctx, ou)
 	if err != nil {
-		return nil, Key{}, err
+		return nil, Key{}, d, err
 	}
-	return o, Key{Origin: o.String(), Path: p}, nil
+	return o, Key{Origin: o.String(), Path: pp}, d, nil
 }
 
 // cleanPath returns the canonical absolute form of p, refusing what could
@@ -235,12 +264,19 @@ func readAll(fsys disk.FS, name string) ([]byte, error) {
 
 // Open implements backend.Backend.
 func (c *Cache) Open(ctx context.Context, req backend.Request) (backend.File, error) {
-	o, k, err := c.key(ctx, req)
+	o, k, d, err := c.key(ctx, req)
 	if err != nil {
 		c.stats.OpenErrors.Add(1)
 		return nil, err
 	}
-	e, err := c.acquire(ctx, o, k)
+	if d.Action == policy.PassThrough {
+		f, err := c.openPassThrough(ctx, o, k, req)
+		if err != nil {
+			c.stats.OpenErrors.Add(1)
+		}
+		return f, err
+	}
+	e, err := c.acquire(ctx, o, k, d.Mutable)
 	if err != nil {
 		c.stats.OpenErrors.Add(1)
 		return nil, err
@@ -249,7 +285,7 @@ func (c *Cache) Open(ctx context.Context, req backend.Request) (backend.File, er
 }
 
 // acquire returns the initialised entry for k with a reference taken.
-func (c *Cache) acquire(ctx context.Context, o origin.Origin, k Key) (*entry, error) {
+func (c *Cache) acquire(ctx context.Context, o origin.Origin, k Key, revalidate bool) (*entry, error) {
 	for {
 		c.mu.Lock()
 		if ch, ok := c.closing[k]; ok {
@@ -268,7 +304,7 @@ func (c *Cache) acquire(ctx context.Context, o origin.Origin, k Key) (*entry, er
 		}
 		e.refs++
 		c.mu.Unlock()
-		if err := e.init(ctx); err != nil {
+		if err := e.init(ctx, revalidate); err != nil {
 			c.release(e, sidecar.Access{}, false)
 			return nil, err
 		}
@@ -314,9 +350,14 @@ func k(e *entry) Key { return e.key }
 // Stat implements backend.Backend. A cached file is answered from its
 // sidecar without contacting the origin.
 func (c *Cache) Stat(ctx context.Context, req backend.Request) (origin.FileInfo, error) {
-	o, k, err := c.key(ctx, req)
+	o, k, d, err := c.key(ctx, req)
 	if err != nil {
 		return origin.FileInfo{}, err
+	}
+	if d.Action == policy.PassThrough || d.Mutable {
+		ctx, cancel := context.WithTimeout(ctx, c.cfg.OriginTimeout)
+		defer cancel()
+		return o.Stat(ctx, k.Path)
 	}
 	c.mu.Lock()
 	e := c.files[k]
@@ -334,7 +375,7 @@ func (c *Cache) Stat(ctx context.Context, req backend.Request) (origin.FileInfo,
 
 // List implements backend.Backend; listings always come from the origin.
 func (c *Cache) List(ctx context.Context, req backend.Request, withStat bool) ([]origin.FileInfo, error) {
-	o, k, err := c.key(ctx, req)
+	o, k, _, err := c.key(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -343,26 +384,20 @@ func (c *Cache) List(ctx context.Context, req backend.Request, withStat bool) ([
 	return o.List(ctx, k.Path, withStat)
 }
 
-// Checksum implements backend.Backend. A complete file is checksummed from
-// the cache (and the result kept in its sidecar); otherwise the origin is
-// asked.
+// Checksum implements backend.Backend. A complete file is answered from
+// its sidecar (checksummed when it completed); otherwise the origin is asked.
 func (c *Cache) Checksum(ctx context.Context, req backend.Request, algo string) (string, error) {
-	o, k, err := c.key(ctx, req)
+	o, k, d, err := c.key(ctx, req)
 	if err != nil {
 		return "", err
 	}
 	algo = strings.ToLower(algo)
-	if algo == "adler32" || algo == "crc32c" {
-		if in := c.readSidecar(k); in != nil && in.Complete() {
-			if in.ChecksumState == sidecar.ChecksumNone {
-				if err := c.computeChecksums(k, in); err != nil {
-					return "", err
-				}
-			}
+	if d.Action == policy.Cache && (algo == "adler32" || algo == "crc32c") {
+		if s, ok := c.cachedChecksum(k); ok {
 			if algo == "adler32" {
-				return fmt.Sprintf("%08x", in.Adler32), nil
+				return fmt.Sprintf("%08x", s.Adler32), nil
 			}
-			return fmt.Sprintf("%08x", in.CRC32C), nil
+			return fmt.Sprintf("%08x", s.CRC32C), nil
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.OriginTimeout)
@@ -370,30 +405,39 @@ func (c *Cache) Checksum(ctx context.Context, req backend.Request, algo string) 
 	return o.Checksum(ctx, k.Path, algo)
 }
 
-// computeChecksums reads a complete cached file and records its adler32 and
-// crc32c in the sidecar.
-func (c *Cache) computeChecksums(k Key, in *sidecar.Info) error {
-	f, err := c.cfg.FS.OpenFile(c.dataPath(k), os.O_RDONLY, 0)
-	if err != nil {
-		return fmt.Errorf("checksum %s: %w", k, err)
+// cachedChecksum returns the checksums of a complete cached file.
+func (c *Cache) cachedChecksum(k Key) (checksum.Sums, bool) {
+	c.mu.Lock()
+	e := c.files[k]
+	c.mu.Unlock()
+	if e != nil && e.initialized() {
+		e.syncMu.Lock()
+		defer e.syncMu.Unlock()
+		if e.side.ChecksumState != sidecar.ChecksumNone {
+			return checksum.Sums{Adler32: e.side.Adler32, CRC32C: e.side.CRC32C, Len: e.side.FileSize}, true
+		}
+		return checksum.Sums{}, false
 	}
-	defer f.Close()
-	a := adler32.New()
-	cr := crc32.New(crc32.MakeTable(crc32.Castagnoli))
-	buf := make([]byte, 1<<20)
-	for off := int64(0); off < in.FileSize; {
-		n := int64(len(buf))
-		if rem := in.FileSize - off; rem < n {
-			n = rem
+	in := c.readSidecar(k)
+	if in == nil || !in.Complete() || in.ChecksumState == sidecar.ChecksumNone {
+		return checksum.Sums{}, false
+	}
+	return checksum.Sums{Adler32: in.Adler32, CRC32C: in.CRC32C, Len: in.FileSize}, true
+}
+
+// sumFile checksums a cached data file by reading it back.
+func (c *Cache) sumFile(f disk.File, size int64) (checksum.Sums, error) {
+	bp := c.bufs.Get().(*[]byte)
+	defer c.bufs.Put(bp)
+	buf := *bp
+	acc := checksum.Empty
+	for off := int64(0); off < size; {
+		n := min(int64(len(buf)), size-off)
+		if _, err := f.ReadAt(buf[:n], off); err != nil && err != io.EOF {
+			return acc, fmt.Errorf("read back at %d: %w", off, err)
 		}
-		if _, err := f.ReadAt(buf[:n], off); err != nil {
-			return fmt.Errorf("checksum %s at %d: %w", k, off, err)
-		}
-		a.Write(buf[:n])
-		cr.Write(buf[:n])
+		acc = checksum.Append(acc, checksum.Of(buf[:n]))
 		off += n
 	}
-	in.Adler32, in.CRC32C = a.Sum32(), cr.Sum32()
-	in.ChecksumState = sidecar.ChecksumComputed
-	return disk.WriteFileAtomic(c.cfg.FS, c.metaPath(k), in.Marshal(), false)
+	return acc, nil
 }

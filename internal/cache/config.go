@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hepcache/hepcache/disk"
+	"github.com/hepcache/hepcache/internal/policy"
 	"github.com/hepcache/hepcache/origin"
 )
 
@@ -30,6 +31,12 @@ const (
 	defaultFetchRetries = 1
 	// defaultOriginTimeout bounds one origin open or read.
 	defaultOriginTimeout = 60 * time.Second
+	// Watermarks as in XCache (pfc.diskusage 0.90 0.95) and seed 002.
+	defaultHighWatermark = 0.95
+	defaultLowWatermark  = 0.90
+	// defaultPurgeInterval is how often usage is re-checked besides the
+	// checks triggered by writes (file-system mode, age purge).
+	defaultPurgeInterval = 30 * time.Second
 )
 
 // Config configures a Cache. Use DefaultConfig and change what you need.
@@ -66,6 +73,31 @@ type Config struct {
 	FetchRetries int
 	// OriginTimeout bounds one origin open or piece read. Default 60 s.
 	OriginTimeout time.Duration
+	// Capacity is the space the cache may fill, in bytes. Zero (default):
+	// the size of the file system holding Dir, with usage as that file
+	// system reports it (so other data on it counts too).
+	Capacity int64
+	// HighWatermark and LowWatermark: when usage passes High, whole files
+	// are evicted, least recently used first, until usage is under Low.
+	// Values up to 1 are fractions of the capacity, larger values are
+	// bytes. Defaults 0.95 and 0.90.
+	HighWatermark, LowWatermark float64
+	// PurgeInterval is how often usage is checked besides the checks that
+	// writes trigger, and how often MaxAge is applied. Default 30 s.
+	PurgeInterval time.Duration
+	// MaxAge evicts files not accessed for this long. Zero (default): off.
+	MaxAge time.Duration
+	// MaxFiles bounds the number of cached files (inodes run out before
+	// bytes with many small files). Zero (default): no limit.
+	MaxFiles int
+	// Policy holds the namespace and name-mapping rules. Nil: cache every
+	// path as it is, immutable.
+	Policy *policy.Policy
+	// VerifyChecksum is the algorithm ("adler32" or "crc32c") whose origin
+	// value a completed file is compared with; a mismatch drops the cached
+	// copy. Default "adler32"; "none" skips asking the origin (the
+	// checksums are still computed and served).
+	VerifyChecksum string
 	// FS is the file system holding Dir. Default disk.OS{}.
 	FS disk.FS
 	// Logger receives operational messages. Default slog.Default().
@@ -76,6 +108,8 @@ type Config struct {
 
 	// now is the clock; a test seam.
 	now func() time.Time
+	// statfs measures the file system; a test seam.
+	statfs func(dir string) (total, used int64, err error)
 }
 
 // DefaultConfig returns a Config with every default filled in, except the
@@ -118,8 +152,23 @@ func (c *Config) EnsureDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.VerifyChecksum == "" {
+		c.VerifyChecksum = "adler32"
+	}
+	if c.HighWatermark == 0 {
+		c.HighWatermark = defaultHighWatermark
+	}
+	if c.LowWatermark == 0 {
+		c.LowWatermark = defaultLowWatermark
+	}
+	if c.PurgeInterval == 0 {
+		c.PurgeInterval = defaultPurgeInterval
+	}
 	if c.now == nil {
 		c.now = time.Now
+	}
+	if c.statfs == nil {
+		c.statfs = statfs
 	}
 }
 
@@ -146,6 +195,26 @@ func (c *Config) Validate() error {
 	}
 	if c.SyncInterval < 0 {
 		errs = append(errs, fmt.Errorf("sync interval %v: must not be negative", c.SyncInterval))
+	}
+	switch c.VerifyChecksum {
+	case "adler32", "crc32c", "none":
+	default:
+		errs = append(errs, fmt.Errorf("verify checksum %q: want adler32, crc32c or none", c.VerifyChecksum))
+	}
+	if c.Capacity < 0 {
+		errs = append(errs, fmt.Errorf("capacity %d: must not be negative", c.Capacity))
+	}
+	if c.LowWatermark <= 0 || c.HighWatermark <= 0 || c.LowWatermark >= c.HighWatermark {
+		errs = append(errs, fmt.Errorf("watermarks low %v, high %v: want 0 < low < high", c.LowWatermark, c.HighWatermark))
+	}
+	if (c.LowWatermark <= 1) != (c.HighWatermark <= 1) {
+		errs = append(errs, fmt.Errorf("watermarks low %v, high %v: both fractions or both sizes", c.LowWatermark, c.HighWatermark))
+	}
+	if c.HighWatermark > 1 && c.Capacity > 0 && c.HighWatermark > float64(c.Capacity) {
+		errs = append(errs, fmt.Errorf("high watermark %v bytes exceeds the capacity %d", c.HighWatermark, c.Capacity))
+	}
+	if c.MaxAge < 0 || c.MaxFiles < 0 || c.PurgeInterval < 0 {
+		errs = append(errs, fmt.Errorf("max age %v, max files %d, purge interval %v: must not be negative", c.MaxAge, c.MaxFiles, c.PurgeInterval))
 	}
 	if c.OriginTimeout < 0 {
 		errs = append(errs, fmt.Errorf("origin timeout %v: must not be negative", c.OriginTimeout))

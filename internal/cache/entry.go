@@ -12,6 +12,7 @@ import (
 
 	"github.com/hepcache/hepcache/disk"
 	"github.com/hepcache/hepcache/internal/bitmap"
+	"github.com/hepcache/hepcache/internal/checksum"
 	"github.com/hepcache/hepcache/internal/sidecar"
 	"github.com/hepcache/hepcache/origin"
 )
@@ -51,6 +52,9 @@ type entry struct {
 	mu sync.Mutex
 	// present has a bit per block written to the data file.
 	present *bitmap.Bitmap
+	// blockSums holds the checksums of blocks fetched in this session
+	// (Len 0: unknown), combined into the file's when it completes.
+	blockSums []checksum.Sums
 	// unsynced lists blocks written since the last sync.
 	unsynced []int
 	// fetches holds the in-flight fetch of each missing block.
@@ -85,7 +89,7 @@ func (e *entry) initialized() bool {
 
 // init loads the sidecar or creates the file from the origin. Concurrent
 // callers wait; if one fails, the next caller tries again.
-func (e *entry) init(ctx context.Context) error {
+func (e *entry) init(ctx context.Context, revalidate bool) error {
 	select {
 	case e.initCh <- struct{}{}:
 	case <-ctx.Done():
@@ -118,6 +122,10 @@ func (e *entry) init(ctx context.Context) error {
 				side = nil
 			}
 		}
+	}
+	if side != nil && revalidate && !e.stillCurrent(ctx, side) {
+		c.stats.Revalidations.Add(1)
+		side = nil // the origin's file changed: fetch it again
 	}
 	if side == nil {
 		octx, cancel := context.WithTimeout(ctx, c.cfg.OriginTimeout)
@@ -172,8 +180,13 @@ func (e *entry) init(ctx context.Context) error {
 	e.size = side.FileSize
 	e.nblocks = side.Durable.Len()
 	e.present = side.Durable.Clone()
+	e.blockSums = make([]checksum.Sums, e.nblocks)
 	e.frontier = -1
 	e.initOK = true
+	c.index.opened(e.key, durableBytes(side), c.cfg.now())
+	if e.wasState == "miss" {
+		c.index.setBytes(e.key, 0) // a stale copy was replaced
+	}
 	c.stats.OpenFiles.Add(1)
 	return nil
 }
@@ -187,6 +200,30 @@ func createDataFile(fsys disk.FS, name string) (disk.File, error) {
 		f, err = fsys.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
 	}
 	return f, err
+}
+
+// stillCurrent asks the origin whether a cached copy of a mutable path is
+// still the origin's version (same size and modification time, and ETag
+// where both have one). If the origin cannot be asked, the cached copy is
+// served (stale-if-error) with a warning.
+func (e *entry) stillCurrent(ctx context.Context, side *sidecar.Info) bool {
+	octx, cancel := context.WithTimeout(ctx, e.c.cfg.OriginTimeout)
+	defer cancel()
+	fi, err := e.o.Stat(octx, e.key.Path)
+	if err != nil {
+		if errors.Is(err, origin.ErrNotFound) {
+			return false
+		}
+		e.c.cfg.Logger.Warn("revalidation failed, serving cached copy", "key", e.key.String(), "err", err)
+		return true
+	}
+	same := fi.Size == side.FileSize && fi.ModTime.Unix() == side.ModTime.Unix() &&
+		(fi.ETag == "" || side.ETag == "" || fi.ETag == side.ETag)
+	if !same {
+		e.c.cfg.Logger.Info("origin file changed, dropping cached copy", "key", e.key.String(),
+			"cached_size", side.FileSize, "origin_size", fi.Size, "cached_mtime", side.ModTime, "origin_mtime", fi.ModTime)
+	}
+	return same
 }
 
 // originFile returns the origin file, opening it on first use (an entry
@@ -230,10 +267,14 @@ func (e *entry) blockRange(b int) (off, n int64) {
 	return off, n
 }
 
-// blockWritten records that block b is on disk (not yet synced).
-func (e *entry) blockWritten(b int) (complete bool) {
+// blockWritten records that block b is on disk (not yet synced) with the
+// checksums of its bytes.
+func (e *entry) blockWritten(b int, sums checksum.Sums) (complete bool) {
+	_, n := e.blockRange(b)
+	e.c.noteGrowth(e.c.index.grow(e.key, n), n)
 	e.mu.Lock()
 	e.present.Set(b)
+	e.blockSums[b] = sums
 	e.unsynced = append(e.unsynced, b)
 	complete = e.present.Full()
 	e.mu.Unlock()
@@ -302,6 +343,7 @@ func (e *entry) finish() {
 		e.syncMu.Unlock()
 		e.data.Close()
 		c.stats.OpenFiles.Add(-1)
+		c.index.closed(e.key, c.cfg.now())
 	}
 	e.ofMu.Lock()
 	if e.of != nil {

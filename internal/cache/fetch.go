@@ -7,6 +7,8 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+
+	"github.com/hepcache/hepcache/internal/checksum"
 )
 
 // errWriteFailed marks a piece that arrived but could not be written to disk.
@@ -30,6 +32,7 @@ type fetch struct {
 	pieceCh  []chan struct{}
 	errs     []atomic.Pointer[error]
 	bufs     []atomic.Pointer[[]byte]
+	sums     []checksum.Sums // per piece, written by the piece's goroutine
 	refs     []atomic.Int32
 	done     chan struct{}
 	err      error // valid after done is closed
@@ -82,7 +85,8 @@ func (e *entry) startFetchLocked(b int, prefetch bool) *fetch {
 	np := int((n + ps - 1) / ps)
 	f := &fetch{block: b, off: off, n: n, prefetch: prefetch,
 		pieceCh: make([]chan struct{}, np), errs: make([]atomic.Pointer[error], np),
-		bufs: make([]atomic.Pointer[[]byte], np), refs: make([]atomic.Int32, np), done: make(chan struct{})}
+		bufs: make([]atomic.Pointer[[]byte], np), refs: make([]atomic.Int32, np),
+		sums: make([]checksum.Sums, np), done: make(chan struct{})}
 	for i := range f.pieceCh {
 		f.pieceCh[i] = make(chan struct{})
 		f.refs[i].Store(1) // the fetcher's own reference
@@ -146,6 +150,7 @@ func (e *entry) runFetch(f *fetch) {
 				e.unhold(f, i)
 				return
 			}
+			f.sums[i] = checksum.Of(buf)
 			c.stats.BytesFetched.Add(pn)
 			if f.prefetch {
 				c.stats.PrefetchBytes.Add(pn)
@@ -173,7 +178,11 @@ func (e *entry) runFetch(f *fetch) {
 	complete := false
 	if f.err == nil {
 		c.stats.BlocksFetched.Add(1)
-		complete = e.blockWritten(f.block)
+		sums := checksum.Empty
+		for _, ps := range f.sums {
+			sums = checksum.Append(sums, ps)
+		}
+		complete = e.blockWritten(f.block, sums)
 	}
 	e.mu.Lock()
 	if e.fetches[f.block] == f {
@@ -193,6 +202,7 @@ func (e *entry) runFetch(f *fetch) {
 		go func() {
 			defer e.fetchWG.Done()
 			e.sync()
+			e.verify()
 		}()
 	}
 }

@@ -28,6 +28,15 @@ type Stats struct {
 	SyncErrors atomic.Int64
 	// OpenFiles is the number of files with at least one client.
 	OpenFiles atomic.Int64
+	// Evictions and EvictedBytes count files removed by purge or Evict;
+	// PurgeRuns counts purges that had something to do.
+	Evictions, EvictedBytes, PurgeRuns atomic.Int64
+	// ChecksumFailures counts complete files whose checksum differed from
+	// the origin's (the cached copy is dropped).
+	ChecksumFailures atomic.Int64
+	// Revalidations counts cached copies of mutable paths dropped because
+	// the origin's file changed.
+	Revalidations atomic.Int64
 }
 
 // AccessRecord describes one access from open to last close; it is the

@@ -1,0 +1,93 @@
+package cache
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync/atomic"
+	"time"
+
+	"github.com/hepcache/hepcache/internal/backend"
+	"github.com/hepcache/hepcache/origin"
+)
+
+// passFile serves a pass-through path straight from the origin, without
+// caching (namespace rule action "passthrough").
+type passFile struct {
+	c      *Cache
+	of     origin.File
+	key    Key
+	req    backend.Request
+	opened time.Time
+	read   atomic.Int64
+	closed atomic.Bool
+}
+
+var _ backend.File = (*passFile)(nil)
+
+func (c *Cache) openPassThrough(ctx context.Context, o origin.Origin, k Key, req backend.Request) (backend.File, error) {
+	octx, cancel := context.WithTimeout(ctx, c.cfg.OriginTimeout)
+	defer cancel()
+	of, err := o.Open(octx, k.Path)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", k, err)
+	}
+	if of.Info().IsDir() {
+		of.Close()
+		return nil, fmt.Errorf("open %s: %w", k, origin.ErrIsDir)
+	}
+	return &passFile{c: c, of: of, key: k, req: req, opened: c.cfg.now()}, nil
+}
+
+func (p *passFile) Info() origin.FileInfo {
+	fi := p.of.Info()
+	fi.Name = p.key.Path
+	return fi
+}
+
+func (p *passFile) ReadAt(ctx context.Context, b []byte, off int64) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.c.cfg.OriginTimeout)
+	defer cancel()
+	n, err := p.of.ReadAt(ctx, b, off)
+	p.read.Add(int64(n))
+	p.c.stats.BytesBypassed.Add(int64(n))
+	return n, err
+}
+
+func (p *passFile) Stream(ctx context.Context, off, n int64, fn func([]byte) error) (int64, error) {
+	bp := p.c.bufs.Get().(*[]byte)
+	defer p.c.bufs.Put(bp)
+	buf := *bp
+	var done int64
+	for done < n {
+		l := min(int64(len(buf)), n-done)
+		k, err := p.ReadAt(ctx, buf[:l], off+done)
+		if k > 0 {
+			if ferr := fn(buf[:k]); ferr != nil {
+				return done, ferr
+			}
+			done += int64(k)
+		}
+		if err == io.EOF {
+			return done, nil
+		}
+		if err != nil {
+			return done, err
+		}
+	}
+	return done, nil
+}
+
+func (p *passFile) Close() error {
+	if !p.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	now := p.c.cfg.now()
+	if fn := p.c.cfg.OnAccess; fn != nil {
+		r := p.read.Load()
+		fn(AccessRecord{Time: now.UTC(), OpenTime: p.opened.UTC(), Path: p.key.Path, Origin: p.key.Origin,
+			Size: p.of.Info().Size, BytesRead: r, BytesBypassed: r, DurationS: now.Sub(p.opened).Seconds(),
+			Client: p.req.Client, User: p.req.User, Protocol: p.req.Protocol, Status: "ok"})
+	}
+	return p.of.Close()
+}

@@ -1,0 +1,304 @@
+package cache
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hepcache/hepcache/internal/sidecar"
+)
+
+// ErrBusy is returned by Evict for a file that clients have open.
+var ErrBusy = errors.New("cache: file is open")
+
+// Usage describes how full the cache is.
+type Usage struct {
+	// Total is the capacity in bytes: the configured capacity, or the size
+	// of the file system holding the cache.
+	Total int64
+	// Used is the cached bytes (configured capacity) or the file system's
+	// used bytes.
+	Used int64
+	// High and Low are the watermarks in bytes.
+	High, Low int64
+	// Files is the number of cached files; Bytes their size.
+	Files int
+	Bytes int64
+}
+
+// statfs returns the size and used bytes of the file system holding dir.
+func statfs(dir string) (total, used int64, err error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, 0, fmt.Errorf("statfs %s: %w", dir, err)
+	}
+	total = int64(st.Blocks) * st.Bsize
+	used = int64(st.Blocks-st.Bfree) * st.Bsize
+	return total, used, nil
+}
+
+func watermark(v float64, total int64) int64 {
+	if v <= 1 {
+		return int64(v * float64(total))
+	}
+	return int64(v)
+}
+
+// Usage returns the current occupancy.
+func (c *Cache) Usage() (Usage, error) {
+	var u Usage
+	u.Files, u.Bytes = c.index.totals()
+	if c.cfg.Capacity > 0 {
+		u.Total, u.Used = c.cfg.Capacity, u.Bytes
+	} else {
+		t, used, err := c.cfg.statfs(c.cfg.Dir)
+		if err != nil {
+			return u, err
+		}
+		u.Total, u.Used = t, used
+	}
+	u.High = watermark(c.cfg.HighWatermark, u.Total)
+	u.Low = watermark(c.cfg.LowWatermark, u.Total)
+	return u, nil
+}
+
+// noteGrowth is called after bytes were added to the cache; it wakes the
+// purger as soon as usage may have crossed the high watermark.
+func (c *Cache) noteGrowth(total int64, n int64) {
+	if c.cfg.Capacity > 0 {
+		if total > watermark(c.cfg.HighWatermark, c.cfg.Capacity) {
+			c.kickPurge()
+		}
+		return
+	}
+	// File-system mode: statfs is a syscall, so check every 64 MiB written.
+	if c.sinceStatfs.Add(n) >= 64<<20 {
+		c.sinceStatfs.Store(0)
+		c.kickPurge()
+	}
+}
+
+func (c *Cache) kickPurge() {
+	select {
+	case c.purgeKick <- struct{}{}:
+	default: // a purge is already pending
+	}
+}
+
+// purgeLoop runs purges when kicked and every PurgeInterval.
+func (c *Cache) purgeLoop() {
+	defer c.wg.Done()
+	t := time.NewTicker(c.cfg.PurgeInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.shutdownCh:
+			return
+		case <-c.purgeKick:
+		case <-t.C:
+		}
+		c.Purge()
+	}
+}
+
+// Purge evicts least-recently-used closed files until usage is under the low
+// watermark (if it was over the high one), the file count under its limit,
+// and no file is older than MaxAge. It returns the files and bytes evicted.
+func (c *Cache) Purge() (files int, bytes int64) {
+	c.purgeMu.Lock()
+	defer c.purgeMu.Unlock()
+	u, err := c.Usage()
+	if err != nil {
+		c.cfg.Logger.Warn("purge: cannot measure usage", "err", err)
+		return 0, 0
+	}
+	var needBytes int64
+	if u.Used > u.High {
+		needBytes = u.Used - u.Low
+	}
+	needFiles := 0
+	if max := c.cfg.MaxFiles; max > 0 && u.Files > max {
+		low := int(float64(max) * c.cfg.LowWatermark / c.cfg.HighWatermark)
+		if c.cfg.HighWatermark > 1 { // absolute watermarks: keep 90 % of the files
+			low = max * 9 / 10
+		}
+		needFiles = u.Files - low
+	}
+	var older time.Time
+	if c.cfg.MaxAge > 0 {
+		older = c.cfg.now().Add(-c.cfg.MaxAge)
+	}
+	if needBytes <= 0 && needFiles <= 0 && older.IsZero() {
+		return 0, 0
+	}
+	c.stats.PurgeRuns.Add(1)
+	for _, k := range c.index.victims(needBytes, needFiles, older) {
+		n, err := c.evict(k)
+		if err != nil {
+			if !errors.Is(err, ErrBusy) {
+				c.cfg.Logger.Warn("purge: evict failed", "key", k.String(), "err", err)
+			}
+			continue
+		}
+		files++
+		bytes += n
+	}
+	if files > 0 {
+		c.cfg.Logger.Info("purge", "evicted_files", files, "evicted_bytes", bytes, "used_before", u.Used, "high", u.High, "low", u.Low)
+	}
+	return files, bytes
+}
+
+// evict removes a closed file's data and sidecar. Opens of the key wait
+// until it is gone.
+func (c *Cache) evict(k Key) (int64, error) {
+	c.mu.Lock()
+	if c.files[k] != nil {
+		c.mu.Unlock()
+		return 0, fmt.Errorf("evict %s: %w", k, ErrBusy)
+	}
+	if _, ok := c.closing[k]; ok {
+		c.mu.Unlock()
+		return 0, fmt.Errorf("evict %s: %w", k, ErrBusy)
+	}
+	done := make(chan struct{})
+	c.closing[k] = done
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.closing, k)
+		c.mu.Unlock()
+		close(done)
+	}()
+	// Sidecar first: a crash between the two leaves an orphan data file,
+	// never a sidecar claiming blocks that are gone.
+	var errs []error
+	if err := c.cfg.FS.Remove(c.metaPath(k)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	if err := c.cfg.FS.Remove(c.dataPath(k)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	n := c.index.remove(k)
+	c.removeEmptyParents(filepath.Dir(c.metaPath(k)), filepath.Join(c.cfg.Dir, "meta"))
+	c.removeEmptyParents(filepath.Dir(c.dataPath(k)), filepath.Join(c.cfg.Dir, "data"))
+	if err := errors.Join(errs...); err != nil {
+		return n, fmt.Errorf("evict %s: %w", k, err)
+	}
+	c.stats.Evictions.Add(1)
+	c.stats.EvictedBytes.Add(n)
+	return n, nil
+}
+
+// removeEmptyParents removes dir and its parents up to (not including) top
+// while they are empty; a non-empty directory stops it at once.
+func (c *Cache) removeEmptyParents(dir, top string) {
+	for dir != top && strings.HasPrefix(dir, top+string(filepath.Separator)) {
+		if err := c.cfg.FS.Remove(dir); err != nil {
+			return
+		}
+		dir = filepath.Dir(dir)
+	}
+}
+
+// Evict removes a cached file; it fails with ErrBusy while clients have it
+// open. It is safe while the cache serves.
+func (c *Cache) Evict(originURL, p string) (int64, error) {
+	cp, err := cleanPath(p)
+	if err != nil {
+		return 0, err
+	}
+	return c.evict(Key{Origin: originURL, Path: cp})
+}
+
+// loadIndex rebuilds the index from the sidecars under Dir/meta. Corrupt
+// sidecars are removed together with their data.
+func (c *Cache) loadIndex() error {
+	root := filepath.Join(c.cfg.Dir, "meta")
+	paths := make(chan string, 256)
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for p := range paths {
+				c.loadSidecar(root, p)
+			}
+		}()
+	}
+	err := c.walk(root, func(p string) {
+		if strings.HasSuffix(p, ".hcinfo") {
+			paths <- p
+		} else if strings.HasSuffix(p, ".hcinfo.tmp") {
+			c.cfg.FS.Remove(p) // a sidecar write interrupted by a crash
+		}
+	})
+	close(paths)
+	wg.Wait()
+	c.index.sortLoaded()
+	return err
+}
+
+func (c *Cache) loadSidecar(root, p string) {
+	b, err := readAll(c.cfg.FS, p)
+	if err != nil {
+		c.cfg.Logger.Warn("index: cannot read sidecar", "path", p, "err", err)
+		return
+	}
+	in, err := sidecar.Unmarshal(b)
+	if err == nil {
+		k := Key{Origin: in.Origin, Path: in.Path}
+		if c.metaPath(k) != p {
+			err = fmt.Errorf("sidecar names %s, which belongs elsewhere", k)
+		} else {
+			c.index.load(k, durableBytes(in), in.LastAccess)
+			return
+		}
+	}
+	c.cfg.Logger.Warn("index: removing unusable cached file", "sidecar", p, "err", err)
+	c.cfg.FS.Remove(p)
+	rel, rerr := filepath.Rel(root, strings.TrimSuffix(p, ".hcinfo"))
+	if rerr == nil && !strings.HasPrefix(rel, "..") {
+		c.cfg.FS.Remove(filepath.Join(c.cfg.Dir, "data", rel))
+	}
+}
+
+// durableBytes is the size of the blocks a sidecar records as present.
+func durableBytes(in *sidecar.Info) int64 {
+	n := int64(in.Durable.Count()) * in.BlockSize
+	if nb := in.Durable.Len(); nb > 0 && in.Durable.Test(nb-1) {
+		n -= int64(nb)*in.BlockSize - in.FileSize // the last block is short
+	}
+	return n
+}
+
+// walk calls fn for every regular file under dir.
+func (c *Cache) walk(dir string, fn func(string)) error {
+	ents, err := c.cfg.FS.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	var errs []error
+	for _, de := range ents {
+		p := path.Join(dir, de.Name())
+		if de.IsDir() {
+			if err := c.walk(p, fn); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		if de.Type().IsRegular() {
+			fn(p)
+		}
+	}
+	return errors.Join(errs...)
+}

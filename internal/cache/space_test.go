@@ -1,0 +1,181 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/hepcache/hepcache/internal/backend"
+	"github.com/hepcache/hepcache/origin"
+)
+
+// fakeClock is a manual clock for purge-order tests.
+type fakeClock struct{ t time.Time }
+
+func (f *fakeClock) now() time.Time { f.t = f.t.Add(time.Second); return f.t }
+
+func readFile(tb testing.TB, c *Cache, p string) {
+	tb.Helper()
+	readAllVia(tb, c, p)
+}
+
+func cachedKeys(c *Cache) map[string]bool {
+	out := map[string]bool{}
+	c.index.mu.Lock()
+	defer c.index.mu.Unlock()
+	for k := range c.index.items {
+		out[k.Path] = true
+	}
+	return out
+}
+
+func TestPurgeEvictsLeastRecentlyUsedBetweenWatermarks(t *testing.T) {
+	m := origin.NewMem("mem://o")
+	for i := 0; i < 10; i++ {
+		m.Put(fmt.Sprintf("/f%d", i), randomData(uint64(i), 2*testBlock), time.Now())
+	}
+	clk := &fakeClock{t: time.Unix(1_800_000_000, 0)}
+	// Capacity of 10 blocks: high 9.5 blocks, low 9 blocks (= 4 files).
+	c := newTestCache(t, t.TempDir(), m, func(cfg *Config) {
+		cfg.Capacity = 10 * testBlock
+		cfg.PurgeInterval = time.Hour
+		cfg.now = clk.now
+	})
+	for i := 0; i < 4; i++ {
+		readFile(t, c, fmt.Sprintf("/f%d", i))
+	}
+	readFile(t, c, "/f0") // f0 is now the most recently used
+	// f4 takes usage to 10 blocks > high: purge down to <= 9 blocks evicts
+	// the least recently used closed file, f1.
+	readFile(t, c, "/f4")
+	c.Purge()
+	got := cachedKeys(c)
+	for _, p := range []string{"/f0", "/f2", "/f3", "/f4"} {
+		if !got[p] {
+			t.Errorf("%s evicted, want kept (have %v)", p, got)
+		}
+	}
+	if got["/f1"] {
+		t.Errorf("least recently used /f1 kept (have %v)", got)
+	}
+	u, _ := c.Usage()
+	if u.Used > u.Low {
+		t.Fatalf("after purge used %d > low %d", u.Used, u.Low)
+	}
+	if c.Stats().Evictions.Load() != 1 {
+		t.Fatalf("evictions=%d want 1", c.Stats().Evictions.Load())
+	}
+}
+
+func TestPurgeNeverEvictsOpenFiles(t *testing.T) {
+	m := origin.NewMem("mem://o")
+	for i := 0; i < 3; i++ {
+		m.Put(fmt.Sprintf("/f%d", i), randomData(uint64(i), 4*testBlock), time.Now())
+	}
+	c := newTestCache(t, t.TempDir(), m, func(cfg *Config) {
+		cfg.Capacity = 5 * testBlock
+		cfg.PurgeInterval = time.Hour
+	})
+	f, err := c.Open(context.Background(), backend.Request{Path: "/f0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 4*testBlock)
+	if _, err := f.ReadAt(context.Background(), buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	readFile(t, c, "/f1")
+	c.Purge()
+	if got := cachedKeys(c); !got["/f0"] || got["/f1"] {
+		t.Fatalf("open file must stay, closed one go: %v", got)
+	}
+	if _, err := c.Evict("mem://o", "/f0"); !errors.Is(err, ErrBusy) {
+		t.Fatalf("evict of an open file: %v, want ErrBusy", err)
+	}
+}
+
+func TestPurgeStartsWhenHighWatermarkIsCrossed(t *testing.T) {
+	m := origin.NewMem("mem://o")
+	for i := 0; i < 20; i++ {
+		m.Put(fmt.Sprintf("/f%d", i), randomData(uint64(i), testBlock), time.Now())
+	}
+	c := newTestCache(t, t.TempDir(), m, func(cfg *Config) {
+		cfg.Capacity = 10 * testBlock
+		cfg.PurgeInterval = time.Hour // only write-triggered purges can act
+	})
+	for i := 0; i < 20; i++ {
+		readFile(t, c, fmt.Sprintf("/f%d", i))
+		waitIdle(t, c)
+		c.purgeMu.Lock() // wait for a purge in progress
+		c.purgeMu.Unlock()
+	}
+	// Give the last kick a chance to run, then check the bound.
+	for i := 0; i < 1000 && len(c.purgeKick) > 0; i++ {
+		time.Sleep(time.Millisecond)
+	}
+	c.purgeMu.Lock()
+	c.purgeMu.Unlock()
+	u, _ := c.Usage()
+	if u.Used > u.High {
+		t.Fatalf("usage %d above high watermark %d without a purge", u.Used, u.High)
+	}
+	if c.Stats().Evictions.Load() < 10 {
+		t.Fatalf("only %d evictions for 20 files in a 10-file cache", c.Stats().Evictions.Load())
+	}
+}
+
+func TestIndexRebuiltAtStartup(t *testing.T) {
+	dir := t.TempDir()
+	m := origin.NewMem("mem://o")
+	for i := 0; i < 5; i++ {
+		m.Put(fmt.Sprintf("/d%d/f", i), randomData(uint64(i), testBlock+i), time.Now())
+	}
+	c := newTestCache(t, dir, m, nil)
+	for i := 0; i < 5; i++ {
+		readFile(t, c, fmt.Sprintf("/d%d/f", i))
+	}
+	waitIdle(t, c)
+	files, bytes := c.index.totals()
+	c.Close()
+	c2 := newTestCache(t, dir, m, nil)
+	f2, b2 := c2.index.totals()
+	if f2 != files || b2 != bytes || files != 5 {
+		t.Fatalf("rebuilt index %d files %d bytes, had %d files %d bytes", f2, b2, files, bytes)
+	}
+	if want := int64(5*testBlock + 10); bytes != want {
+		t.Fatalf("index bytes %d, want %d", bytes, want)
+	}
+}
+
+func TestMaxFilesAndMaxAge(t *testing.T) {
+	m := origin.NewMem("mem://o")
+	for i := 0; i < 10; i++ {
+		m.Put(fmt.Sprintf("/f%d", i), []byte("x"), time.Now())
+	}
+	clk := &fakeClock{t: time.Unix(1_800_000_000, 0)}
+	c := newTestCache(t, t.TempDir(), m, func(cfg *Config) {
+		cfg.Capacity = 1 << 30
+		cfg.MaxFiles = 5
+		cfg.PurgeInterval = time.Hour
+		cfg.now = clk.now
+	})
+	for i := 0; i < 10; i++ {
+		readFile(t, c, fmt.Sprintf("/f%d", i))
+	}
+	c.Purge()
+	if files, _ := c.index.totals(); files > 5 {
+		t.Fatalf("%d files after purge with MaxFiles 5", files)
+	}
+	if got := cachedKeys(c); !got["/f9"] || got["/f0"] {
+		t.Fatalf("file-count purge did not evict oldest first: %v", got)
+	}
+	c.cfg.MaxAge = time.Minute
+	clk.t = clk.t.Add(time.Hour)
+	c.Purge()
+	if files, _ := c.index.totals(); files != 0 {
+		t.Fatalf("%d files older than MaxAge survived", files)
+	}
+}

@@ -1,0 +1,121 @@
+// Package checksum computes the checksums XRootD sites use (adler32 and
+// CRC32C) and combines the checksums of consecutive pieces into the checksum
+// of the whole, so a cache can checksum a file from blocks that arrived out
+// of order without reading it back from disk.
+package checksum
+
+import (
+	"hash/adler32"
+	"hash/crc32"
+)
+
+// Castagnoli is the CRC32C table.
+var Castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// castagnoliReflected is the bit-reflected CRC32C polynomial.
+const castagnoliReflected = 0x82F63B78
+
+const adlerBase = 65521
+
+// Sums are the adler32 and CRC32C of some bytes and their length.
+type Sums struct {
+	Adler32 uint32
+	CRC32C  uint32
+	Len     int64
+}
+
+// Empty is the Sums of no bytes.
+var Empty = Sums{Adler32: 1}
+
+// Of computes the Sums of p.
+func Of(p []byte) Sums {
+	return Sums{Adler32: adler32.Checksum(p), CRC32C: crc32.Checksum(p, Castagnoli), Len: int64(len(p))}
+}
+
+// Append returns the Sums of the bytes of a followed by those of b.
+func Append(a, b Sums) Sums {
+	if a.Len == 0 {
+		return b
+	}
+	return Sums{
+		Adler32: Adler32Combine(a.Adler32, b.Adler32, b.Len),
+		CRC32C:  CRC32CCombine(a.CRC32C, b.CRC32C, b.Len),
+		Len:     a.Len + b.Len,
+	}
+}
+
+// Adler32Combine returns the adler32 of A||B from adler32(A), adler32(B) and
+// len(B).
+func Adler32Combine(a1, a2 uint32, len2 int64) uint32 {
+	rem := uint32(len2 % adlerBase)
+	sum1 := a1 & 0xffff
+	sum2 := (rem * sum1) % adlerBase
+	sum1 += (a2 & 0xffff) + adlerBase - 1
+	sum2 += (a1 >> 16) + (a2 >> 16) + adlerBase - rem
+	if sum1 >= adlerBase {
+		sum1 -= adlerBase
+	}
+	if sum1 >= adlerBase {
+		sum1 -= adlerBase
+	}
+	if sum2 >= adlerBase<<1 {
+		sum2 -= adlerBase << 1
+	}
+	if sum2 >= adlerBase {
+		sum2 -= adlerBase
+	}
+	return sum1 | sum2<<16
+}
+
+// CRC32CCombine returns the CRC32C of A||B from crc(A), crc(B) and len(B):
+// it appends len(B) zero bytes to crc(A) by repeated squaring of the GF(2)
+// operator that feeds one zero bit, then adds crc(B).
+func CRC32CCombine(c1, c2 uint32, len2 int64) uint32 {
+	if len2 <= 0 {
+		return c1
+	}
+	var even, odd [32]uint32
+	odd[0] = castagnoliReflected
+	row := uint32(1)
+	for n := 1; n < 32; n++ {
+		odd[n] = row
+		row <<= 1
+	}
+	gf2Square(&even, &odd) // operator for two zero bits
+	gf2Square(&odd, &even) // four zero bits
+	for {
+		gf2Square(&even, &odd) // first pass: one zero byte
+		if len2&1 != 0 {
+			c1 = gf2Times(&even, c1)
+		}
+		len2 >>= 1
+		if len2 == 0 {
+			break
+		}
+		gf2Square(&odd, &even)
+		if len2&1 != 0 {
+			c1 = gf2Times(&odd, c1)
+		}
+		len2 >>= 1
+		if len2 == 0 {
+			break
+		}
+	}
+	return c1 ^ c2
+}
+
+func gf2Times(mat *[32]uint32, vec uint32) uint32 {
+	var sum uint32
+	for i := 0; vec != 0; i, vec = i+1, vec>>1 {
+		if vec&1 != 0 {
+			sum ^= mat[i]
+		}
+	}
+	return sum
+}
+
+func gf2Square(square, mat *[32]uint32) {
+	for n := 0; n < 32; n++ {
+		square[n] = gf2Times(mat, mat[n])
+	}
+}
