@@ -3,8 +3,137 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hepcache/hepcache/internal/cache"
+	"github.com/hepcache/hepcache/internal/config"
+	"github.com/hepcache/hepcache/internal/upstream"
 )
 
 func runInspect(ctx context.Context, args []string) error {
-	return errors.New("not implemented yet")
+	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
+	dir := fs.String("cache-dir", "", "cache directory (or use --config)")
+	cfgPath := fs.String("config", "", "config file to take cache.dir from")
+	originURL := fs.String("origin", "", "only this origin (root://host:port); default: every origin holding the path")
+	summary := fs.Bool("summary", false, "summarise the whole cache instead of one path")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: hepcache inspect [--cache-dir DIR] [--origin URL] PATH\n       hepcache inspect [--cache-dir DIR] --summary\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	d, err := cacheDirFrom(*dir, *cfgPath)
+	if err != nil {
+		return err
+	}
+	if *summary {
+		s, err := cache.Summarize(d)
+		if err != nil {
+			return err
+		}
+		printSummary(d, s)
+		return nil
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return errors.New("inspect needs one PATH (or --summary)")
+	}
+	o := *originURL
+	if o != "" {
+		if o, err = upstream.Canonical(o); err != nil {
+			return err
+		}
+	}
+	infos, err := cache.Inspect(d, o, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	for _, in := range infos {
+		nb := in.Durable.Len()
+		have := in.Durable.Count()
+		pct := 100.0
+		if nb > 0 {
+			pct = 100 * float64(have) / float64(nb)
+		}
+		w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(w, "path\t%s\n", in.Path)
+		fmt.Fprintf(w, "origin\t%s\n", in.Origin)
+		fmt.Fprintf(w, "size\t%d (%s)\n", in.FileSize, config.Size(in.FileSize))
+		fmt.Fprintf(w, "origin mtime\t%s\n", fmtTime(in.ModTime))
+		if in.ETag != "" {
+			fmt.Fprintf(w, "etag\t%s\n", in.ETag)
+		}
+		fmt.Fprintf(w, "block size\t%s\n", config.Size(in.BlockSize))
+		fmt.Fprintf(w, "blocks\t%d of %d (%.1f%% complete)\n", have, nb, pct)
+		fmt.Fprintf(w, "checksum\t%s", in.ChecksumState)
+		if in.ChecksumState.String() != "none" {
+			fmt.Fprintf(w, " adler32=%08x crc32c=%08x", in.Adler32, in.CRC32C)
+		}
+		fmt.Fprintln(w)
+		fmt.Fprintf(w, "cached since\t%s\n", fmtTime(in.Created))
+		fmt.Fprintf(w, "last access\t%s\n", fmtTime(in.LastAccess))
+		fmt.Fprintf(w, "accesses\t%d\n", in.AccessCount)
+		fmt.Fprintf(w, "data file\t%s\n", cache.DataPath(d, cache.Key{Origin: in.Origin, Path: in.Path}))
+		w.Flush()
+		if len(in.Records) > 0 {
+			fmt.Println("\nrecent accesses (newest last):")
+			w = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(w, "opened\tduration\tbytes hit\tbytes missed\tbytes bypassed\t")
+			for _, r := range in.Records {
+				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t\n", fmtTime(r.Open), r.Close.Sub(r.Open).Round(time.Millisecond), r.BytesHit, r.BytesMissed, r.Bypass)
+			}
+			w.Flush()
+		}
+		fmt.Println()
+	}
+	return nil
+}
+
+func printSummary(dir string, s cache.Summary) {
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(w, "cache dir\t%s\n", dir)
+	fmt.Fprintf(w, "files\t%d (%d complete, %d partial, %d unreadable sidecars)\n", s.Files, s.Complete, s.Partial, s.Corrupt)
+	fmt.Fprintf(w, "bytes cached\t%d (%.2f GiB)\n", s.Bytes, float64(s.Bytes)/(1<<30))
+	fmt.Fprintf(w, "checksums\t%d verified against origin, %d computed only\n", s.ChecksumVerified, s.ChecksumOnly)
+	fmt.Fprintf(w, "oldest access\t%s\n", fmtTime(s.OldestAccess))
+	fmt.Fprintf(w, "newest access\t%s\n", fmtTime(s.NewestAccess))
+	w.Flush()
+	if len(s.ByOrigin) > 0 {
+		fmt.Println()
+		w = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(w, "origin\tfiles\tbytes")
+		for _, o := range s.Origins() {
+			fmt.Fprintf(w, "%s\t%d\t%d\n", o, s.ByOrigin[o].Files, s.ByOrigin[o].Bytes)
+		}
+		w.Flush()
+	}
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// cacheDirFrom takes the cache directory from a flag or a config file.
+func cacheDirFrom(dir, cfgPath string) (string, error) {
+	if dir != "" {
+		return dir, nil
+	}
+	if cfgPath != "" {
+		c, err := config.Load(cfgPath)
+		if err != nil {
+			return "", err
+		}
+		if c.Cache.Dir != "" {
+			return c.Cache.Dir, nil
+		}
+	}
+	return "", errors.New("give --cache-dir DIR or --config FILE")
 }

@@ -212,12 +212,18 @@ func originDir(o string) string {
 	return u.Scheme + "/" + url.PathEscape(u.Host)
 }
 
-func (c *Cache) dataPath(k Key) string {
-	return filepath.Join(c.cfg.Dir, "data", originDir(k.Origin), filepath.FromSlash(k.Path))
+func (c *Cache) dataPath(k Key) string { return DataPath(c.cfg.Dir, k) }
+
+func (c *Cache) metaPath(k Key) string { return MetaPath(c.cfg.Dir, k) }
+
+// DataPath is where the data of k lives under cache directory dir.
+func DataPath(dir string, k Key) string {
+	return filepath.Join(dir, "data", originDir(k.Origin), filepath.FromSlash(k.Path))
 }
 
-func (c *Cache) metaPath(k Key) string {
-	return filepath.Join(c.cfg.Dir, "meta", originDir(k.Origin), filepath.FromSlash(k.Path)) + ".hcinfo"
+// MetaPath is where the sidecar of k lives under cache directory dir.
+func MetaPath(dir string, k Key) string {
+	return filepath.Join(dir, "meta", originDir(k.Origin), filepath.FromSlash(k.Path)) + ".hcinfo"
 }
 
 // LocalPath returns where the data of a cached file lives on disk.

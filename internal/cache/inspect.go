@@ -1,0 +1,155 @@
+package cache
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hepcache/hepcache/disk"
+	"github.com/hepcache/hepcache/internal/sidecar"
+)
+
+// Inspect reads what the cache directory dir holds for a path: the sidecars
+// of every origin that has it (or only origin, if given). It only reads, so
+// it is safe while a server runs. Like XCache's xrdpfc_print.
+func Inspect(dir, originURL, p string) ([]*sidecar.Info, error) {
+	cp, err := cleanPath(p)
+	if err != nil {
+		return nil, err
+	}
+	var keys []Key
+	if originURL != "" {
+		keys = append(keys, Key{Origin: originURL, Path: cp})
+	} else {
+		// Every origin directory: meta/<scheme>/<host>.
+		schemes, err := disk.OS{}.ReadDir(filepath.Join(dir, "meta"))
+		if err != nil {
+			return nil, fmt.Errorf("inspect %s: %w", dir, err)
+		}
+		for _, s := range schemes {
+			hosts, _ := disk.OS{}.ReadDir(filepath.Join(dir, "meta", s.Name()))
+			for _, h := range hosts {
+				mp := filepath.Join(dir, "meta", s.Name(), h.Name(), filepath.FromSlash(cp)) + ".hcinfo"
+				if in := readSidecarAt(mp); in != nil {
+					keys = append(keys, Key{Origin: in.Origin, Path: in.Path})
+				}
+			}
+		}
+	}
+	var out []*sidecar.Info
+	for _, k := range keys {
+		if in := readSidecarAt(MetaPath(dir, k)); in != nil && in.Path == k.Path {
+			out = append(out, in)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("inspect %s: not in the cache: %w", cp, fs.ErrNotExist)
+	}
+	return out, nil
+}
+
+func readSidecarAt(p string) *sidecar.Info {
+	b, err := readAll(disk.OS{}, p)
+	if err != nil {
+		return nil
+	}
+	in, err := sidecar.Unmarshal(b)
+	if err != nil {
+		return nil
+	}
+	return in
+}
+
+// Summary describes a whole cache directory.
+type Summary struct {
+	Files, Complete, Partial, Corrupt int
+	Bytes                             int64
+	ByOrigin                          map[string]OriginSummary
+	OldestAccess, NewestAccess        time.Time
+	ChecksumVerified, ChecksumOnly    int
+}
+
+// OriginSummary is the part of a Summary for one origin.
+type OriginSummary struct {
+	Files int
+	Bytes int64
+}
+
+// Summarize walks the sidecars of dir (read-only, safe while serving).
+func Summarize(dir string) (Summary, error) {
+	s := Summary{ByOrigin: map[string]OriginSummary{}}
+	root := filepath.Join(dir, "meta")
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) && p == root {
+				return fs.SkipAll
+			}
+			return err
+		}
+		if d.IsDir() || !strings.HasSuffix(p, ".hcinfo") {
+			return nil
+		}
+		in := readSidecarAt(p)
+		if in == nil {
+			s.Corrupt++
+			return nil
+		}
+		s.Files++
+		b := durableBytes(in)
+		s.Bytes += b
+		if in.Complete() {
+			s.Complete++
+		} else {
+			s.Partial++
+		}
+		switch in.ChecksumState {
+		case sidecar.ChecksumVerified:
+			s.ChecksumVerified++
+		case sidecar.ChecksumComputed:
+			s.ChecksumOnly++
+		}
+		o := s.ByOrigin[in.Origin]
+		o.Files++
+		o.Bytes += b
+		s.ByOrigin[in.Origin] = o
+		if s.OldestAccess.IsZero() || in.LastAccess.Before(s.OldestAccess) {
+			s.OldestAccess = in.LastAccess
+		}
+		if in.LastAccess.After(s.NewestAccess) {
+			s.NewestAccess = in.LastAccess
+		}
+		return nil
+	})
+	return s, err
+}
+
+// Origins returns the origins of a summary, sorted.
+func (s Summary) Origins() []string {
+	out := make([]string, 0, len(s.ByOrigin))
+	for o := range s.ByOrigin {
+		out = append(out, o)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// EvictOffline removes a cached file while no server uses dir (the caller
+// holds the directory lock).
+func EvictOffline(dir, originURL, p string) error {
+	cp, err := cleanPath(p)
+	if err != nil {
+		return err
+	}
+	k := Key{Origin: originURL, Path: cp}
+	var errs []error
+	for _, name := range []string{MetaPath(dir, k), DataPath(dir, k)} {
+		if err := (disk.OS{}).Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
