@@ -6,9 +6,11 @@
 package disk
 
 import (
+	"errors"
 	"io"
 	"io/fs"
 	"os"
+	"syscall"
 )
 
 // File is an open file of the cache. Implementations are safe for concurrent
@@ -24,6 +26,12 @@ type File interface {
 	Truncate(size int64) error
 	// Stat returns the file's metadata.
 	Stat() (fs.FileInfo, error)
+	// Allocate reserves disk space for [off, off+n) without changing the
+	// size (fallocate). Writing into allocated space is several times
+	// faster than extending a sparse file on ext4 and xfs, and a full disk
+	// shows up here, before any byte was fetched for it. File systems
+	// without fallocate return nil.
+	Allocate(off, n int64) error
 }
 
 // FS is the subset of file-system operations the cache needs. Methods are safe
@@ -56,7 +64,30 @@ func (OS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return f, nil
+	return osFile{f}, nil
+}
+
+// osFile adds Allocate to *os.File.
+type osFile struct{ *os.File }
+
+func (f osFile) Allocate(off, n int64) error {
+	err := syscall.Fallocate(int(f.Fd()), 0, off, n)
+	if errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.ENOSYS) {
+		return nil
+	}
+	if err != nil {
+		return &fs.PathError{Op: "fallocate", Path: f.Name(), Err: err}
+	}
+	return nil
+}
+
+// OSFile returns the *os.File behind a File of the OS file system, for
+// zero-copy sends (sendfile); nil for other implementations.
+func OSFile(f File) *os.File {
+	if of, ok := f.(osFile); ok {
+		return of.File
+	}
+	return nil
 }
 
 // Remove implements FS.

@@ -65,6 +65,18 @@ func (f *errorFile) WriteAt(p []byte, off int64) (int, error) {
 	return f.File.WriteAt(p, off)
 }
 
+func (f *errorFile) Allocate(off, n int64) error {
+	f.fs.mu.Lock()
+	hook := f.fs.writeErr
+	f.fs.mu.Unlock()
+	if hook != nil {
+		if err := hook(f.name, off, int(n)); err != nil {
+			return &fs.PathError{Op: "fallocate", Path: f.name, Err: err}
+		}
+	}
+	return f.File.Allocate(off, n)
+}
+
 func (f *errorFile) Sync() error {
 	f.fs.mu.Lock()
 	hook := f.fs.syncErr

@@ -24,6 +24,9 @@ import (
 	"github.com/hepcache/hepcache/origin"
 )
 
+// maxDiskWriters is how many pieces are written to disk at once.
+const maxDiskWriters = 4
+
 // readBufSize is the chunk in which cached data is read and handed to the
 // front ends.
 const readBufSize = 256 << 10
@@ -44,6 +47,9 @@ type Cache struct {
 	// pieces holds PieceSize buffers for origin reads; bufs holds buffers
 	// for reads from the data files.
 	pieces, bufs sync.Pool
+	// diskWrites bounds concurrent pwrites: dozens of writers on one file
+	// make ext4 ten times slower than a few (inode lock contention).
+	diskWrites chan struct{}
 
 	// mu protects files, closing and dirty.
 	mu sync.Mutex
@@ -61,6 +67,13 @@ type Cache struct {
 	purgeKick   chan struct{}
 	purgeMu     sync.Mutex
 	sinceStatfs atomic.Int64
+
+	// ctx is cancelled by Close; every entry's fetches derive from it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// bg tracks background entry work: final syncs, verification,
+	// completion after close.
+	bg sync.WaitGroup
 
 	shutdownCh chan struct{}
 	wg         sync.WaitGroup
@@ -88,9 +101,11 @@ func New(cfg *Config) (*Cache, error) {
 		closing:    map[Key]chan struct{}{},
 		dirty:      map[*entry]struct{}{},
 		index:      newIndex(),
+		diskWrites: make(chan struct{}, maxDiskWriters),
 		purgeKick:  make(chan struct{}, 1),
 		shutdownCh: make(chan struct{}),
 	}
+	ca.ctx, ca.cancel = context.WithCancel(context.Background())
 	start := c.now()
 	if err := ca.loadIndex(); err != nil {
 		return nil, fmt.Errorf("rebuild cache index: %w", err)
@@ -120,6 +135,10 @@ func (c *Cache) Close() error {
 		close(c.shutdownCh)
 		c.wg.Wait()
 		c.syncDirty()
+		// Stop downloads nobody waits for (completion after close,
+		// verification) and wait for the final syncs.
+		c.cancel()
+		c.bg.Wait()
 	})
 	return nil
 }
@@ -329,29 +348,43 @@ func (c *Cache) release(e *entry, rec sidecar.Access, record bool) {
 		c.mu.Unlock()
 		return
 	}
-	if c.cfg.CompleteAfterClose && e.initialized() && !e.complete() && e.finishing == nil {
+	if c.cfg.CompleteAfterClose && e.initialized() && !e.complete() && !e.completing {
 		// Keep the entry alive (it holds no client) until the download is done.
 		e.refs++
-		e.finishing = make(chan struct{})
+		e.completing = true
 		c.mu.Unlock()
-		go e.completeInBackground()
+		c.goBackground(e.completeInBackground)
 		return
 	}
-	delete(c.files, k(e))
+	delete(c.files, e.key)
 	done := make(chan struct{})
 	c.closing[e.key] = done
 	c.mu.Unlock()
+	if e.initialized() {
+		// The last access is the client's close, not the background sync.
+		c.index.closed(e.key, c.cfg.now())
+	}
 
-	e.finish()
-
-	c.mu.Lock()
-	delete(c.closing, e.key)
-	delete(c.dirty, e)
-	c.mu.Unlock()
-	close(done)
+	// The client does not wait for the final sync: a new open of the key
+	// waits on done instead.
+	c.goBackground(func() {
+		e.finish()
+		c.mu.Lock()
+		delete(c.closing, e.key)
+		delete(c.dirty, e)
+		c.mu.Unlock()
+		close(done)
+	})
 }
 
-func k(e *entry) Key { return e.key }
+// goBackground runs fn as background work that Close waits for.
+func (c *Cache) goBackground(fn func()) {
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		fn()
+	}()
+}
 
 // Stat implements backend.Backend. A cached file is answered from its
 // sidecar without contacting the origin.

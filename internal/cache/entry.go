@@ -67,12 +67,12 @@ type entry struct {
 	// Guarded by Cache.mu.
 	refs           int
 	pendingRecords []sidecar.Access
-	finishing      chan struct{}
+	completing     bool
 }
 
 func newEntry(c *Cache, o origin.Origin, k Key) *entry {
 	e := &entry{c: c, o: o, key: k, initCh: make(chan struct{}, 1), fetches: map[int]*fetch{}}
-	e.ctx, e.cancel = context.WithCancel(context.Background())
+	e.ctx, e.cancel = context.WithCancel(c.ctx)
 	return e
 }
 
@@ -343,7 +343,6 @@ func (e *entry) finish() {
 		e.syncMu.Unlock()
 		e.data.Close()
 		c.stats.OpenFiles.Add(-1)
-		c.index.closed(e.key, c.cfg.now())
 	}
 	e.ofMu.Lock()
 	if e.of != nil {
@@ -457,7 +456,9 @@ func (e *entry) stream(ctx context.Context, h *handle, off, n int64, fn func([]b
 			continue
 		}
 		f := e.fetches[b]
-		if f == nil {
+		if f == nil || f.failed.Load() != nil {
+			// A fetch whose failure is not yet unregistered must not be
+			// joined: this reader starts a new one (takes the turn).
 			f = e.startFetchLocked(b, false)
 		} else {
 			f.waiters++

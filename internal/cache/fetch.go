@@ -36,6 +36,8 @@ type fetch struct {
 	refs     []atomic.Int32
 	done     chan struct{}
 	err      error // valid after done is closed
+	// failed holds the first piece error; a failed fetch is never joined.
+	failed atomic.Pointer[error]
 
 	// waiters counts readers that joined this fetch; guarded by entry.mu.
 	waiters int
@@ -106,10 +108,9 @@ func (e *entry) runFetch(f *fetch) {
 	c := e.c
 	ctx := e.ctx
 	var wg sync.WaitGroup
-	var failed atomic.Pointer[error]
 	fail := func(i int, err error) {
 		f.errs[i].Store(&err)
-		if failed.CompareAndSwap(nil, &err) {
+		if f.failed.CompareAndSwap(nil, &err) {
 			// No new reader may join a failed fetch: the next one starts a
 			// fresh fetch while this one's other pieces wind down.
 			e.mu.Lock()
@@ -122,6 +123,13 @@ func (e *entry) runFetch(f *fetch) {
 	}
 	of, oerr := e.originFile(ctx)
 	ps := c.cfg.PieceSize
+	if aerr := e.data.Allocate(f.off, f.n); aerr != nil && oerr == nil {
+		// No room for the block: its pieces will fail to write and their
+		// readers are served from the fetched bytes (bypass). Purge may
+		// free space for the next blocks.
+		c.cfg.Logger.Warn("cannot allocate cache space", "key", e.key.String(), "block", f.block, "err", aerr)
+		c.kickPurge()
+	}
 	for i := range f.pieceCh {
 		if oerr != nil {
 			fail(i, oerr)
@@ -156,7 +164,10 @@ func (e *entry) runFetch(f *fetch) {
 				c.stats.PrefetchBytes.Add(pn)
 			}
 			f.bufs[i].Store(bp) // before pieceCh closes: waiters find it
-			if _, err := e.data.WriteAt(buf, poff); err != nil {
+			c.diskWrites <- struct{}{}
+			_, err = e.data.WriteAt(buf, poff)
+			<-c.diskWrites
+			if err != nil {
 				c.stats.WriteErrors.Add(1)
 				c.cfg.Logger.Warn("cache write failed, serving from origin", "key", e.key.String(), "off", poff, "err", err)
 				fail(i, fmt.Errorf("%w: %w", errWriteFailed, err))
@@ -167,7 +178,7 @@ func (e *entry) runFetch(f *fetch) {
 		}(i, poff, pn)
 	}
 	wg.Wait()
-	if p := failed.Load(); p != nil {
+	if p := f.failed.Load(); p != nil {
 		f.err = *p
 		c.stats.FetchErrors.Add(1)
 		if ctx.Err() == nil {
@@ -197,12 +208,11 @@ func (e *entry) runFetch(f *fetch) {
 	e.mu.Unlock()
 	close(f.done)
 	if complete {
-		// Record the complete file at once rather than at the next tick.
-		e.fetchWG.Add(1)
-		go func() {
-			defer e.fetchWG.Done()
-			e.sync()
-			e.verify()
-		}()
+		// Record the complete file at once rather than at the next tick,
+		// then verify it. This goroutine is in fetchWG, so the entry's
+		// final sync waits for it; clients closing meanwhile do not (the
+		// final sync runs in the background).
+		e.sync()
+		e.verify()
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,10 +12,25 @@ import (
 	"github.com/hepcache/hepcache/origin"
 )
 
-// fakeClock is a manual clock for purge-order tests.
-type fakeClock struct{ t time.Time }
+// fakeClock is a manual clock for purge-order tests: every reading is one
+// second after the previous one.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
 
-func (f *fakeClock) now() time.Time { f.t = f.t.Add(time.Second); return f.t }
+func (f *fakeClock) now() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.t = f.t.Add(time.Second)
+	return f.t
+}
+
+func (f *fakeClock) advance(d time.Duration) {
+	f.mu.Lock()
+	f.t = f.t.Add(d)
+	f.mu.Unlock()
+}
 
 func readFile(tb testing.TB, c *Cache, p string) {
 	tb.Helper()
@@ -50,6 +66,7 @@ func TestPurgeEvictsLeastRecentlyUsedBetweenWatermarks(t *testing.T) {
 	// f4 takes usage to 10 blocks > high: purge down to <= 9 blocks evicts
 	// the least recently used closed file, f1.
 	readFile(t, c, "/f4")
+	waitIdle(t, c)
 	c.Purge()
 	got := cachedKeys(c)
 	for _, p := range []string{"/f0", "/f2", "/f3", "/f4"} {
@@ -88,6 +105,7 @@ func TestPurgeNeverEvictsOpenFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	readFile(t, c, "/f1")
+	waitClosed(t, c, "/f1")
 	c.Purge()
 	if got := cachedKeys(c); !got["/f0"] || got["/f1"] {
 		t.Fatalf("open file must stay, closed one go: %v", got)
@@ -165,6 +183,7 @@ func TestMaxFilesAndMaxAge(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		readFile(t, c, fmt.Sprintf("/f%d", i))
 	}
+	waitIdle(t, c)
 	c.Purge()
 	if files, _ := c.index.totals(); files > 5 {
 		t.Fatalf("%d files after purge with MaxFiles 5", files)
@@ -173,9 +192,26 @@ func TestMaxFilesAndMaxAge(t *testing.T) {
 		t.Fatalf("file-count purge did not evict oldest first: %v", got)
 	}
 	c.cfg.MaxAge = time.Minute
-	clk.t = clk.t.Add(time.Hour)
+	clk.advance(time.Hour)
 	c.Purge()
 	if files, _ := c.index.totals(); files != 0 {
 		t.Fatalf("%d files older than MaxAge survived", files)
 	}
+}
+
+// waitClosed waits until the cache has finished closing p.
+func waitClosed(tb testing.TB, c *Cache, p string) {
+	tb.Helper()
+	k := Key{Origin: "mem://o", Path: p}
+	for i := 0; i < 10000; i++ {
+		c.mu.Lock()
+		_, open := c.files[k]
+		_, closing := c.closing[k]
+		c.mu.Unlock()
+		if !open && !closing {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	tb.Fatalf("%s never closed", p)
 }

@@ -40,7 +40,9 @@ func (e *entry) verify() {
 	}
 	state := sidecar.ChecksumComputed
 	if algo := c.cfg.VerifyChecksum; algo != "none" {
-		ctx, cancel := context.WithTimeout(e.ctx, c.cfg.OriginTimeout)
+		// Not e.ctx: the last client may close (cancelling fetches) while
+		// we ask; the question is still worth its answer.
+		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.OriginTimeout)
 		want, err := e.o.Checksum(ctx, e.key.Path, algo)
 		cancel()
 		switch {
