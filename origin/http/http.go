@@ -1,0 +1,438 @@
+// Package httporigin reads files from an http:// or https:// origin (a web
+// server, a WebDAV storage element, another hepcache) with ranged GETs.
+// The origin's ETag and Last-Modified are the file's identity: every read
+// carries If-Match (or If-Unmodified-Since), so bytes of two versions of a
+// file never mix in the cache. Listing uses PROPFIND, checksums Want-Digest.
+package httporigin
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hepcache/hepcache/origin"
+)
+
+// Defaults. A zero Config field means "use the default".
+const (
+	// defaultMaxConns bounds the TCP connections to one origin host, like a
+	// browser's per-host limit but larger: the cache reads pieces of several
+	// blocks concurrently.
+	defaultMaxConns = 16
+	// defaultIdleConnTimeout keeps an idle connection for the next read.
+	defaultIdleConnTimeout = 90 * time.Second
+	// defaultDialTimeout bounds the TCP (and TLS) handshake.
+	defaultDialTimeout = 10 * time.Second
+	// defaultMaxReadVRanges bounds the ranges in one multi-range GET, so the
+	// Range header stays well under the 8 KiB many servers accept.
+	defaultMaxReadVRanges = 64
+)
+
+// Config configures an Origin.
+type Config struct {
+	// URL is the origin's base URL, "https://host:port" optionally with a
+	// path prefix ("https://host/store"): an origin path /a/b is read from
+	// URL + "/a/b". Required.
+	URL string
+	// MaxConns bounds concurrent connections to the host. Default 16. More
+	// connections mean more parallel piece reads at the expense of load on
+	// the origin.
+	MaxConns int
+	// IdleConnTimeout is how long an idle connection is kept for reuse.
+	// Default 90 s.
+	IdleConnTimeout time.Duration
+	// DialTimeout bounds the TCP and TLS handshake. Default 10 s. Requests
+	// themselves are bounded by their ctx.
+	DialTimeout time.Duration
+	// MaxReadVRanges bounds the ranges of one multi-range GET in ReadV.
+	// Default 64; 1 turns multi-range requests off (one GET per segment).
+	MaxReadVRanges int
+	// TLSConfig is used for https:// (the cache's own client certificate,
+	// extra CAs). Nil: the system roots, no client certificate.
+	TLSConfig *tls.Config
+	// Authorize, if set, is called on every outgoing request to add the
+	// cache's own credential (e.g. an Authorization: Bearer header). It
+	// must be safe for concurrent use.
+	Authorize func(*http.Request) error
+	// Logger receives operational messages. Default slog.Default().
+	Logger *slog.Logger
+
+	// transport replaces the tuned transport; a test seam.
+	transport http.RoundTripper
+}
+
+// EnsureDefaults fills zero fields with their defaults.
+func (c *Config) EnsureDefaults() {
+	if c.MaxConns == 0 {
+		c.MaxConns = defaultMaxConns
+	}
+	if c.IdleConnTimeout == 0 {
+		c.IdleConnTimeout = defaultIdleConnTimeout
+	}
+	if c.DialTimeout == 0 {
+		c.DialTimeout = defaultDialTimeout
+	}
+	if c.MaxReadVRanges == 0 {
+		c.MaxReadVRanges = defaultMaxReadVRanges
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate reports every problem with the configuration in one error.
+func (c *Config) Validate() error {
+	var errs []error
+	u, err := url.Parse(c.URL)
+	switch {
+	case c.URL == "":
+		errs = append(errs, errors.New("url: required"))
+	case err != nil:
+		errs = append(errs, fmt.Errorf("url %q: %w", c.URL, err))
+	case u.Scheme != "http" && u.Scheme != "https":
+		errs = append(errs, fmt.Errorf("url %q: scheme must be http or https", c.URL))
+	case u.Host == "":
+		errs = append(errs, fmt.Errorf("url %q: no host", c.URL))
+	case u.RawQuery != "" || u.Fragment != "":
+		errs = append(errs, fmt.Errorf("url %q: no query or fragment allowed", c.URL))
+	}
+	if c.MaxConns < 0 || c.MaxReadVRanges < 0 || c.IdleConnTimeout < 0 || c.DialTimeout < 0 {
+		errs = append(errs, fmt.Errorf("max conns %d, max readv ranges %d, idle timeout %v, dial timeout %v: must not be negative",
+			c.MaxConns, c.MaxReadVRanges, c.IdleConnTimeout, c.DialTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// Origin is an http(s) origin. It implements origin.Origin and is safe for
+// concurrent use.
+type Origin struct {
+	cfg    Config
+	base   *url.URL
+	name   string
+	client *http.Client
+	tr     *http.Transport // nil when a test replaced the transport
+}
+
+var _ origin.Origin = (*Origin)(nil)
+
+// New returns an Origin for cfg.URL. It does not contact the server.
+func New(cfg *Config) (*Origin, error) {
+	c := *cfg
+	c.EnsureDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("http origin config: %w", err)
+	}
+	base, _ := url.Parse(c.URL)
+	base.Path = strings.TrimRight(base.Path, "/")
+	base.RawPath = ""
+	o := &Origin{cfg: c, base: base, name: base.Scheme + "://" + base.Host + base.Path}
+	rt := c.transport
+	if rt == nil {
+		d := &net.Dialer{Timeout: c.DialTimeout, KeepAlive: 30 * time.Second}
+		o.tr = &http.Transport{
+			Proxy:               nil, // an origin is reached directly, never via $http_proxy
+			DialContext:         d.DialContext,
+			TLSClientConfig:     c.TLSConfig,
+			TLSHandshakeTimeout: c.DialTimeout,
+			ForceAttemptHTTP2:   true,
+			// Keep as many idle connections as may be busy, so a burst of
+			// piece reads reuses them instead of redialling.
+			MaxConnsPerHost:     c.MaxConns,
+			MaxIdleConns:        c.MaxConns,
+			MaxIdleConnsPerHost: c.MaxConns,
+			IdleConnTimeout:     c.IdleConnTimeout,
+			// Byte ranges of a compressed representation are not the file's.
+			DisableCompression: true,
+		}
+		rt = o.tr
+	}
+	o.client = &http.Client{Transport: rt, CheckRedirect: checkRedirect}
+	return o, nil
+}
+
+// Dial returns a function creating an Origin for a canonical origin URL
+// ("https://host:443"), with cfg's other settings; it has the shape of
+// upstream.DialFunc.
+func Dial(cfg Config) func(ctx context.Context, canonical string) (origin.Origin, error) {
+	return func(ctx context.Context, canonical string) (origin.Origin, error) {
+		c := cfg
+		c.URL = canonical
+		return New(&c)
+	}
+}
+
+// errDirRedirect stops the client at a redirect that only adds a trailing
+// slash: the path names a directory.
+var errDirRedirect = errors.New("directory redirect")
+
+// checkRedirect follows redirects (storage doors send clients to data
+// nodes) except the one a web server sends for a directory named without
+// its trailing slash, which tells Stat that the path is a directory.
+func checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	prev := via[len(via)-1].URL
+	if req.URL.Host == prev.Host && req.URL.Path == prev.Path+"/" {
+		return http.ErrUseLastResponse
+	}
+	// Go drops Authorization on a redirect to another host; keep the
+	// cache's credential only where Authorize puts it again.
+	return nil
+}
+
+// String implements origin.Origin: the base URL, e.g. "https://host:443".
+func (o *Origin) String() string { return o.name }
+
+// Close implements origin.Origin.
+func (o *Origin) Close() error {
+	if o.tr != nil {
+		o.tr.CloseIdleConnections()
+	}
+	return nil
+}
+
+// url returns the URL of origin path p.
+func (o *Origin) url(p string) string {
+	u := *o.base
+	u.Path = o.base.Path + path.Clean("/"+p)
+	if strings.HasSuffix(p, "/") && u.Path != "/" {
+		u.Path += "/"
+	}
+	return u.String()
+}
+
+// do sends a request with the cache's credential.
+func (o *Origin) do(ctx context.Context, method, p string, hdr http.Header, body io.Reader) (*http.Response, error) {
+	u := o.url(p)
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w: %w", method, u, err, origin.ErrInvalid)
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	req.Header.Set("User-Agent", "hepcache")
+	if o.cfg.Authorize != nil {
+		if err := o.cfg.Authorize(req); err != nil {
+			return nil, fmt.Errorf("%s %s: credential: %w", method, u, err)
+		}
+	}
+	resp, err := o.client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%s %s: %w: %w", method, u, ctx.Err(), origin.ErrUnavailable)
+		}
+		return nil, fmt.Errorf("%s %s: %w: %w", method, u, err, origin.ErrUnavailable)
+	}
+	return resp, nil
+}
+
+// statusError maps an unexpected HTTP status to an origin sentinel. It
+// drains and closes the body.
+func statusError(method, u string, resp *http.Response) error {
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	resp.Body.Close()
+	detail := strings.TrimSpace(string(msg))
+	if len(detail) > 200 || strings.Contains(detail, "<") {
+		detail = "" // an HTML error page says nothing the status does not
+	}
+	var sentinel error
+	switch {
+	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone:
+		sentinel = origin.ErrNotFound
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		sentinel = origin.ErrNotAuthorized
+	case resp.StatusCode == http.StatusMethodNotAllowed || resp.StatusCode == http.StatusNotImplemented:
+		sentinel = origin.ErrUnsupported
+	case resp.StatusCode == http.StatusPreconditionFailed:
+		// The file changed since it was opened: the version the cache
+		// holds blocks of no longer exists.
+		sentinel = errChanged
+	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusRequestTimeout:
+		sentinel = origin.ErrUnavailable
+	default:
+		sentinel = origin.ErrInvalid
+	}
+	if detail != "" {
+		return fmt.Errorf("%s %s: %s: %s: %w", method, u, resp.Status, detail, sentinel)
+	}
+	return fmt.Errorf("%s %s: %s: %w", method, u, resp.Status, sentinel)
+}
+
+// errChanged reports that the origin's file is not the version opened. It
+// wraps origin.ErrNotFound: that version is gone.
+var errChanged = fmt.Errorf("file changed at the origin since it was opened: %w", origin.ErrNotFound)
+
+// Stat implements origin.Origin with a HEAD request. A path the server
+// redirects to path + "/" is a directory.
+func (o *Origin) Stat(ctx context.Context, p string) (origin.FileInfo, error) {
+	resp, err := o.do(ctx, http.MethodHead, p, nil, nil)
+	if err != nil {
+		return origin.FileInfo{}, err
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusOK:
+		fi := infoFrom(p, resp.Header)
+		if strings.HasSuffix(resp.Request.URL.Path, "/") {
+			fi.Mode, fi.Size, fi.ETag = fs.ModeDir|0o755, 0, ""
+		}
+		return fi, nil
+	case isRedirect(resp.StatusCode):
+		// checkRedirect stopped at a trailing-slash redirect.
+		return origin.FileInfo{Name: p, Mode: fs.ModeDir | 0o755, ModTime: lastModified(resp.Header)}, nil
+	}
+	return origin.FileInfo{}, statusError(http.MethodHead, o.url(p), resp)
+}
+
+func isRedirect(code int) bool {
+	return code == http.StatusMovedPermanently || code == http.StatusFound ||
+		code == http.StatusTemporaryRedirect || code == http.StatusPermanentRedirect
+}
+
+// infoFrom builds a file's metadata from response headers.
+func infoFrom(p string, h http.Header) origin.FileInfo {
+	fi := origin.FileInfo{Name: p, Mode: 0o644, ModTime: lastModified(h), ETag: h.Get("ETag"), Size: -1}
+	if n, err := strconv.ParseInt(h.Get("Content-Length"), 10, 64); err == nil {
+		fi.Size = n
+	}
+	return fi
+}
+
+func lastModified(h http.Header) time.Time {
+	t, err := http.ParseTime(h.Get("Last-Modified"))
+	if err != nil {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+// Open implements origin.Origin: it learns the file's size and identity
+// with a HEAD request; the reads that follow require that identity.
+func (o *Origin) Open(ctx context.Context, p string) (origin.File, error) {
+	fi, err := o.Stat(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("open: %w", err)
+	}
+	if fi.IsDir() {
+		return nil, fmt.Errorf("open %s: %w", o.url(p), origin.ErrIsDir)
+	}
+	if fi.Size < 0 {
+		return nil, fmt.Errorf("open %s: no Content-Length in the HEAD response: %w", o.url(p), origin.ErrUnsupported)
+	}
+	return &file{o: o, path: p, info: fi}, nil
+}
+
+// file is an open origin file. It implements origin.File.
+type file struct {
+	o    *Origin
+	path string
+	info origin.FileInfo
+}
+
+var _ origin.File = (*file)(nil)
+
+// Info implements origin.File.
+func (f *file) Info() origin.FileInfo { return f.info }
+
+// Close implements origin.File; an HTTP file holds no server resource.
+func (f *file) Close() error { return nil }
+
+// identity returns the precondition headers that pin reads to the version
+// opened: If-Match with a strong ETag, else If-Unmodified-Since.
+func (f *file) identity() http.Header {
+	h := http.Header{}
+	switch {
+	case f.info.ETag != "" && !strings.HasPrefix(f.info.ETag, "W/"):
+		h.Set("If-Match", f.info.ETag)
+	case !f.info.ModTime.IsZero():
+		h.Set("If-Unmodified-Since", f.info.ModTime.UTC().Format(http.TimeFormat))
+	}
+	return h
+}
+
+// ReadAt implements origin.File with one ranged GET.
+func (f *file) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, fmt.Errorf("read %s at %d: negative offset: %w", f.o.url(f.path), off, origin.ErrInvalid)
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if off >= f.info.Size {
+		return 0, io.EOF
+	}
+	want := min(int64(len(p)), f.info.Size-off)
+	hdr := f.identity()
+	hdr.Set("Range", fmt.Sprintf("bytes=%d-%d", off, off+want-1))
+	resp, err := f.o.do(ctx, http.MethodGet, f.path, hdr, nil)
+	if err != nil {
+		return 0, fmt.Errorf("read %d@%d: %w", len(p), off, err)
+	}
+	defer resp.Body.Close()
+	u := f.o.url(f.path)
+	switch resp.StatusCode {
+	case http.StatusPartialContent:
+		start, _, _, err := parseContentRange(resp.Header.Get("Content-Range"))
+		if err != nil || start != off {
+			resp.Body.Close()
+			return 0, fmt.Errorf("GET %s range %d-%d: answered Content-Range %q: %w", u, off, off+want-1, resp.Header.Get("Content-Range"), origin.ErrInvalid)
+		}
+	case http.StatusOK:
+		// The server ignored Range: skip to off. Correct, if wasteful;
+		// only servers without range support do this.
+		if _, err := io.CopyN(io.Discard, resp.Body, off); err != nil {
+			return 0, fmt.Errorf("GET %s: skipping to %d of a full response: %w: %w", u, off, err, origin.ErrUnavailable)
+		}
+	case http.StatusRequestedRangeNotSatisfiable:
+		return 0, io.EOF // the file shrank; the identity check missed it
+	default:
+		return 0, fmt.Errorf("read %d@%d: %w", len(p), off, statusError(http.MethodGet, u, resp))
+	}
+	n, err := io.ReadFull(resp.Body, p[:want])
+	if err != nil {
+		return n, fmt.Errorf("GET %s range %d-%d: body after %d bytes: %w: %w", u, off, off+want-1, n, err, origin.ErrUnavailable)
+	}
+	if want < int64(len(p)) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// parseContentRange parses "bytes first-last/size" (size may be "*").
+func parseContentRange(s string) (first, last, size int64, err error) {
+	rest, ok := strings.CutPrefix(s, "bytes ")
+	if !ok {
+		return 0, 0, 0, fmt.Errorf("content-range %q: not bytes", s)
+	}
+	rng, total, ok := strings.Cut(strings.TrimSpace(rest), "/")
+	a, b, ok2 := strings.Cut(rng, "-")
+	if !ok || !ok2 {
+		return 0, 0, 0, fmt.Errorf("content-range %q: malformed", s)
+	}
+	if first, err = strconv.ParseInt(a, 10, 64); err != nil {
+		return 0, 0, 0, fmt.Errorf("content-range %q: %w", s, err)
+	}
+	if last, err = strconv.ParseInt(b, 10, 64); err != nil || last < first {
+		return 0, 0, 0, fmt.Errorf("content-range %q: bad last byte", s)
+	}
+	size = -1
+	if total != "*" {
+		if size, err = strconv.ParseInt(total, 10, 64); err != nil {
+			return 0, 0, 0, fmt.Errorf("content-range %q: %w", s, err)
+		}
+	}
+	return first, last, size, nil
+}
