@@ -29,7 +29,7 @@ type multistatus struct {
 }
 
 type davResponse struct {
-	Href     string       `xml:"DAV: href"`
+	Href     string        `xml:"DAV: href"`
 	Propstat []davPropstat `xml:"DAV: propstat"`
 }
 
