@@ -1,0 +1,126 @@
+package metrics
+
+import (
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Clients tracks the connected clients of every front end, for the
+// hepcache_clients gauge and the dashboard. Safe for concurrent use.
+type Clients struct {
+	now    func() time.Time
+	nextID atomic.Uint64
+
+	// mu protects m.
+	mu sync.Mutex
+	m  map[uint64]*Client
+}
+
+// Client is one connected client.
+type Client struct {
+	id       uint64
+	protocol string
+	addr     string
+	since    time.Time
+	// activity is what the client does now (the path it reads), or "".
+	activity atomic.Pointer[string]
+	requests atomic.Int64
+}
+
+// ClientInfo describes a client for the dashboard.
+type ClientInfo struct {
+	Protocol string    `json:"protocol"`
+	Addr     string    `json:"addr"`
+	Since    time.Time `json:"since"`
+	Activity string    `json:"activity,omitempty"`
+	Requests int64     `json:"requests"`
+}
+
+// Add registers a connected client and returns it; the caller must Remove it
+// when the connection closes.
+func (c *Clients) Add(protocol, addr string) *Client {
+	now := time.Now
+	if c.now != nil {
+		now = c.now
+	}
+	cl := &Client{id: c.nextID.Add(1), protocol: protocol, addr: addr, since: now()}
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = map[uint64]*Client{}
+	}
+	c.m[cl.id] = cl
+	c.mu.Unlock()
+	return cl
+}
+
+// Remove unregisters cl. Removing twice is harmless.
+func (c *Clients) Remove(cl *Client) {
+	if cl == nil {
+		return
+	}
+	c.mu.Lock()
+	delete(c.m, cl.id)
+	c.mu.Unlock()
+}
+
+// Len returns the number of connected clients.
+func (c *Clients) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.m)
+}
+
+// SetActivity records what the client does now ("" when idle) and counts a
+// request when s is not empty.
+func (cl *Client) SetActivity(s string) {
+	if cl == nil {
+		return
+	}
+	if s != "" {
+		cl.requests.Add(1)
+	}
+	cl.activity.Store(&s)
+}
+
+// List returns the connected clients, longest connected first.
+func (c *Clients) List() []ClientInfo {
+	c.mu.Lock()
+	out := make([]ClientInfo, 0, len(c.m))
+	for _, cl := range c.m {
+		ci := ClientInfo{Protocol: cl.protocol, Addr: cl.addr, Since: cl.since, Requests: cl.requests.Load()}
+		if a := cl.activity.Load(); a != nil {
+			ci.Activity = *a
+		}
+		out = append(out, ci)
+	}
+	c.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].Since.Equal(out[j].Since) {
+			return out[i].Since.Before(out[j].Since)
+		}
+		return out[i].Addr < out[j].Addr
+	})
+	return out
+}
+
+type protoCount struct {
+	protocol string
+	n        int
+}
+
+func (c *Clients) byProtocol() []protoCount {
+	c.mu.Lock()
+	m := map[string]int{}
+	for _, cl := range c.m {
+		m[cl.protocol]++
+	}
+	c.mu.Unlock()
+	out := make([]protoCount, 0, len(m))
+	for p, n := range m {
+		out = append(out, protoCount{p, n})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].protocol < out[j].protocol })
+	return out
+}

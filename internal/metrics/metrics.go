@@ -1,0 +1,402 @@
+// Package metrics exposes hepcache's counters in the Prometheus text format
+// (/metrics) and its health (/health). It keeps no copy of the cache's
+// counters: a scrape reads the cache's atomics and usage directly, so the
+// registry costs a few hundred bytes per series and nothing per request
+// beyond an atomic add.
+package metrics
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hepcache/hepcache/internal/cache"
+)
+
+// Defaults. A zero Config field means "use the default".
+const (
+	// defaultHealthWindow: an origin or disk error makes the cache
+	// "degraded" for this long, long enough for a load balancer to see it.
+	defaultHealthWindow = 5 * time.Minute
+	// defaultProbeInterval: the cache directory is probed for writability
+	// at most this often, however often /health is polled.
+	defaultProbeInterval = 5 * time.Second
+)
+
+// CacheSource is what the registry reads from the cache; *cache.Cache
+// implements it.
+type CacheSource interface {
+	// Stats returns the live counters.
+	Stats() *cache.Stats
+	// Usage returns the current occupancy.
+	Usage() (cache.Usage, error)
+}
+
+var _ CacheSource = (*cache.Cache)(nil)
+
+// Config configures a Registry.
+type Config struct {
+	// Cache is the cache whose counters and usage are exported. Nil: only
+	// request, client and origin metrics.
+	Cache CacheSource
+	// CacheDir is probed by /health: a cache directory where a file cannot
+	// be created makes hepcache "down". Empty: no probe.
+	CacheDir string
+	// HealthWindow is how long an origin or disk error keeps the cache
+	// "degraded". Default 5 min.
+	HealthWindow time.Duration
+	// ProbeInterval is the least time between two writability probes of
+	// CacheDir. Default 5 s.
+	ProbeInterval time.Duration
+	// Logger receives operational messages. Default slog.Default().
+	Logger *slog.Logger
+
+	// now is the clock; a test seam.
+	now func() time.Time
+}
+
+// EnsureDefaults fills zero fields with their defaults.
+func (c *Config) EnsureDefaults() {
+	if c.HealthWindow == 0 {
+		c.HealthWindow = defaultHealthWindow
+	}
+	if c.ProbeInterval == 0 {
+		c.ProbeInterval = defaultProbeInterval
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+}
+
+// Validate reports every problem with the configuration in one error.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.HealthWindow < 0 {
+		errs = append(errs, fmt.Errorf("health window %v: must not be negative", c.HealthWindow))
+	}
+	if c.ProbeInterval < 0 {
+		errs = append(errs, fmt.Errorf("probe interval %v: must not be negative", c.ProbeInterval))
+	}
+	return errors.Join(errs...)
+}
+
+// Registry holds hepcache's own metrics and reads the cache's at scrape
+// time. Safe for concurrent use.
+type Registry struct {
+	cfg     Config
+	started time.Time
+	clients Clients
+
+	// mu protects requests, origins and funcs (the maps, not the atomics
+	// they point to).
+	mu       sync.RWMutex
+	requests map[requestKey]*atomic.Int64
+	origins  map[string]*originStats
+	funcs    []funcMetric
+
+	// wrapped caches the decorators of WrapResolver, one per Origin.
+	wrapped sync.Map
+
+	// healthMu protects the fields below it.
+	healthMu  sync.Mutex
+	diskErrs  int64
+	diskErrAt time.Time
+	probeAt   time.Time
+	probeErr  error
+}
+
+type requestKey struct{ protocol, operation, outcome string }
+
+type funcMetric struct {
+	name, help, typ string
+	fn              func() int64
+}
+
+// New returns a Registry.
+func New(cfg *Config) (*Registry, error) {
+	c := *cfg
+	c.EnsureDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("metrics config: %w", err)
+	}
+	r := &Registry{
+		cfg:      c,
+		started:  c.now(),
+		requests: map[requestKey]*atomic.Int64{},
+		origins:  map[string]*originStats{},
+	}
+	r.clients.now = c.now
+	return r, nil
+}
+
+// Clients returns the tracker the front ends register connections with.
+func (r *Registry) Clients() *Clients { return &r.clients }
+
+// ObserveRequest counts one request of a front end: protocol ("root",
+// "http", ...), operation ("get", "open", "stat", ...) and its outcome,
+// derived from err (see Outcome). Safe for concurrent use; does not block.
+func (r *Registry) ObserveRequest(protocol, operation string, err error) {
+	k := requestKey{protocol, operation, Outcome(err)}
+	r.mu.RLock()
+	c := r.requests[k]
+	r.mu.RUnlock()
+	if c == nil {
+		r.mu.Lock()
+		if c = r.requests[k]; c == nil {
+			c = new(atomic.Int64)
+			r.requests[k] = c
+		}
+		r.mu.Unlock()
+	}
+	c.Add(1)
+}
+
+// CounterFunc adds a counter whose value fn returns at scrape time (e.g.
+// the access log's dropped records). name must follow the conventions
+// (hepcache_ prefix, _total suffix). Register before serving.
+func (r *Registry) CounterFunc(name, help string, fn func() int64) {
+	r.addFunc(name, help, "counter", fn)
+}
+
+// GaugeFunc adds a gauge whose value fn returns at scrape time.
+func (r *Registry) GaugeFunc(name, help string, fn func() int64) {
+	r.addFunc(name, help, "gauge", fn)
+}
+
+func (r *Registry) addFunc(name, help, typ string, fn func() int64) {
+	if fn == nil || !validName(name) {
+		panic(fmt.Sprintf("metrics: bad metric %q", name))
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, f := range r.funcs {
+		if f.name == name {
+			panic(fmt.Sprintf("metrics: %s registered twice", name))
+		}
+	}
+	r.funcs = append(r.funcs, funcMetric{name: name, help: help, typ: typ, fn: fn})
+}
+
+func validName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, c := range s {
+		if !(c == '_' || c == ':' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// Snapshot is the cache's figures at one instant, shared by /metrics, the
+// dashboard and /health so that they always agree.
+type Snapshot struct {
+	Time time.Time `json:"time"`
+	// Opens by outcome and failed opens.
+	Hits        int64 `json:"hits"`
+	PartialHits int64 `json:"partial_hits"`
+	Misses      int64 `json:"misses"`
+	OpenErrors  int64 `json:"open_errors"`
+	// Bytes served to clients by source.
+	BytesHit      int64 `json:"bytes_hit"`
+	BytesMissed   int64 `json:"bytes_missed"`
+	BytesBypassed int64 `json:"bytes_bypassed"`
+	// Bytes read from origins, of which prefetched.
+	BytesFetched  int64 `json:"bytes_fetched"`
+	PrefetchBytes int64 `json:"prefetch_bytes"`
+	// Occupancy in bytes; UsageErr is set when it could not be measured.
+	Used      int64  `json:"used_bytes"`
+	Total     int64  `json:"total_bytes"`
+	High      int64  `json:"high_watermark_bytes"`
+	Low       int64  `json:"low_watermark_bytes"`
+	Files     int64  `json:"files"`
+	Cached    int64  `json:"cached_bytes"`
+	UsageErr  string `json:"usage_error,omitempty"`
+	OpenFiles int64  `json:"open_files"`
+	Evictions int64  `json:"evictions"`
+	Evicted   int64  `json:"evicted_bytes"`
+	// Clients connected now, over all protocols.
+	Clients int64 `json:"clients"`
+}
+
+// BytesServed is the total of bytes sent to clients.
+func (s Snapshot) BytesServed() int64 { return s.BytesHit + s.BytesMissed + s.BytesBypassed }
+
+// Snapshot reads the current figures.
+func (r *Registry) Snapshot() Snapshot {
+	s := Snapshot{Time: r.cfg.now(), Clients: int64(r.clients.Len())}
+	if r.cfg.Cache == nil {
+		return s
+	}
+	st := r.cfg.Cache.Stats()
+	s.Hits, s.PartialHits, s.Misses, s.OpenErrors = st.Hits.Load(), st.PartialHits.Load(), st.Misses.Load(), st.OpenErrors.Load()
+	s.BytesHit, s.BytesMissed, s.BytesBypassed = st.BytesHit.Load(), st.BytesMissed.Load(), st.BytesBypassed.Load()
+	s.BytesFetched, s.PrefetchBytes = st.BytesFetched.Load(), st.PrefetchBytes.Load()
+	s.OpenFiles, s.Evictions, s.Evicted = st.OpenFiles.Load(), st.Evictions.Load(), st.EvictedBytes.Load()
+	u, err := r.cfg.Cache.Usage()
+	if err != nil {
+		s.UsageErr = err.Error()
+	}
+	s.Used, s.Total, s.High, s.Low = u.Used, u.Total, u.High, u.Low
+	s.Files, s.Cached = int64(u.Files), u.Bytes
+	return s
+}
+
+// Handler serves /metrics in the Prometheus text exposition format 0.0.4.
+func (r *Registry) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method != http.MethodGet && req.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		if req.Method == http.MethodHead {
+			return
+		}
+		if _, err := r.WriteTo(w); err != nil {
+			r.cfg.Logger.Debug("metrics scrape aborted", "err", err)
+		}
+	})
+}
+
+// WriteTo writes every metric in the text exposition format.
+func (r *Registry) WriteTo(w io.Writer) (int64, error) {
+	e := &expWriter{}
+	s := r.Snapshot()
+	if r.cfg.Cache != nil {
+		st := r.cfg.Cache.Stats()
+		e.family("hepcache_opens_total", "counter", "File opens by outcome: hit (complete in cache), partial (some blocks cached), miss (none).")
+		e.sample("hepcache_opens_total", `result="hit"`, s.Hits)
+		e.sample("hepcache_opens_total", `result="partial"`, s.PartialHits)
+		e.sample("hepcache_opens_total", `result="miss"`, s.Misses)
+		e.counter("hepcache_open_errors_total", "File opens that failed.", s.OpenErrors)
+		e.family("hepcache_served_bytes_total", "counter", "Bytes sent to clients by source: hit (from disk), miss (fetched for the read), bypass (read straight from the origin after a disk error).")
+		e.sample("hepcache_served_bytes_total", `source="hit"`, s.BytesHit)
+		e.sample("hepcache_served_bytes_total", `source="miss"`, s.BytesMissed)
+		e.sample("hepcache_served_bytes_total", `source="bypass"`, s.BytesBypassed)
+		e.counter("hepcache_origin_fetched_bytes_total", "Bytes read from origins into the cache, prefetch included.", s.BytesFetched)
+		e.counter("hepcache_prefetch_bytes_total", "Bytes read from origins ahead of any client (prefetch).", s.PrefetchBytes)
+		e.counter("hepcache_blocks_fetched_total", "Blocks fetched from origins.", st.BlocksFetched.Load())
+		e.counter("hepcache_fetch_errors_total", "Block fetches from origins that failed.", st.FetchErrors.Load())
+		e.counter("hepcache_coalesced_waits_total", "Reads that waited on a fetch another read had started (one origin fetch served several clients).", st.CoalescedWaits.Load())
+		e.counter("hepcache_disk_write_errors_total", "Failed writes to the cache disk; each turns its readers into bypass reads.", st.WriteErrors.Load())
+		e.counter("hepcache_disk_sync_errors_total", "Failed syncs or sidecar writes.", st.SyncErrors.Load())
+		e.counter("hepcache_evictions_total", "Files removed from the cache by purge or evict.", s.Evictions)
+		e.counter("hepcache_evicted_bytes_total", "Bytes of the files removed from the cache.", s.Evicted)
+		e.counter("hepcache_purge_runs_total", "Purges that evicted something.", st.PurgeRuns.Load())
+		e.counter("hepcache_checksum_failures_total", "Complete files whose checksum differed from the origin's (the copy was dropped).", st.ChecksumFailures.Load())
+		e.counter("hepcache_revalidations_total", "Cached copies dropped because the origin's file changed.", st.Revalidations.Load())
+		e.gauge("hepcache_open_files", "Files with at least one client.", s.OpenFiles)
+		if s.UsageErr == "" {
+			e.gauge("hepcache_cache_capacity_bytes", "Space the cache may fill.", s.Total)
+			e.gauge("hepcache_cache_used_bytes", "Space used (the cache's files, or the whole file system when no capacity is configured).", s.Used)
+			e.gauge("hepcache_cache_high_watermark_bytes", "Usage above which files are evicted.", s.High)
+			e.gauge("hepcache_cache_low_watermark_bytes", "Usage down to which files are evicted.", s.Low)
+			e.gauge("hepcache_cache_files", "Files in the cache.", s.Files)
+			e.gauge("hepcache_cache_file_bytes", "Bytes of the files in the cache.", s.Cached)
+		}
+	}
+	r.writeRequests(e)
+	e.family("hepcache_clients", "gauge", "Clients connected now, by protocol.")
+	for _, pc := range r.clients.byProtocol() {
+		e.sample("hepcache_clients", `protocol="`+escape(pc.protocol)+`"`, int64(pc.n))
+	}
+	r.writeOrigins(e)
+	r.mu.RLock()
+	funcs := append([]funcMetric(nil), r.funcs...)
+	r.mu.RUnlock()
+	for _, f := range funcs {
+		e.family(f.name, f.typ, f.help)
+		e.sample(f.name, "", f.fn())
+	}
+	writeProcess(e, r.started)
+	n, err := io.WriteString(w, e.b.String())
+	return int64(n), err
+}
+
+func (r *Registry) writeRequests(e *expWriter) {
+	r.mu.RLock()
+	keys := make([]requestKey, 0, len(r.requests))
+	for k := range r.requests {
+		keys = append(keys, k)
+	}
+	r.mu.RUnlock()
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := keys[i], keys[j]
+		if a.protocol != b.protocol {
+			return a.protocol < b.protocol
+		}
+		if a.operation != b.operation {
+			return a.operation < b.operation
+		}
+		return a.outcome < b.outcome
+	})
+	e.family("hepcache_requests_total", "counter", "Client requests by protocol, operation and outcome.")
+	for _, k := range keys {
+		r.mu.RLock()
+		v := r.requests[k].Load()
+		r.mu.RUnlock()
+		e.sample("hepcache_requests_total", fmt.Sprintf(`protocol="%s",operation="%s",outcome="%s"`, escape(k.protocol), escape(k.operation), escape(k.outcome)), v)
+	}
+}
+
+// expWriter builds the text exposition.
+type expWriter struct{ b strings.Builder }
+
+func (e *expWriter) family(name, typ, help string) {
+	fmt.Fprintf(&e.b, "# HELP %s %s\n# TYPE %s %s\n", name, escapeHelp(help), name, typ)
+}
+
+func (e *expWriter) sample(name, labels string, v int64) {
+	if labels != "" {
+		fmt.Fprintf(&e.b, "%s{%s} %d\n", name, labels, v)
+		return
+	}
+	fmt.Fprintf(&e.b, "%s %d\n", name, v)
+}
+
+func (e *expWriter) sampleFloat(name, labels string, v float64) {
+	if labels != "" {
+		fmt.Fprintf(&e.b, "%s{%s} %g\n", name, labels, v)
+		return
+	}
+	fmt.Fprintf(&e.b, "%s %g\n", name, v)
+}
+
+func (e *expWriter) counter(name, help string, v int64) {
+	e.family(name, "counter", help)
+	e.sample(name, "", v)
+}
+
+func (e *expWriter) gauge(name, help string, v int64) {
+	e.family(name, "gauge", help)
+	e.sample(name, "", v)
+}
+
+// escape escapes a label value: backslash, double quote and newline.
+func escape(s string) string {
+	if !strings.ContainsAny(s, "\\\"\n") {
+		return s
+	}
+	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s)
+}
+
+func escapeHelp(s string) string {
+	return strings.NewReplacer(`\`, `\\`, "\n", `\n`).Replace(s)
+}
+
+func formatFloat(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
