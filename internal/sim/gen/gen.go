@@ -194,7 +194,8 @@ func parseSizes(s string) (sizeDist, error) {
 // Every file is read once when it appears (at a uniform time in the period)
 // and gets further reads drawn by Zipf popularity over a random ranking, so
 // the mean is exactly ReadsPerFile; those reads follow the first by an
-// exponential delay of mean Lifetime, folded back into the period.
+// exponential delay of mean Lifetime (a read that would fall after the period
+// is given to another file).
 func Generate(cfg Config) (*trace.Trace, error) {
 	c := cfg
 	c.EnsureDefaults()
@@ -240,11 +241,21 @@ func Generate(cfg Config) (*trace.Trace, error) {
 	}
 	life := float64(c.Lifetime)
 	for range c.Accesses - nf {
-		k, _ := slices.BinarySearch(cdf, rng.Float64()*sum)
-		f := rank[min(k, nf-1)]
-		t := birth[f] + int64(rng.ExpFloat64()*life)
-		if t >= period { // a read past the end folds back into [birth, period)
-			t = birth[f] + rng.Int64N(period-birth[f])
+		var f int
+		var t int64
+		// A read that would fall after the period goes to another file instead:
+		// folding it back would pile late files' reads up at the end.
+		for try := 0; ; try++ {
+			k, _ := slices.BinarySearch(cdf, rng.Float64()*sum)
+			f = rank[min(k, nf-1)]
+			t = birth[f] + int64(rng.ExpFloat64()*life)
+			if t < period {
+				break
+			}
+			if try == 100 { // lifetime far beyond the period: spread the read uniformly
+				t = birth[f] + rng.Int64N(period-birth[f])
+				break
+			}
 		}
 		recs = append(recs, rec{t, int32(f), readBytes(f)})
 	}
