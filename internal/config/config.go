@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -19,8 +20,52 @@ import (
 type Config struct {
 	Server ServerConfig `toml:"server"`
 	Cache  CacheConfig  `toml:"cache"`
+	Space  SpaceConfig  `toml:"space"`
 	Origin OriginConfig `toml:"origin"`
 	Log    LogConfig    `toml:"log"`
+	// Namespace rules, tried in order; the first match wins.
+	Namespace []NamespaceRule `toml:"namespace"`
+	// Map rules rewrite logical names to physical names, in order.
+	Map []MapRule `toml:"map"`
+}
+
+// SpaceConfig is the [space] section: how much the cache may hold.
+type SpaceConfig struct {
+	// Capacity is the space the cache may fill. Default "" (0): the size of
+	// the file system holding cache.dir, whose used bytes count.
+	Capacity Size `toml:"capacity"`
+	// Watermarks are "low,high": when usage passes high, least recently
+	// used files are evicted until usage is under low. Fractions of the
+	// capacity ("0.90,0.95", the default) or sizes ("450G,475G").
+	Watermarks string `toml:"watermarks"`
+	// PurgeInterval is how often usage is re-checked besides after writes,
+	// and how often max_age applies. Default 30s.
+	PurgeInterval Duration `toml:"purge_interval"`
+	// MaxAge evicts files not accessed for this long. Default "0s": off.
+	MaxAge Duration `toml:"max_age"`
+	// MaxFiles bounds the number of cached files. Default 0: no limit.
+	MaxFiles int `toml:"max_files"`
+	// VerifyChecksum is compared with the origin when a file completes:
+	// adler32 (default), crc32c, or none.
+	VerifyChecksum string `toml:"verify_checksum"`
+}
+
+// NamespaceRule is one [[namespace]] table.
+type NamespaceRule struct {
+	// Prefix or Pattern (a shell glob on the whole path) selects paths.
+	Prefix  string `toml:"prefix"`
+	Pattern string `toml:"pattern"`
+	// Action is cache (default), passthrough or deny.
+	Action string `toml:"action"`
+	// Mutable paths are revalidated against the origin at open.
+	Mutable bool `toml:"mutable"`
+}
+
+// MapRule is one [[map]] table: logical name to physical name.
+type MapRule struct {
+	Match   string `toml:"match"`
+	Replace string `toml:"replace"`
+	Origin  string `toml:"origin"`
 }
 
 // ServerConfig is the [server] section: where hepcache listens.
@@ -88,6 +133,7 @@ func Default() *Config {
 		Server: ServerConfig{Listen: ":1094", ShutdownTimeout: Duration(30e9)},
 		Cache: CacheConfig{BlockSize: 1 << 20, PieceSize: 128 << 10, Prefetch: 10,
 			FetchMemory: 128 << 20, SyncInterval: Duration(2e9)},
+		Space:  SpaceConfig{Watermarks: "0.90,0.95", PurgeInterval: Duration(30e9), VerifyChecksum: "adler32"},
 		Origin: OriginConfig{Timeout: Duration(60e9), Connections: 2},
 		Log:    LogConfig{Level: "info"},
 	}
@@ -134,6 +180,8 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 		}
 		return nil
 	})
+	fs.Var(&c.Space.Capacity, "capacity", "space the cache may fill, e.g. 500G; default: the whole file system (space.capacity)")
+	fs.StringVar(&c.Space.Watermarks, "watermarks", c.Space.Watermarks, "low,high purge watermarks, fractions or sizes (space.watermarks)")
 	fs.StringVar(&c.Log.AccessLog, "access-log", c.Log.AccessLog, "access log file, - for stdout (log.access_log)")
 	fs.StringVar(&c.Log.Level, "log-level", c.Log.Level, "debug, info, warn, error (log.level)")
 }
@@ -180,6 +228,42 @@ func (c *Config) Validate() error {
 	if c.Cache.SyncInterval <= 0 {
 		bad("cache.sync_interval", c.Cache.SyncInterval, "a positive duration")
 	}
+	if c.Space.Capacity < 0 {
+		bad("space.capacity", c.Space.Capacity, "a size, e.g. 500G")
+	}
+	if _, _, err := c.Space.ParseWatermarks(); err != nil {
+		bad("space.watermarks", fmt.Sprintf("%q", c.Space.Watermarks), err.Error())
+	}
+	if c.Space.PurgeInterval <= 0 {
+		bad("space.purge_interval", c.Space.PurgeInterval, "a positive duration")
+	}
+	if c.Space.MaxAge < 0 {
+		bad("space.max_age", c.Space.MaxAge, "0s (off) or a positive duration")
+	}
+	if c.Space.MaxFiles < 0 {
+		bad("space.max_files", c.Space.MaxFiles, "0 (no limit) or a positive count")
+	}
+	switch c.Space.VerifyChecksum {
+	case "adler32", "crc32c", "none":
+	default:
+		bad("space.verify_checksum", fmt.Sprintf("%q", c.Space.VerifyChecksum), "adler32, crc32c or none")
+	}
+	for i, r := range c.Namespace {
+		key := fmt.Sprintf("namespace[%d]", i+1)
+		if (r.Prefix == "") == (r.Pattern == "") {
+			bad(key, fmt.Sprintf("prefix=%q pattern=%q", r.Prefix, r.Pattern), "exactly one of prefix and pattern")
+		}
+		switch r.Action {
+		case "", "cache", "passthrough", "deny":
+		default:
+			bad(key+".action", fmt.Sprintf("%q", r.Action), "cache, passthrough or deny")
+		}
+	}
+	for i, m := range c.Map {
+		if m.Match == "" || !strings.HasPrefix(m.Replace, "/") {
+			bad(fmt.Sprintf("map[%d]", i+1), fmt.Sprintf("match=%q replace=%q", m.Match, m.Replace), "a regular expression and an absolute replacement path")
+		}
+	}
 	if c.Origin.Default == "" && len(c.Origin.ForwardAllow) == 0 {
 		bad("origin.default", `""`, "give a default origin (--origin) or a forwarding allow-list (--forward-allow), or both")
 	}
@@ -195,4 +279,42 @@ func (c *Config) Validate() error {
 		bad("log.level", fmt.Sprintf("%q", c.Log.Level), "debug, info, warn or error")
 	}
 	return errors.Join(errs...)
+}
+
+// ParseWatermarks returns the low and high watermarks: fractions of the
+// capacity (<= 1) or byte counts.
+func (s SpaceConfig) ParseWatermarks() (low, high float64, err error) {
+	lo, hi, ok := strings.Cut(s.Watermarks, ",")
+	if !ok {
+		return 0, 0, errors.New(`want "low,high", e.g. "0.90,0.95" or "450G,475G"`)
+	}
+	parse := func(v string) (float64, bool, error) {
+		v = strings.TrimSpace(v)
+		if f, err := strconv.ParseFloat(v, 64); err == nil && f > 0 && f <= 1 {
+			return f, true, nil
+		}
+		sz, err := ParseSize(v)
+		if err != nil || sz <= 1 {
+			return 0, false, fmt.Errorf("%q is neither a fraction in (0,1] nor a size", v)
+		}
+		return float64(sz), false, nil
+	}
+	l, lf, err := parse(lo)
+	if err != nil {
+		return 0, 0, err
+	}
+	h, hf, err := parse(hi)
+	if err != nil {
+		return 0, 0, err
+	}
+	if lf != hf {
+		return 0, 0, errors.New("give both as fractions or both as sizes")
+	}
+	if l >= h {
+		return 0, 0, errors.New("low must be below high")
+	}
+	if !lf && s.Capacity > 0 && h > float64(s.Capacity) {
+		return 0, 0, fmt.Errorf("high %v exceeds capacity %v", Size(h), s.Capacity)
+	}
+	return l, h, nil
 }

@@ -39,6 +39,9 @@ func tomlKeys(t reflect.Type, prefix string) []string {
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		name := f.Tag.Get("toml")
+		if f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() == reflect.Struct {
+			continue // [[tables]] are documented as examples
+		}
 		if f.Type.Kind() == reflect.Struct {
 			out = append(out, tomlKeys(f.Type, prefix+name+".")...)
 			continue
@@ -66,6 +69,9 @@ func TestValidateNamesKeyValueAndAllowed(t *testing.T) {
 		{"prefetch", func(c *Config) { c.Cache.Prefetch = -2 }, "cache.prefetch = -2: 0 (off) to 1024"},
 		{"no origin", func(c *Config) { c.Origin.Default = "" }, "origin.default"},
 		{"level", func(c *Config) { c.Log.Level = "loud" }, `log.level = "loud"`},
+		{"watermarks order", func(c *Config) { c.Space.Watermarks = "0.95,0.90" }, "low must be below high"},
+		{"watermarks mixed", func(c *Config) { c.Space.Watermarks = "0.9,500G" }, "both as fractions or both as sizes"},
+		{"namespace", func(c *Config) { c.Namespace = []NamespaceRule{{Prefix: "/a", Action: "drop"}} }, `namespace[1].action = "drop"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

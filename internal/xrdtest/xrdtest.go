@@ -1,23 +1,15 @@
-// Package xrdtest starts real C++ XRootD servers on loopback for tests and
-// benchmarks: a plain origin serving a directory (StartOrigin) and an XCache
-// 5.5.3 anchor (libXrdPss + libXrdPfc) in front of an origin (StartXCache).
-// Each server runs as `xrootd -R nobody` on a free 127.0.0.1 port, is killed
-// at cleanup, and prints its log when the test fails.
+// Package xrdtest starts real C++ XRootD servers on loopback for tests (a
+// thin testing layer over package xrdproc): a plain origin serving a
+// directory and an XCache 5.5.3 anchor in front of an origin. Servers are
+// killed at cleanup and print their log when the test fails.
 package xrdtest
 
 import (
-	"bytes"
-	"fmt"
-	"io/fs"
-	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
-	"strings"
-	"sync"
 	"testing"
-	"time"
+
+	"github.com/hepcache/hepcache/internal/xrdproc"
 )
 
 // RequireTool returns the path of the executable name. When it is missing,
@@ -37,280 +29,54 @@ func RequireTool(tb testing.TB, name string) string {
 }
 
 // Server is a running C++ xrootd.
-type Server struct {
-	// Addr is "127.0.0.1:port".
-	Addr string
-	// Port is the listening port.
-	Port int
-	// URL is "root://127.0.0.1:port".
-	URL string
-	// Dir is the directory served (origin) or the cache directory (XCache).
-	Dir string
-	// ConfigPath and LogPath are the server's config file and log.
-	ConfigPath string
-	LogPath    string
-
-	name string
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the process has exited
-
-	mu      sync.Mutex
-	stopped bool
-}
+type Server = xrdproc.Server
 
 // OriginOptions tune StartOrigin.
-type OriginOptions struct {
-	// Config holds extra configuration lines appended to the generated
-	// config (e.g. "xrootd.redirect ...").
-	Config []string
-}
+type OriginOptions = xrdproc.OriginOptions
+
+// XCacheOptions tune StartXCache.
+type XCacheOptions = xrdproc.XCacheOptions
 
 // StartOrigin starts an xrootd that exports dataDir read-only as "/", with
-// adler32 checksums (`xrootd.chksum adler32`). dataDir and everything in it
-// are made readable for the server user.
+// adler32 checksums. See xrdproc.StartOrigin.
 func StartOrigin(tb testing.TB, dataDir string, opts ...func(*OriginOptions)) *Server {
 	tb.Helper()
-	var o OriginOptions
-	for _, f := range opts {
-		f(&o)
+	RequireTool(tb, "xrootd")
+	s, err := xrdproc.StartOrigin(dataDir, opts...)
+	if err != nil {
+		tb.Fatalf("xrdtest: %v", err)
 	}
-	cfg := []string{
-		"all.export /",
-		"oss.localroot " + dataDir,
-		"xrootd.chksum adler32",
-	}
-	return start(tb, "origin", dataDir, append(cfg, o.Config...))
+	cleanup(tb, s)
+	return s
 }
 
-// XCacheOptions tune StartXCache. Zero fields take the defaults noted.
-type XCacheOptions struct {
-	// RAM is pfc.ram, the memory for blocks in flight (default "4g";
-	// XCache refuses less than "1g").
-	RAM string
-	// BlockSize is pfc.blocksize (default "1m").
-	BlockSize string
-	// Prefetch is pfc.prefetch, blocks read ahead per file (default 10;
-	// negative means 0).
-	Prefetch int
-	// Config holds extra configuration lines.
-	Config []string
-}
-
-// StartXCache starts XRootD 5.5.3's caching proxy (libXrdPss + libXrdPfc)
-// in front of the origin at originAddr ("host:port"), storing into
-// cacheDir.
+// StartXCache starts XRootD 5.5.3's caching proxy in front of the origin at
+// originAddr. See xrdproc.StartXCache.
 func StartXCache(tb testing.TB, originAddr, cacheDir string, opts XCacheOptions) *Server {
 	tb.Helper()
-	if opts.RAM == "" {
-		opts.RAM = "4g"
+	RequireTool(tb, "xrootd")
+	s, err := xrdproc.StartXCache(originAddr, cacheDir, opts)
+	if err != nil {
+		tb.Fatalf("xrdtest: %v", err)
 	}
-	if opts.BlockSize == "" {
-		opts.BlockSize = "1m"
-	}
-	switch {
-	case opts.Prefetch == 0:
-		opts.Prefetch = 10
-	case opts.Prefetch < 0:
-		opts.Prefetch = 0
-	}
-	cfg := []string{
-		"all.export /",
-		"ofs.osslib libXrdPss.so",
-		"pss.cachelib libXrdPfc.so",
-		"pss.origin " + originAddr,
-		"oss.localroot " + cacheDir,
-		"pfc.ram " + opts.RAM,
-		"pfc.blocksize " + opts.BlockSize,
-		"pfc.prefetch " + strconv.Itoa(opts.Prefetch),
-	}
-	return start(tb, "xcache", cacheDir, append(cfg, opts.Config...))
+	cleanup(tb, s)
+	return s
 }
 
-func start(tb testing.TB, kind, dir string, cfg []string) *Server {
-	tb.Helper()
-	bin := RequireTool(tb, "xrootd")
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		tb.Fatalf("xrdtest: %v", err)
-	}
-	if err := os.MkdirAll(abs, 0o755); err != nil {
-		tb.Fatalf("xrdtest: %v", err)
-	}
-	work, err := os.MkdirTemp("", "xrdtest-"+kind+"-")
-	if err != nil {
-		tb.Fatalf("xrdtest: %v", err)
-	}
-	tb.Cleanup(func() { os.RemoveAll(work) })
-	if err := os.Chmod(work, 0o755); err != nil {
-		tb.Fatalf("xrdtest: %v", err)
-	}
-	if err := giveToServerUser(abs, work); err != nil {
-		tb.Fatalf("xrdtest: %v", err)
-	}
-
-	var lastErr error
-	for attempt := 0; attempt < 3; attempt++ {
-		s, err := launch(tb, bin, kind, abs, work, cfg, attempt)
-		if err == nil {
-			return s
-		}
-		lastErr = err
-	}
-	tb.Fatalf("xrdtest: start %s: %v", kind, lastErr)
-	return nil
-}
-
-func launch(tb testing.TB, bin, kind, dir, work string, cfg []string, attempt int) (*Server, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	name := fmt.Sprintf("%s%d", kind, attempt)
-	admin := filepath.Join(work, "admin")
-	if err := os.MkdirAll(admin, 0o755); err != nil {
-		return nil, err
-	}
-	lines := append([]string{
-		"xrd.port " + strconv.Itoa(port),
-		"all.adminpath " + admin,
-		"all.pidpath " + admin,
-	}, cfg...)
-	cfgPath := filepath.Join(work, name+".cfg")
-	if err := os.WriteFile(cfgPath, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-		return nil, err
-	}
-	if err := giveToServerUser(admin); err != nil {
-		return nil, err
-	}
-	args := []string{"-c", cfgPath, "-l", filepath.Join(work, "log"), "-n", name}
-	if os.Geteuid() == 0 {
-		args = append([]string{"-R", "nobody"}, args...)
-	}
-	cmd := exec.Command(bin, args...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.Dir = work
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("%s %v: %w", bin, args, err)
-	}
-	s := &Server{
-		Addr:       net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
-		Port:       port,
-		Dir:        dir,
-		ConfigPath: cfgPath,
-		LogPath:    filepath.Join(work, name, "log"),
-		name:       name,
-		cmd:        cmd,
-		done:       make(chan struct{}),
-	}
-	s.URL = "root://" + s.Addr
-	go func() { cmd.Wait(); close(s.done) }()
-
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", s.Addr, 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-			break
-		}
-		select {
-		case <-s.done:
-			return nil, fmt.Errorf("xrootd exited at start (port %d): %s\n%s", port, out.String(), s.Log())
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			s.Stop()
-			return nil, fmt.Errorf("xrootd did not accept connections on %s within 15s:\n%s", s.Addr, s.Log())
-		}
-	}
+func cleanup(tb testing.TB, s *Server) {
 	tb.Cleanup(func() {
 		if tb.Failed() {
-			tb.Logf("xrdtest: log of %s at %s:\n%s", name, s.Addr, s.Log())
+			tb.Logf("xrdtest: log of the xrootd at %s:\n%s", s.Addr, s.Log())
 		}
-		s.Stop()
+		s.Remove()
 	})
-	return s, nil
-}
-
-// Log returns the server's log so far (or a note why it is unreadable).
-func (s *Server) Log() string {
-	b, err := os.ReadFile(s.LogPath)
-	if err != nil {
-		// The log location depends on -n; look for it.
-		m, _ := filepath.Glob(filepath.Join(filepath.Dir(filepath.Dir(s.LogPath)), "*", "log"))
-		if len(m) == 0 {
-			return fmt.Sprintf("(no log: %v)", err)
-		}
-		if b, err = os.ReadFile(m[0]); err != nil {
-			return fmt.Sprintf("(no log: %v)", err)
-		}
-	}
-	return string(b)
-}
-
-// Stop kills the server and waits for it to exit. It is safe to call more
-// than once (tests call it to simulate an origin dying mid-transfer).
-func (s *Server) Stop() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopped {
-		return
-	}
-	s.stopped = true
-	s.cmd.Process.Kill()
-	<-s.done
-}
-
-// PID returns the server's process id (for memory and CPU measurements).
-func (s *Server) PID() int { return s.cmd.Process.Pid }
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// giveToServerUser makes the trees under dirs owned by nobody (when running
-// as root, since xrootd then runs as nobody) and makes their ancestors
-// traversable, so the server can read and write them.
-func giveToServerUser(dirs ...string) error {
-	if os.Geteuid() != 0 {
-		return nil
-	}
-	const nobody = 65534
-	for _, d := range dirs {
-		err := filepath.WalkDir(d, func(p string, _ fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			return os.Lchown(p, nobody, nobody)
-		})
-		if err != nil {
-			return fmt.Errorf("chown %s: %w", d, err)
-		}
-		for p := filepath.Dir(d); p != "/" && p != "."; p = filepath.Dir(p) {
-			fi, err := os.Stat(p)
-			if err != nil {
-				return err
-			}
-			if fi.Mode().Perm()&0o001 == 0 {
-				if err := os.Chmod(p, fi.Mode().Perm()|0o011); err != nil {
-					return fmt.Errorf("chmod %s: %w", p, err)
-				}
-			}
-		}
-	}
-	return nil
 }
 
 // Chown gives the files written into a served directory after the server
 // started to the server user (no-op unless running as root).
 func Chown(tb testing.TB, paths ...string) {
 	tb.Helper()
-	if err := giveToServerUser(paths...); err != nil {
+	if err := xrdproc.GiveToServerUser(paths...); err != nil {
 		tb.Fatalf("xrdtest: %v", err)
 	}
 }
