@@ -1,0 +1,131 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+)
+
+// Config configures a Client. The zero value of every field means "use the
+// default"; see DefaultConfig for the values and why.
+type Config struct {
+	// Username is the login name sent to servers (at most 8 bytes).
+	// Default "hepcache".
+	Username string
+	// ConnsPerHost is the number of TCP connections kept to each server;
+	// requests are spread over them round-robin and a file is opened on
+	// each connection it uses. More connections let a server use more
+	// threads and let a high-latency link carry more bytes in flight, at the
+	// expense of one more open per file and connection. Default 2.
+	ConnsPerHost int
+	// MaxInFlight is the number of requests that may be outstanding on one
+	// connection (stream ids in use); more requests wait for a free one.
+	// Default 1024.
+	MaxInFlight int
+	// MaxRedirects is how many kXR_redirect hops one request may follow.
+	// Default 16 (XrdCl's limit).
+	MaxRedirects int
+	// MaxWaits is how many kXR_wait answers one request accepts before
+	// failing. Default 10 (kXR_maxReqRetry).
+	MaxWaits int
+	// MaxWait caps the sleep a single kXR_wait may impose. Default 30s.
+	MaxWait time.Duration
+	// DialTimeout bounds connecting and logging in when ctx has no earlier
+	// deadline. Default 15s.
+	DialTimeout time.Duration
+	// WriteTimeout bounds sending one request when ctx has no deadline; a
+	// server that does not read its socket for that long is considered dead.
+	// Default 60s.
+	WriteTimeout time.Duration
+	// MaxReadSize is the largest single kXR_read; longer ReadAt calls are
+	// split into requests of this size sent together. Default 8 MiB.
+	MaxReadSize int
+
+	// dial replaces net.Dialer.DialContext in tests.
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+const (
+	defaultUsername     = "hepcache"
+	defaultConnsPerHost = 2
+	defaultMaxInFlight  = 1024
+	defaultMaxRedirects = 16
+	defaultMaxWaits     = 10
+	defaultMaxWait      = 30 * time.Second
+	defaultDialTimeout  = 15 * time.Second
+	defaultWriteTimeout = 60 * time.Second
+	defaultMaxReadSize  = 8 << 20
+)
+
+// DefaultConfig returns a Config with every field set to its default.
+func DefaultConfig() *Config {
+	return &Config{
+		Username:     defaultUsername,
+		ConnsPerHost: defaultConnsPerHost, // measured: see BENCHMARKS in origin/xrootd
+		MaxInFlight:  defaultMaxInFlight,  // far above what a cache keeps in flight per origin
+		MaxRedirects: defaultMaxRedirects, // as XrdCl
+		MaxWaits:     defaultMaxWaits,     // as kXR_maxReqRetry
+		MaxWait:      defaultMaxWait,      // a longer wait is better retried by the caller
+		DialTimeout:  defaultDialTimeout,  // WAN handshakes take a few RTTs
+		WriteTimeout: defaultWriteTimeout, // a stuck server must not hold the connection forever
+		MaxReadSize:  defaultMaxReadSize,  // several server buffers per request, few requests per block
+	}
+}
+
+// EnsureDefaults fills zero fields with their defaults.
+func (c *Config) EnsureDefaults() {
+	d := DefaultConfig()
+	if c.Username == "" {
+		c.Username = d.Username
+	}
+	if c.ConnsPerHost == 0 {
+		c.ConnsPerHost = d.ConnsPerHost
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = d.MaxInFlight
+	}
+	if c.MaxRedirects == 0 {
+		c.MaxRedirects = d.MaxRedirects
+	}
+	if c.MaxWaits == 0 {
+		c.MaxWaits = d.MaxWaits
+	}
+	if c.MaxWait == 0 {
+		c.MaxWait = d.MaxWait
+	}
+	if c.DialTimeout == 0 {
+		c.DialTimeout = d.DialTimeout
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = d.WriteTimeout
+	}
+	if c.MaxReadSize == 0 {
+		c.MaxReadSize = d.MaxReadSize
+	}
+}
+
+// Validate reports every invalid field in one error.
+func (c *Config) Validate() error {
+	var errs []error
+	if len(c.Username) > 8 {
+		errs = append(errs, fmt.Errorf("Username %q: longer than 8 bytes", c.Username))
+	}
+	if c.ConnsPerHost < 1 || c.ConnsPerHost > 64 {
+		errs = append(errs, fmt.Errorf("ConnsPerHost %d: want 1..64", c.ConnsPerHost))
+	}
+	if c.MaxInFlight < 1 || c.MaxInFlight > 65536 {
+		errs = append(errs, fmt.Errorf("MaxInFlight %d: want 1..65536", c.MaxInFlight))
+	}
+	if c.MaxRedirects < 0 || c.MaxWaits < 0 || c.MaxWait < 0 || c.DialTimeout < 0 || c.WriteTimeout < 0 {
+		errs = append(errs, errors.New("MaxRedirects, MaxWaits, MaxWait, DialTimeout, WriteTimeout: must not be negative"))
+	}
+	if c.MaxReadSize < 4096 || c.MaxReadSize > 1<<30 {
+		errs = append(errs, fmt.Errorf("MaxReadSize %d: want 4 KiB..1 GiB", c.MaxReadSize))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("client config: %w", errors.Join(errs...))
+	}
+	return nil
+}
