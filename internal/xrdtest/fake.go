@@ -1,0 +1,124 @@
+package xrdtest
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"sync"
+	"testing"
+
+	"github.com/hepcache/hepcache/internal/xrootd/proto"
+)
+
+// FakeHandler answers one request of a FakeServer. It returns the bytes to
+// send (any number of whole or partial responses) and whether to close the
+// connection afterwards. When it returns nothing for kXR_protocol or
+// kXR_login, the server answers like a v5 data server without security.
+type FakeHandler func(h proto.RequestHeader, data []byte) (resp []byte, hangup bool)
+
+// FakeServer is a scripted root:// server for failure-path tests: it does
+// the handshake, kXR_protocol and kXR_login like a v5 data server and hands
+// every later request to its handler, in order, one connection at a time
+// per goroutine.
+type FakeServer struct {
+	// Addr is "127.0.0.1:port".
+	Addr string
+	ln   net.Listener
+
+	mu    sync.Mutex
+	conns map[net.Conn]bool
+	wg    sync.WaitGroup
+}
+
+// StartFake starts a FakeServer on a free loopback port; it stops at
+// cleanup.
+func StartFake(tb testing.TB, handler FakeHandler) *FakeServer {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatalf("xrdtest: %v", err)
+	}
+	s := &FakeServer{Addr: ln.Addr().String(), ln: ln, conns: map[net.Conn]bool{}}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s.mu.Lock()
+			s.conns[c] = true
+			s.mu.Unlock()
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				s.serve(c, handler)
+				s.mu.Lock()
+				delete(s.conns, c)
+				s.mu.Unlock()
+				c.Close()
+			}()
+		}
+	}()
+	tb.Cleanup(s.Close)
+	return s
+}
+
+// DropConns closes every open connection (the listener stays).
+func (s *FakeServer) DropConns() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		c.Close()
+	}
+}
+
+// Close stops the server and waits for its goroutines.
+func (s *FakeServer) Close() {
+	s.ln.Close()
+	s.DropConns()
+	s.wg.Wait()
+}
+
+func (s *FakeServer) serve(c net.Conn, handler FakeHandler) {
+	br := bufio.NewReader(c)
+	hs := make([]byte, proto.ClientHandshakeLen)
+	if _, err := io.ReadFull(br, hs); err != nil || proto.CheckClientHandshake(hs) != nil {
+		return
+	}
+	if _, err := c.Write(proto.AppendServerHandshake(nil, proto.ProtocolVersion, proto.DataServer)); err != nil {
+		return
+	}
+	hb := make([]byte, proto.RequestHeaderLen)
+	for {
+		if _, err := io.ReadFull(br, hb); err != nil {
+			return
+		}
+		h, err := proto.DecodeRequestHeader(hb)
+		if err != nil || h.Dlen > 1<<20 {
+			return
+		}
+		data := make([]byte, h.Dlen)
+		if _, err := io.ReadFull(br, data); err != nil {
+			return
+		}
+		resp, hangup := handler(h, data)
+		if resp == nil && !hangup {
+			switch h.RequestID {
+			case proto.ReqProtocol:
+				resp = proto.AppendProtocolResponse(nil, h.StreamID, &proto.ProtocolResponse{PVal: proto.ProtocolVersion, Flags: proto.IsServer})
+			case proto.ReqLogin:
+				resp = proto.AppendLoginResponse(nil, h.StreamID, &proto.LoginResponse{SessID: [16]byte{1}})
+			}
+		}
+		if len(resp) > 0 {
+			if _, err := c.Write(resp); err != nil {
+				return
+			}
+		}
+		if hangup {
+			return
+		}
+	}
+}
