@@ -104,8 +104,8 @@ func Env(extra ...string) []string {
 		env = append(env, kv)
 	}
 	env = append(env,
-		"XRD_CONNECTIONRETRY=1",   // a refused connection fails at once
-		"XRD_REQUESTTIMEOUT=120",  // seconds, bounded by DefaultTimeout anyway
+		"XRD_CONNECTIONRETRY=1",  // a refused connection fails at once
+		"XRD_REQUESTTIMEOUT=120", // seconds, bounded by DefaultTimeout anyway
 	)
 	return append(env, extra...)
 }
