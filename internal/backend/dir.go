@@ -88,10 +88,11 @@ func (d *Dir) mapErr(op, p string, err error) error {
 	case strings.Contains(err.Error(), "path escapes"):
 		sentinel = ErrInvalidPath
 	}
+	// The message names the request path, not the local one: clients see it.
 	if sentinel == nil {
-		return fmt.Errorf("%s %s%s: %w", op, d.String(), p, err)
+		return fmt.Errorf("%s %s: %w", op, p, err)
 	}
-	return fmt.Errorf("%s %s%s: %w", op, d.String(), p, errors.Join(sentinel, err))
+	return fmt.Errorf("%s %s: %w: %w", op, p, sentinel, err)
 }
 
 func infoOf(name string, fi fs.FileInfo) origin.FileInfo {

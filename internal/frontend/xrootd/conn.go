@@ -1,0 +1,650 @@
+package xrootd
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hepcache/hepcache/internal/backend"
+	"github.com/hepcache/hepcache/internal/xrootd/proto"
+)
+
+// conn is one client connection. Its reader goroutine (serve) reads
+// requests, handles the session-level ones (protocol, login, auth, endsess)
+// itself and starts a goroutine per other request, at most MaxInFlight at
+// a time; responses go through the shared respWriter.
+type conn struct {
+	srv    *Server
+	cfg    *Config
+	log    *slog.Logger
+	remote string
+	ctx    context.Context
+	cancel context.CancelFunc
+	w      *respWriter
+	files  *fileTable
+	sem    chan struct{} // one token per request in progress
+	// handlers counts request goroutines.
+	handlers sync.WaitGroup
+	// inflight is the number of requests in progress (for the idle timer).
+	inflight atomic.Int32
+	draining atomic.Bool
+
+	// ncMu protects nc, which the reader swaps for a tls.Conn.
+	ncMu sync.Mutex
+	nc   net.Conn
+
+	// Owned by the reader goroutine. Handlers get what they need as
+	// arguments when they are started (the go statement orders it).
+	br         *bufio.Reader
+	loggedIn   bool
+	needAuth   bool
+	tlsOn      bool
+	asyncOK    bool // the client understands kXR_waitresp + kXR_attn
+	loginName  string
+	ident      *Identity
+	reqCtx     context.Context // ctx with the identity, for handlers
+	authFails  int
+	hsDeadline time.Time // login (and auth) must be done by then
+	hasSession bool      // sessID is registered with the server
+	sessID     [16]byte  // written before registration, then read-only
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	ctx, cancel := context.WithCancel(s.ctx)
+	c := &conn{
+		srv:    s,
+		cfg:    &s.cfg,
+		log:    s.log,
+		remote: nc.RemoteAddr().String(),
+		ctx:    ctx,
+		cancel: cancel,
+		files:  newFileTable(s.cfg.MaxOpenFiles),
+		sem:    make(chan struct{}, s.cfg.MaxInFlight),
+		nc:     nc,
+		br:     bufio.NewReaderSize(nc, 16<<10),
+	}
+	c.w = newRespWriter(nc, s.cfg.RequestTimeout, func(err error) {
+		c.log.Debug("xrootd: closing connection after a write error", "client", c.remote, "err", err)
+		c.close()
+	})
+	c.reqCtx = ctx
+	return c
+}
+
+func (c *conn) netConn() net.Conn {
+	c.ncMu.Lock()
+	defer c.ncMu.Unlock()
+	return c.nc
+}
+
+// close closes the connection at once; requests in progress see their
+// context cancelled.
+func (c *conn) close() {
+	c.cancel()
+	c.netConn().Close()
+}
+
+// drain makes the reader stop after the requests in progress (Shutdown).
+func (c *conn) drain() {
+	c.draining.Store(true)
+	c.netConn().SetReadDeadline(time.Now())
+}
+
+// serve runs the connection's reader loop until the client leaves, the
+// framing breaks or the server shuts down.
+func (c *conn) serve() {
+	defer c.finish()
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error("xrootd: panic in connection reader", "client", c.remote, "panic", r, "stack", string(debug.Stack()))
+		}
+	}()
+	c.hsDeadline = time.Now().Add(c.cfg.HandshakeTimeout)
+	c.netConn().SetReadDeadline(c.hsDeadline)
+	if err := c.handshake(); err != nil {
+		c.log.Debug("xrootd: handshake failed", "client", c.remote, "err", err)
+		return
+	}
+	var hb [proto.RequestHeaderLen]byte
+	for {
+		c.setIdleDeadline()
+		if c.draining.Load() {
+			return
+		}
+		if _, err := io.ReadFull(c.br, hb[:]); err != nil {
+			if !c.draining.Load() && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				c.log.Debug("xrootd: read request", "client", c.remote, "err", err)
+			}
+			return
+		}
+		c.srv.stats.Requests.Add(1)
+		h, err := proto.DecodeRequestHeader(hb[:])
+		if err != nil {
+			// A negative length: we cannot find the next request.
+			c.sendError(h.StreamID, proto.ErrArgInvalid, "invalid request data length")
+			return
+		}
+		if !c.readAndDispatch(h) {
+			return
+		}
+	}
+}
+
+// setIdleDeadline arms the idle timer while the connection has nothing to
+// do: no open file and no request in progress.
+func (c *conn) setIdleDeadline() {
+	var d time.Time
+	if !c.loggedIn || c.needAuth {
+		c.netConn().SetReadDeadline(c.hsDeadline)
+		return
+	}
+	if c.files.count() == 0 && c.inflight.Load() == 0 {
+		d = time.Now().Add(c.cfg.IdleTimeout)
+	}
+	c.netConn().SetReadDeadline(d)
+}
+
+// finish releases everything once the reader stopped: it waits for the
+// handlers, closes the files and the connection.
+func (c *conn) finish() {
+	c.handlers.Wait()
+	c.cancel()
+	c.netConn().Close()
+	for _, of := range c.files.removeAll() {
+		of.ops.Wait()
+		if err := of.f.Close(); err != nil {
+			c.log.Warn("xrootd: close file at disconnect", "client", c.remote, "path", of.req.String(), "err", err)
+		}
+	}
+	c.srv.untrack(c)
+}
+
+// handshake reads the client's 20-byte handshake and answers it. A
+// kXR_protocol request often arrives in the same segment; it stays in the
+// buffered reader for the main loop.
+func (c *conn) handshake() error {
+	var hs [proto.ClientHandshakeLen]byte
+	if _, err := io.ReadFull(c.br, hs[:]); err != nil {
+		return fmt.Errorf("read handshake: %w", err)
+	}
+	if err := proto.CheckClientHandshake(hs[:]); err != nil {
+		return err
+	}
+	return c.w.write(proto.AppendServerHandshake(nil, proto.ProtocolVersion, proto.DataServer))
+}
+
+// Request bodies come from two pools: most are short paths.
+var (
+	smallBodies = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+	largeBodies = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+)
+
+func getBody(n int) *[]byte {
+	var bp *[]byte
+	if n <= 1024 {
+		bp = smallBodies.Get().(*[]byte)
+	} else if n <= 64<<10 {
+		bp = largeBodies.Get().(*[]byte)
+	} else {
+		b := make([]byte, 0, n)
+		bp = &b
+	}
+	*bp = (*bp)[:n]
+	return bp
+}
+
+func putBody(bp *[]byte) {
+	switch cap(*bp) {
+	case 1024:
+		smallBodies.Put(bp)
+	case 64 << 10:
+		largeBodies.Put(bp)
+	}
+}
+
+// isWrite reports requests whose data is a file payload.
+func isWrite(id proto.RequestID) bool {
+	return id == proto.ReqWrite || id == proto.ReqPgWrite || id == proto.ReqWriteV
+}
+
+// readAndDispatch reads the body of request h and handles it. It returns
+// false when the connection must end.
+func (c *conn) readAndDispatch(h proto.RequestHeader) bool {
+	if h.Dlen > 0 && c.loggedIn && !c.needAuth {
+		c.netConn().SetReadDeadline(time.Now().Add(c.cfg.RequestTimeout))
+	}
+	if isWrite(h.RequestID) || int(h.Dlen) > c.cfg.MaxRequestBody {
+		// Skip the payload so that the next request is found.
+		if _, err := io.CopyN(io.Discard, c.br, int64(h.Dlen)); err != nil {
+			return false
+		}
+		if isWrite(h.RequestID) {
+			c.sendError(h.StreamID, proto.ErrFSReadOnly, fmt.Sprintf("%v refused: hepcache serves files read-only", h.RequestID))
+		} else {
+			c.sendError(h.StreamID, proto.ErrArgTooLong, fmt.Sprintf("%v data of %d bytes is longer than the limit of %d", h.RequestID, h.Dlen, c.cfg.MaxRequestBody))
+		}
+		return true
+	}
+	bp := getBody(int(h.Dlen))
+	if _, err := io.ReadFull(c.br, *bp); err != nil {
+		putBody(bp)
+		return false
+	}
+	body := *bp
+
+	// Session-level requests run here, in order.
+	switch h.RequestID {
+	case proto.ReqProtocol:
+		defer putBody(bp)
+		return c.doProtocol(h, body)
+	case proto.ReqLogin:
+		defer putBody(bp)
+		return c.doLogin(h, body)
+	case proto.ReqBind:
+		putBody(bp)
+		c.sendError(h.StreamID, proto.ErrUnsupported, "kXR_bind is not supported: hepcache uses one connection per session")
+		return true
+	}
+	if !c.loggedIn {
+		putBody(bp)
+		c.sendError(h.StreamID, proto.ErrInvalidRequest, "Invalid request; user not logged in")
+		return false
+	}
+	switch h.RequestID {
+	case proto.ReqAuth:
+		defer putBody(bp)
+		return c.doAuth(h, body)
+	case proto.ReqPing:
+		putBody(bp)
+		c.sendOK(h.StreamID, nil)
+		return true
+	}
+	if c.needAuth {
+		putBody(bp)
+		c.sendError(h.StreamID, proto.ErrInvalidRequest, "Invalid request; user not authenticated")
+		return false
+	}
+	if h.RequestID == proto.ReqEndsess {
+		defer putBody(bp)
+		return c.doEndsess(h, body)
+	}
+
+	// Everything else runs concurrently. Acquiring a token blocks the reader
+	// while MaxInFlight requests are in progress: back-pressure on the
+	// client instead of unbounded memory.
+	select {
+	case c.sem <- struct{}{}:
+	case <-c.ctx.Done():
+		putBody(bp)
+		return false
+	}
+	c.inflight.Add(1)
+	c.handlers.Add(1)
+	go c.handle(c.reqCtx, h, bp)
+	return true
+}
+
+// handle runs one request in its own goroutine.
+func (c *conn) handle(ctx context.Context, h proto.RequestHeader, bp *[]byte) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error("xrootd: panic serving request", "client", c.remote, "request", h.RequestID.String(), "panic", r, "stack", string(debug.Stack()))
+			c.sendError(h.StreamID, proto.ErrServerError, "internal server error")
+		}
+		putBody(bp)
+		c.inflight.Add(-1)
+		<-c.sem
+		c.handlers.Done()
+	}()
+	body := *bp
+	switch h.RequestID {
+	case proto.ReqOpen:
+		c.doOpen(ctx, h, body)
+	case proto.ReqRead:
+		c.doRead(ctx, h, body)
+	case proto.ReqPgRead:
+		c.doPgRead(ctx, h, body)
+	case proto.ReqReadV:
+		c.doReadV(ctx, h, body)
+	case proto.ReqClose:
+		c.doClose(ctx, h, body)
+	case proto.ReqStat:
+		c.doStat(ctx, h, body)
+	case proto.ReqDirlist:
+		c.doDirlist(ctx, h, body)
+	case proto.ReqQuery:
+		c.doQuery(ctx, h, body)
+	case proto.ReqLocate:
+		c.doLocate(ctx, h, body)
+	case proto.ReqSet:
+		c.sendOK(h.StreamID, nil)
+	case proto.ReqSync:
+		c.doSync(ctx, h)
+	case proto.ReqPrepare:
+		c.sendError(h.StreamID, proto.ErrUnsupported, "kXR_prepare is not supported: hepcache fetches files when they are opened")
+	case proto.ReqMkdir, proto.ReqMv, proto.ReqRm, proto.ReqRmdir, proto.ReqChmod, proto.ReqTruncate:
+		c.sendError(h.StreamID, proto.ErrFSReadOnly, fmt.Sprintf("%v refused: hepcache serves files read-only", h.RequestID))
+	default:
+		c.sendError(h.StreamID, proto.ErrUnsupported, fmt.Sprintf("%v is not supported by hepcache", h.RequestID))
+	}
+}
+
+// connInfo describes the connection to the security layer.
+func (c *conn) connInfo() ConnInfo {
+	nc := c.netConn()
+	ci := ConnInfo{Remote: nc.RemoteAddr(), Local: nc.LocalAddr(), LoginName: c.loginName}
+	if tc, ok := nc.(*tls.Conn); ok {
+		st := tc.ConnectionState()
+		ci.TLS = &st
+	}
+	return ci
+}
+
+// doProtocol answers kXR_protocol and, when both sides want it, switches
+// the connection to TLS right after the answer.
+func (c *conn) doProtocol(h proto.RequestHeader, body []byte) bool {
+	var r proto.ProtocolRequest
+	if err := r.Decode(&h, body); err != nil {
+		c.sendError(h.StreamID, proto.ErrArgInvalid, err.Error())
+		return true
+	}
+	flags := proto.IsServer | proto.SupPgRW
+	wantTLS := false
+	if c.cfg.TLS != nil {
+		flags |= proto.HaveTLS
+		if c.cfg.RequireTLS {
+			flags |= proto.TLSLogin | proto.TLSData | proto.TLSSess
+		}
+		if !c.tlsOn && r.ClientPV != 0 {
+			wantTLS = r.Flags&proto.ProtoWantTLS != 0
+			able := wantTLS || r.Flags&proto.ProtoAbleTLS != 0
+			if able && c.cfg.RequireTLS {
+				wantTLS = true
+			}
+		}
+	}
+	if wantTLS {
+		flags |= proto.GotoTLS
+	}
+	resp := proto.ProtocolResponse{PVal: proto.ProtocolVersion, Flags: flags}
+	if err := c.w.write(proto.AppendProtocolResponse(nil, h.StreamID, &resp)); err != nil {
+		return false
+	}
+	if wantTLS {
+		if err := c.startTLS(); err != nil {
+			c.log.Info("xrootd: TLS upgrade failed", "client", c.remote, "err", err)
+			return false
+		}
+	}
+	return true
+}
+
+// startTLS is the seam for TLS after kXR_protocol: it swaps the connection
+// for a tls.Conn in the reader and the writer.
+func (c *conn) startTLS() error {
+	// Nothing may be in flight on the plain connection, and the client
+	// sends nothing before the TLS handshake.
+	c.handlers.Wait()
+	if c.br.Buffered() > 0 {
+		return errors.New("client sent data after kXR_protocol before the TLS handshake")
+	}
+	plain := c.netConn()
+	tc := tls.Server(plain, c.cfg.TLS)
+	tc.SetDeadline(time.Now().Add(c.cfg.HandshakeTimeout))
+	if err := tc.HandshakeContext(c.ctx); err != nil {
+		return fmt.Errorf("TLS handshake: %w", err)
+	}
+	tc.SetWriteDeadline(time.Time{})
+	c.ncMu.Lock()
+	c.nc = tc
+	c.ncMu.Unlock()
+	c.w.mu.Lock()
+	c.w.setConnLocked(tc)
+	c.w.mu.Unlock()
+	c.br.Reset(tc)
+	c.tlsOn = true
+	return nil
+}
+
+// sanitizeName keeps a login name printable for logs and requests.
+func sanitizeName(s string) string {
+	b := []byte(s)
+	for i, ch := range b {
+		if !(ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '_' || ch == '-' || ch == '.') {
+			b[i] = '_'
+		}
+	}
+	if len(b) == 0 {
+		return "anonymous"
+	}
+	return string(b)
+}
+
+// doLogin answers kXR_login with a new session id and, when an
+// Authenticator wants credentials, its security parameters.
+func (c *conn) doLogin(h proto.RequestHeader, body []byte) bool {
+	if c.loggedIn {
+		c.sendError(h.StreamID, proto.ErrInvalidRequest, "duplicate login; already logged in")
+		return true
+	}
+	var r proto.LoginRequest
+	if err := r.Decode(&h, body); err != nil {
+		c.sendError(h.StreamID, proto.ErrArgInvalid, err.Error())
+		return true
+	}
+	if c.cfg.RequireTLS && !c.tlsOn {
+		c.sendError(h.StreamID, proto.ErrTLSRequired, "login requires TLS (use roots://)")
+		return true
+	}
+	c.loginName = sanitizeName(r.Username)
+	c.asyncOK = r.CapVer&proto.CapVerMask >= 2
+	if _, err := rand.Read(c.sessID[:]); err != nil {
+		c.sendError(h.StreamID, proto.ErrServerError, "cannot make a session id")
+		return false
+	}
+	params := ""
+	if c.cfg.Authenticator != nil {
+		params = c.cfg.Authenticator.Params(c.connInfo())
+	}
+	resp := proto.LoginResponse{SessID: c.sessID, Sec: []byte(params)}
+	if err := c.w.write(proto.AppendLoginResponse(nil, h.StreamID, &resp)); err != nil {
+		return false
+	}
+	c.srv.registerSession(c)
+	c.hasSession = true
+	c.loggedIn = true
+	c.needAuth = params != ""
+	if !c.needAuth {
+		c.setIdentity(&Identity{Name: c.loginName})
+	}
+	c.log.Debug("xrootd: login", "client", c.remote, "user", c.loginName, "auth", c.needAuth, "tls", c.tlsOn)
+	return true
+}
+
+func (c *conn) setIdentity(id *Identity) {
+	c.ident = id
+	c.reqCtx = context.WithValue(c.ctx, identityKey{}, id)
+}
+
+// maxAuthFailures ends a connection that keeps failing authentication.
+const maxAuthFailures = 3
+
+// doAuth runs one step of kXR_auth through the Authenticator.
+func (c *conn) doAuth(h proto.RequestHeader, body []byte) bool {
+	a := c.cfg.Authenticator
+	if a == nil {
+		c.sendOK(h.StreamID, nil) // no security: XRootD accepts and ignores
+		return true
+	}
+	var r proto.AuthRequest
+	if err := r.Decode(&h, body); err != nil {
+		c.sendError(h.StreamID, proto.ErrArgInvalid, err.Error())
+		return true
+	}
+	credType := strings.TrimRight(string(r.CredType[:]), "\x00")
+	id, more, err := a.Authenticate(c.ctx, c.connInfo(), credType, r.Cred)
+	switch {
+	case err != nil:
+		c.authFails++
+		c.log.Info("xrootd: authentication failed", "client", c.remote, "user", c.loginName, "protocol", credType, "err", err)
+		c.sendError(h.StreamID, proto.ErrAuthFailed, err.Error())
+		return c.authFails < maxAuthFailures
+	case more != nil:
+		out := proto.AppendResponseHeader(nil, h.StreamID, proto.StatusAuthMore, len(more))
+		return c.w.write(out, more) == nil
+	case id == nil:
+		c.sendError(h.StreamID, proto.ErrServerError, "authenticator returned no identity")
+		return false
+	}
+	id.Authenticated = true
+	if id.Protocol == "" {
+		id.Protocol = credType
+	}
+	c.setIdentity(id)
+	c.needAuth = false
+	c.log.Debug("xrootd: authenticated", "client", c.remote, "user", id.Name, "protocol", id.Protocol)
+	return c.sendOK(h.StreamID, nil) == nil
+}
+
+// doEndsess ends another session of the same client (XrdCl sends it after
+// reconnecting, so that the server drops the old connection's files), or
+// this one.
+func (c *conn) doEndsess(h proto.RequestHeader, body []byte) bool {
+	var r proto.EndsessRequest
+	if err := r.Decode(&h, body); err != nil {
+		c.sendError(h.StreamID, proto.ErrArgInvalid, err.Error())
+		return true
+	}
+	if c.hasSession && r.SessID == c.sessID {
+		c.sendOK(h.StreamID, nil)
+		return false
+	}
+	other := c.srv.session(r.SessID)
+	if other == nil || other == c {
+		c.sendOK(h.StreamID, nil) // unknown or already gone: nothing to do
+		return true
+	}
+	if other.loginName != c.loginName || hostOf(other.remote) != hostOf(c.remote) {
+		c.sendError(h.StreamID, proto.ErrNotAuthorized, "not session owner")
+		return true
+	}
+	c.log.Debug("xrootd: ending old session", "client", c.remote, "old", other.remote)
+	other.close()
+	c.sendOK(h.StreamID, nil)
+	return true
+}
+
+func hostOf(addr string) string {
+	h, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	return h
+}
+
+// request builds the backend request for a parsed path.
+func (c *conn) request(ctx context.Context, pp parsedPath) backend.Request {
+	req := backend.Request{
+		Origin:   pp.Origin,
+		Path:     pp.Path,
+		Opaque:   pp.Opaque,
+		Client:   c.remote,
+		Protocol: "root",
+	}
+	if c.tlsOn {
+		req.Protocol = "roots"
+	}
+	if id := IdentityFrom(ctx); id != nil {
+		req.User = id.Name
+	}
+	return req
+}
+
+// pathRequest parses a request path and asks the Authorizer about op. On
+// failure it answers the client and returns false.
+func (c *conn) pathRequest(ctx context.Context, sid proto.StreamID, op Op, raw string) (backend.Request, bool) {
+	pp, err := parsePath(raw, c.cfg.MaxPathLength)
+	if err != nil {
+		c.sendErr(sid, err)
+		return backend.Request{}, false
+	}
+	req := c.request(ctx, pp)
+	if a := c.cfg.Authorizer; a != nil {
+		if err := a.Authorize(ctx, op, req); err != nil {
+			if errorCode(err) == proto.ErrServerError && !errors.Is(err, backend.ErrForbidden) {
+				err = fmt.Errorf("%s %s: %w", op, req.String(), errors.Join(backend.ErrForbidden, err))
+			}
+			c.sendErr(sid, err)
+			return req, false
+		}
+	}
+	return req, true
+}
+
+// sendOK sends kXR_ok with data.
+func (c *conn) sendOK(sid proto.StreamID, data []byte) error {
+	if len(data) == 0 {
+		return c.w.write(proto.AppendResponseHeader(nil, sid, proto.StatusOK, 0))
+	}
+	return c.w.write(proto.AppendResponseHeader(nil, sid, proto.StatusOK, len(data)), data)
+}
+
+// sendError sends kXR_error.
+func (c *conn) sendError(sid proto.StreamID, code proto.ErrorCode, msg string) error {
+	c.srv.stats.Errors.Add(1)
+	return c.w.write(proto.AppendError(nil, sid, code, msg))
+}
+
+// sendErr answers a failed request: kXR_redirect and kXR_wait for the
+// backend's RedirectError and WaitError, else kXR_error with the mapped
+// code.
+func (c *conn) sendErr(sid proto.StreamID, err error) error {
+	c.w.write(c.errResponse(nil, sid, err))
+	return err
+}
+
+// errResponse appends the response (header and body) for a failed request.
+func (c *conn) errResponse(dst []byte, sid proto.StreamID, err error) []byte {
+	var re *backend.RedirectError
+	var we *backend.WaitError
+	switch {
+	case errors.As(err, &re):
+		return appendRedirect(dst, sid, re)
+	case errors.As(err, &we):
+		secs := we.Seconds
+		if secs <= 0 {
+			secs = 1
+		}
+		return proto.AppendWait(dst, sid, int32(secs), we.Reason)
+	}
+	c.srv.stats.Errors.Add(1)
+	return proto.AppendError(dst, sid, errorCode(err), errorMessage(err))
+}
+
+// appendRedirect encodes a RedirectError: host and port for a root://
+// target (the path and opaque then follow the client's request), else the
+// whole URL with port -1, which XrdCl follows as a URL.
+func appendRedirect(dst []byte, sid proto.StreamID, re *backend.RedirectError) []byte {
+	if re.Host != "" && re.Port > 0 {
+		host := re.Host
+		if strings.IndexByte(host, ':') >= 0 && !strings.HasPrefix(host, "[") {
+			host = "[" + host + "]"
+		}
+		if _, q, ok := strings.Cut(re.URL, "?"); ok {
+			host += "?" + q
+		}
+		return proto.AppendRedirect(dst, sid, int32(re.Port), host)
+	}
+	return proto.AppendRedirect(dst, sid, -1, re.URL)
+}

@@ -1,0 +1,58 @@
+package xrootd
+
+import (
+	"context"
+	"errors"
+	"syscall"
+
+	"github.com/hepcache/hepcache/internal/backend"
+	"github.com/hepcache/hepcache/internal/xrootd/proto"
+	"github.com/hepcache/hepcache/origin"
+)
+
+// errorCode maps an error from the backend (or the front end itself) to the
+// XRootD error code the client sees. The message is err's text.
+//
+// kXR_ServerError is used for an unreachable origin because XrdCl retries
+// it at the redirector that sent the client here (a cache cluster), while
+// kXR_noserver is final unless the redirector is a metalink.
+func errorCode(err error) proto.ErrorCode {
+	var pe *codedError
+	var xe *proto.Error
+	var en syscall.Errno
+	switch {
+	case errors.As(err, &pe):
+		return pe.code
+	case errors.As(err, &xe):
+		return xe.Code
+	case errors.Is(err, backend.ErrForbidden), errors.Is(err, origin.ErrNotAuthorized):
+		return proto.ErrNotAuthorized
+	case errors.Is(err, origin.ErrNotFound):
+		return proto.ErrNotFound
+	case errors.Is(err, origin.ErrIsDir):
+		return proto.ErrIsDirectory
+	case errors.Is(err, backend.ErrInvalidPath), errors.Is(err, origin.ErrInvalid):
+		return proto.ErrArgInvalid
+	case errors.Is(err, backend.ErrBusy):
+		return proto.ErrOverloaded
+	case errors.Is(err, origin.ErrUnsupported):
+		return proto.ErrUnsupported
+	case errors.Is(err, origin.ErrUnavailable):
+		return proto.ErrServerError
+	case errors.Is(err, context.DeadlineExceeded):
+		return proto.ErrReqTimedOut
+	case errors.Is(err, context.Canceled):
+		return proto.ErrCancelled
+	case errors.As(err, &en):
+		return proto.CodeFromErrno(en)
+	}
+	return proto.ErrServerError
+}
+
+// errorMessage is the text sent with a kXR_error for err.
+func errorMessage(err error) string {
+	if errors.Is(err, origin.ErrUnavailable) {
+		return "origin unreachable: " + err.Error()
+	}
+	return err.Error()
+}

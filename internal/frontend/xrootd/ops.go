@@ -1,0 +1,435 @@
+package xrootd
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hepcache/hepcache/internal/backend"
+	"github.com/hepcache/hepcache/internal/xrootd/proto"
+	"github.com/hepcache/hepcache/origin"
+)
+
+const (
+	pageSize     = proto.PageSize
+	maxReadVSegs = proto.MaxReadVSegs
+	// dirlistChunk is the size of one dirlist response message.
+	dirlistChunk = 64 << 10
+	// waitRespSeconds is the time announced in kXR_waitresp: how long the
+	// client should be prepared to wait for the asynchronous answer.
+	waitRespSeconds = 600
+)
+
+// writeModes are the open options that would modify a file.
+const writeModes = proto.OpenUpdate | proto.OpenWriteOnly | proto.OpenNew | proto.OpenDelete | proto.OpenAppend
+
+// fileID is the "id" of a stat answer. XRootD uses device and inode; a
+// cache has neither, so it hashes origin and path, which keeps the id
+// stable across restarts and non-zero (zero marks offline files).
+func fileID(originURL, path string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte(originURL))
+	h.Write([]byte{0})
+	h.Write([]byte(path))
+	id := int64(h.Sum64() >> 1)
+	if id == 0 {
+		id = 1
+	}
+	return id
+}
+
+// statInfo converts backend metadata to the stat answer. The server is
+// read-only, so kXR_writable is never set.
+func (c *conn) statInfo(originURL, path string, fi origin.FileInfo) proto.StatInfo {
+	var flags proto.StatFlags
+	perm := fi.Mode.Perm()
+	switch {
+	case fi.IsDir():
+		flags |= proto.StatIsDir
+	case fi.Mode&fs.ModeType != 0:
+		flags |= proto.StatOther
+	}
+	if perm&0o444 != 0 {
+		flags |= proto.StatReadable
+	}
+	if perm&0o111 != 0 {
+		flags |= proto.StatXset
+	}
+	if fi.Offline {
+		flags |= proto.StatOffline
+	}
+	mt := fi.ModTime.Unix()
+	if fi.ModTime.IsZero() {
+		mt = 0
+	}
+	return proto.StatInfo{
+		ID: fileID(originURL, path), Size: fi.Size, Flags: flags, MTime: mt,
+		Extended: true, CTime: mt, ATime: mt, Mode: uint32(perm),
+		Owner: c.cfg.Owner, Group: c.cfg.Group,
+	}
+}
+
+// decodeErr answers a request whose body does not decode.
+func (c *conn) decodeErr(sid proto.StreamID, err error) {
+	code := proto.ErrArgInvalid
+	if errors.Is(err, proto.ErrMalformed) && strings.Contains(err.Error(), "without a path") {
+		code = proto.ErrArgMissing
+	}
+	c.sendError(sid, code, err.Error())
+}
+
+func (c *conn) doOpen(ctx context.Context, h proto.RequestHeader, body []byte) {
+	var r proto.OpenRequest
+	if err := r.Decode(&h, body); err != nil {
+		c.decodeErr(h.StreamID, err)
+		return
+	}
+	if r.Options&writeModes != 0 {
+		p, _, _ := strings.Cut(r.Path, "?")
+		c.sendError(h.StreamID, proto.ErrFSReadOnly, fmt.Sprintf("open %s for writing refused: hepcache serves files read-only", p))
+		return
+	}
+	req, ok := c.pathRequest(ctx, h.StreamID, OpOpen, r.Path)
+	if !ok {
+		return
+	}
+	f, err := c.cfg.Backend.Open(ctx, req)
+	if err != nil {
+		c.sendErr(h.StreamID, err)
+		return
+	}
+	of := c.files.add(f, req)
+	if of == nil {
+		f.Close()
+		c.sendError(h.StreamID, proto.ErrOverloaded, fmt.Sprintf("too many open files on this connection (at most %d)", c.cfg.MaxOpenFiles))
+		return
+	}
+	var st *proto.StatInfo
+	if r.Options&proto.OpenRetStat != 0 {
+		s := c.statInfo(req.Origin, req.Path, f.Info())
+		st = &s
+	}
+	c.w.write(proto.AppendOpenResponse(nil, h.StreamID, of.fh, st))
+}
+
+func (c *conn) doClose(ctx context.Context, h proto.RequestHeader, body []byte) {
+	var r proto.CloseRequest
+	if err := r.Decode(&h, body); err != nil {
+		c.decodeErr(h.StreamID, err)
+		return
+	}
+	of := c.files.remove(r.FHandle)
+	if of == nil {
+		c.sendError(h.StreamID, proto.ErrFileNotOpen, "close does not refer to an open file")
+		return
+	}
+	of.ops.Wait()
+	if err := of.f.Close(); err != nil {
+		c.sendErr(h.StreamID, fmt.Errorf("close %s: %w", of.req.String(), err))
+		return
+	}
+	c.sendOK(h.StreamID, nil)
+}
+
+func (c *conn) doSync(ctx context.Context, h proto.RequestHeader) {
+	var fh proto.FHandle
+	copy(fh[:], h.Body[0:4])
+	of := c.files.acquire(fh)
+	if of == nil {
+		c.sendError(h.StreamID, proto.ErrFileNotOpen, "sync does not refer to an open file")
+		return
+	}
+	of.ops.Done()
+	c.sendOK(h.StreamID, nil) // nothing to sync on a read-only file
+}
+
+// appendStatText appends the stat text and its NUL as a kXR_ok response.
+func appendStatResponse(dst []byte, sid proto.StreamID, st *proto.StatInfo) []byte {
+	return proto.AppendStatResponse(dst, sid, st)
+}
+
+func (c *conn) doStat(ctx context.Context, h proto.RequestHeader, body []byte) {
+	var r proto.StatRequest
+	if err := r.Decode(&h, body); err != nil {
+		c.decodeErr(h.StreamID, err)
+		return
+	}
+	if r.ByHandle() {
+		if r.Options&proto.StatVFS != 0 {
+			c.sendError(h.StreamID, proto.ErrArgMissing, "Required argument not present")
+			return
+		}
+		of := c.files.acquire(r.FHandle)
+		if of == nil {
+			c.sendError(h.StreamID, proto.ErrFileNotOpen, "stat does not refer to an open file")
+			return
+		}
+		st := c.statInfo(of.req.Origin, of.req.Path, of.f.Info())
+		of.ops.Done()
+		c.w.write(appendStatResponse(nil, h.StreamID, &st))
+		return
+	}
+	req, ok := c.pathRequest(ctx, h.StreamID, OpStat, r.Path)
+	if !ok {
+		return
+	}
+	if r.Options&proto.StatVFS != 0 {
+		// "nodes free utilisation" for writable and staging space, in MB
+		// and %, as XrdOss reports it. A cache has no space for clients
+		// to write to: XRootD answers a read-only export the same way.
+		c.w.write(proto.AppendOKString(nil, h.StreamID, "0 0 0 0 0 0"))
+		return
+	}
+	fi, err := c.cfg.Backend.Stat(ctx, req)
+	if err != nil {
+		c.sendErr(h.StreamID, err)
+		return
+	}
+	st := c.statInfo(req.Origin, req.Path, fi)
+	c.w.write(appendStatResponse(nil, h.StreamID, &st))
+}
+
+func (c *conn) doDirlist(ctx context.Context, h proto.RequestHeader, body []byte) {
+	var r proto.DirlistRequest
+	if err := r.Decode(&h, body); err != nil {
+		c.decodeErr(h.StreamID, err)
+		return
+	}
+	req, ok := c.pathRequest(ctx, h.StreamID, OpList, r.Path)
+	if !ok {
+		return
+	}
+	withStat := r.WantStat()
+	list, err := c.cfg.Backend.List(ctx, req, withStat)
+	if err != nil {
+		c.sendErr(h.StreamID, err)
+		return
+	}
+	dir := strings.TrimSuffix(req.Path, "/")
+	entries := make([]proto.DirEntry, 0, len(list))
+	for _, fi := range list {
+		if fi.Name == "." || fi.Name == ".." || fi.Name == "" {
+			continue
+		}
+		e := proto.DirEntry{Name: fi.Name, HasStat: withStat}
+		if withStat {
+			e.Stat = c.statInfo(req.Origin, dir+"/"+fi.Name, fi)
+		}
+		entries = append(entries, e)
+	}
+	// Send complete entries in chunks: XrdCl parses each kXR_oksofar part
+	// of a dstat listing as name/stat line pairs.
+	first := true
+	buf := make([]byte, 0, dirlistChunk+512)
+	for {
+		n, size := 0, 0
+		for n < len(entries) && (n == 0 || size < dirlistChunk) {
+			size += len(entries[n].Name) + 120
+			n++
+		}
+		final := n == len(entries)
+		buf = proto.AppendDirlist(buf[:0], h.StreamID, final, first && withStat, withStat, entries[:n])
+		if c.w.write(buf) != nil || final {
+			return
+		}
+		entries = entries[n:]
+		first = false
+	}
+}
+
+// localAddr is the address the client connected to, as "ip:port" or
+// "[ip6]:port".
+func (c *conn) localAddr() string {
+	a := c.netConn().LocalAddr()
+	if ta, ok := a.(*net.TCPAddr); ok {
+		ip := ta.IP
+		if v4 := ip.To4(); v4 != nil {
+			ip = v4
+		}
+		return net.JoinHostPort(ip.String(), strconv.Itoa(ta.Port))
+	}
+	return a.String()
+}
+
+func (c *conn) doLocate(ctx context.Context, h proto.RequestHeader, body []byte) {
+	var r proto.LocateRequest
+	if err := r.Decode(&h, body); err != nil {
+		c.decodeErr(h.StreamID, err)
+		return
+	}
+	addr := c.localAddr()
+	if r.Options&proto.LocatePrefName != 0 && c.cfg.AdvertiseHost != "" {
+		_, port, _ := net.SplitHostPort(addr)
+		addr = net.JoinHostPort(c.cfg.AdvertiseHost, port)
+	}
+	// "*path" asks for any server that has path (xrdfs ls sends it), "*"
+	// for any server at all.
+	p := strings.TrimPrefix(r.Path, "*")
+	if p != "" {
+		req, ok := c.pathRequest(ctx, h.StreamID, OpLocate, p)
+		if !ok {
+			return
+		}
+		if _, err := c.cfg.Backend.Stat(ctx, req); err != nil {
+			// A cluster backend names the node that owns the file.
+			var re *backend.RedirectError
+			if !errors.As(err, &re) || re.Host == "" || re.Port <= 0 {
+				c.sendErr(h.StreamID, err)
+				return
+			}
+			addr = net.JoinHostPort(re.Host, strconv.Itoa(re.Port))
+		}
+	}
+	loc := []proto.LocateEntry{{Type: 'S', Access: 'r', Addr: addr}}
+	c.w.write(proto.AppendLocateResponse(nil, h.StreamID, loc))
+}
+
+func (c *conn) doQuery(ctx context.Context, h proto.RequestHeader, body []byte) {
+	var r proto.QueryRequest
+	if err := r.Decode(&h, body); err != nil {
+		c.decodeErr(h.StreamID, err)
+		return
+	}
+	switch r.Type {
+	case proto.QueryConfig:
+		c.queryConfig(h.StreamID, r.Args)
+	case proto.QueryChecksum:
+		c.queryChecksum(ctx, h.StreamID, r.Args)
+	case proto.QueryCkscan:
+		c.sendOK(h.StreamID, nil) // cancel a checksum: nothing to cancel
+	case proto.QuerySpace:
+		// The space clients could write to: none (xrdfs spaceinfo).
+		c.w.write(proto.AppendOKString(nil, h.StreamID, "oss.cgroup=default&oss.space=0&oss.free=0&oss.maxf=0&oss.used=0&oss.quota=-1"))
+	case proto.QueryStats, proto.QueryPrep, proto.QueryXattr,
+		proto.QueryVisa, proto.QueryOpaque, proto.QueryOpaquf, proto.QueryOpaqug:
+		c.sendError(h.StreamID, proto.ErrUnsupported, fmt.Sprintf("query type %d is not supported by hepcache", r.Type))
+	default:
+		c.sendError(h.StreamID, proto.ErrArgInvalid, "Invalid information query type code")
+	}
+}
+
+// queryConfig answers "query config KEY..." with one line per key, as
+// XRootD does; unknown keys are echoed, which clients read as "not set".
+func (c *conn) queryConfig(sid proto.StreamID, args string) {
+	keys := strings.Fields(args)
+	if len(keys) == 0 {
+		c.sendError(sid, proto.ErrArgMissing, "query config argument not specified.")
+		return
+	}
+	if keys[0] == "xrootd" || keys[0] == "cmsd" {
+		if len(keys) > 1 {
+			c.sendError(sid, proto.ErrArgInvalid, "too many query config arguments.")
+			return
+		}
+		c.sendOK(sid, []byte("\n\x00"))
+		return
+	}
+	var b strings.Builder
+	for _, k := range keys {
+		v := k
+		switch k {
+		case "bind_max":
+			v = "0" // no kXR_bind: one connection carries everything
+		case "chksum":
+			var algs []string
+			for i, a := range c.cfg.ChecksumAlgorithms {
+				algs = append(algs, strconv.Itoa(i)+":"+a)
+			}
+			v = strings.Join(algs, ",")
+		case "pio_max":
+			v = "0"
+		case "readv_ior_max":
+			v = strconv.Itoa(c.cfg.MaxReadVSegmentSize)
+		case "readv_iov_max":
+			v = strconv.Itoa(c.cfg.MaxReadVSegments)
+		case "role":
+			v = "server"
+		case "sitename":
+			if c.cfg.SiteName != "" {
+				v = c.cfg.SiteName
+			}
+		case "start":
+			v = c.srv.start.Format("060102_150405") // XRootD's startUP format
+		case "version":
+			v = c.cfg.Version
+		case "window":
+			v = "0"
+		}
+		b.WriteString(v)
+		b.WriteByte('\n')
+	}
+	c.sendOK(sid, []byte(b.String()))
+}
+
+// queryChecksum answers "query checksum PATH[?cks.type=ALG]". When the
+// backend needs longer than ChecksumWait (it may have to read a whole
+// file), the client gets kXR_waitresp and the answer later as kXR_attn
+// with kXR_asynresp, so that the connection is not held up.
+func (c *conn) queryChecksum(ctx context.Context, sid proto.StreamID, args string) {
+	req, ok := c.pathRequest(ctx, sid, OpChecksum, args)
+	if !ok {
+		return
+	}
+	algo := c.cfg.ChecksumAlgorithms[0]
+	for _, kv := range strings.Split(req.Opaque, "&") {
+		if v, ok := strings.CutPrefix(kv, "cks.type="); ok && v != "" {
+			algo = strings.ToLower(v)
+		}
+	}
+	if !slices.Contains(c.cfg.ChecksumAlgorithms, algo) {
+		c.sendError(sid, proto.ErrServerError, fmt.Sprintf("%s checksum not supported.", algo))
+		return
+	}
+	type result struct {
+		sum string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		sum, err := c.cfg.Backend.Checksum(ctx, req, algo)
+		done <- result{sum, err}
+	}()
+	answer := func(res result) []byte {
+		if res.err != nil {
+			return c.errResponse(nil, sid, fmt.Errorf("checksum %s of %s: %w", algo, req.String(), res.err))
+		}
+		return proto.AppendOKString(nil, sid, algo+" "+res.sum)
+	}
+	if !c.asyncOK {
+		c.w.write(answer(<-done))
+		return
+	}
+	t := time.NewTimer(c.cfg.ChecksumWait)
+	defer t.Stop()
+	select {
+	case res := <-done:
+		c.w.write(answer(res))
+		return
+	case <-t.C:
+	}
+	if c.w.write(proto.AppendWaitResp(nil, sid, waitRespSeconds)) != nil {
+		return
+	}
+	if hook := c.srv.afterWaitResp; hook != nil {
+		hook()
+	}
+	res := <-done // the backend honours ctx, which ends with the connection
+	c.w.write(appendAsynResp(nil, answer(res)))
+}
+
+// appendAsynResp wraps a complete response (header and body) into the
+// kXR_attn / kXR_asynresp message that delivers it after kXR_waitresp.
+func appendAsynResp(dst, inner []byte) []byte {
+	dst = proto.AppendResponseHeader(dst, proto.StreamID{}, proto.StatusAttn, 8+len(inner))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(proto.AttnAsynResp))
+	dst = append(dst, 0, 0, 0, 0)
+	return append(dst, inner...)
+}

@@ -1,0 +1,244 @@
+package xrootd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// ErrServerClosed is returned by Serve after Shutdown or Close.
+var ErrServerClosed = errors.New("xrootd: server closed")
+
+// Stats are the server's counters. Safe for concurrent use.
+type Stats struct {
+	// Connections counts accepted connections.
+	Connections atomic.Int64
+	// Active is the number of open connections.
+	Active atomic.Int64
+	// Requests counts requests received.
+	Requests atomic.Int64
+	// Errors counts kXR_error responses sent.
+	Errors atomic.Int64
+	// BytesSent counts file bytes sent (read, pgread, readv), without
+	// protocol overhead.
+	BytesSent atomic.Int64
+	// Rejected counts connections refused because of MaxConnections.
+	Rejected atomic.Int64
+}
+
+// Server is the root:// front end: it accepts XRootD client connections
+// and serves them from a backend.Backend. See the package documentation.
+type Server struct {
+	cfg   Config
+	log   *slog.Logger
+	start time.Time
+	// ctx is the parent of every connection's context; Close cancels it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	stats  Stats
+	// afterWaitResp is a test seam, called after a kXR_waitresp was sent.
+	afterWaitResp func()
+
+	// mu protects the fields below.
+	mu        sync.Mutex
+	listeners map[net.Listener]struct{}
+	conns     map[*conn]struct{}
+	sessions  map[[16]byte]*conn
+	closing   bool          // Shutdown or Close called: accept nothing new
+	idle      chan struct{} // closed when closing and no connection is left
+
+	// wg counts connection goroutines.
+	wg sync.WaitGroup
+}
+
+// New returns a Server for cfg (which it copies, filling defaults). It does
+// not listen: call Serve.
+func New(cfg *Config) (*Server, error) {
+	if cfg == nil {
+		return nil, errors.New("xrootd front end: nil config")
+	}
+	c := *cfg
+	c.ChecksumAlgorithms = append([]string(nil), cfg.ChecksumAlgorithms...)
+	c.EnsureDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Server{
+		cfg:       c,
+		log:       c.Logger,
+		start:     time.Now(),
+		ctx:       ctx,
+		cancel:    cancel,
+		listeners: make(map[net.Listener]struct{}),
+		conns:     make(map[*conn]struct{}),
+		sessions:  make(map[[16]byte]*conn),
+	}, nil
+}
+
+// Stats returns the server's counters.
+func (s *Server) Stats() *Stats { return &s.stats }
+
+// Serve accepts connections on ln until Shutdown or Close, and serves each
+// in its own goroutines. It always returns a non-nil error: ErrServerClosed
+// after Shutdown or Close, else the accept error. Serve may be called for
+// several listeners; it closes ln when it returns.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		ln.Close()
+		return ErrServerClosed
+	}
+	s.listeners[ln] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, ln)
+		s.mu.Unlock()
+		ln.Close()
+	}()
+
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closing := s.closing
+			s.mu.Unlock()
+			if closing {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) {
+				// Out of file descriptors or a transient error: wait a bit,
+				// as net/http does, instead of spinning.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.log.Warn("xrootd: accept failed; retrying", "err", err, "backoff", backoff)
+				time.Sleep(backoff)
+				continue
+			}
+			return fmt.Errorf("xrootd: accept on %s: %w", ln.Addr(), err)
+		}
+		backoff = 0
+		s.stats.Connections.Add(1)
+		c := newConn(s, nc)
+		if !s.track(c) {
+			nc.Close()
+			continue
+		}
+		go c.serve()
+	}
+}
+
+// track registers a new connection; false when the server is closing or
+// full.
+func (s *Server) track(c *conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	if s.cfg.MaxConnections > 0 && len(s.conns) >= s.cfg.MaxConnections {
+		s.stats.Rejected.Add(1)
+		s.log.Warn("xrootd: too many connections; refusing", "client", c.remote, "max", s.cfg.MaxConnections)
+		return false
+	}
+	s.conns[c] = struct{}{}
+	s.stats.Active.Add(1)
+	s.wg.Add(1)
+	return true
+}
+
+// untrack forgets a finished connection.
+func (s *Server) untrack(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	if c.hasSession {
+		if s.sessions[c.sessID] == c {
+			delete(s.sessions, c.sessID)
+		}
+	}
+	if s.closing && len(s.conns) == 0 && s.idle != nil {
+		close(s.idle)
+		s.idle = nil
+	}
+	s.mu.Unlock()
+	s.stats.Active.Add(-1)
+	s.wg.Done()
+}
+
+// beginClose stops accepting and returns a channel closed when no
+// connection is left.
+func (s *Server) beginClose() (conns []*conn, idle <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closing = true
+	for ln := range s.listeners {
+		ln.Close()
+	}
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	ch := make(chan struct{})
+	if len(s.conns) == 0 {
+		close(ch)
+	} else if s.idle == nil {
+		s.idle = ch
+	} else {
+		ch = s.idle
+	}
+	return conns, ch
+}
+
+// Shutdown stops accepting connections and requests, lets the requests in
+// progress finish and then closes each connection. If ctx ends first, it
+// closes everything as Close does and returns ctx's error.
+func (s *Server) Shutdown(ctx context.Context) error {
+	conns, idle := s.beginClose()
+	for _, c := range conns {
+		c.drain()
+	}
+	select {
+	case <-idle:
+		s.cancel()
+		s.wg.Wait()
+		return nil
+	case <-ctx.Done():
+		s.Close()
+		return ctx.Err()
+	}
+}
+
+// Close closes the listeners and every connection at once, cancelling the
+// requests in progress, and waits for the connection goroutines to end.
+// It is idempotent.
+func (s *Server) Close() error {
+	conns, _ := s.beginClose()
+	s.cancel()
+	for _, c := range conns {
+		c.close()
+	}
+	s.wg.Wait()
+	return nil
+}
+
+// registerSession records the session id of a logged-in connection.
+func (s *Server) registerSession(c *conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sessions[c.sessID] = c
+}
+
+// session returns the connection with session id, or nil.
+func (s *Server) session(id [16]byte) *conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sessions[id]
+}
