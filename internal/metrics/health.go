@@ -40,7 +40,7 @@ func (r *Registry) Health() HealthReport {
 	if err := r.probe(); err != nil {
 		down(fmt.Sprintf("cache directory not writable: %v", err))
 	}
-	if r.cfg.Cache != nil {
+	if src := r.source(); src != nil {
 		s := r.Snapshot()
 		switch {
 		case s.UsageErr != "":
@@ -48,7 +48,7 @@ func (r *Registry) Health() HealthReport {
 		case s.High > 0 && s.Used > s.High:
 			degraded(fmt.Sprintf("usage %d bytes above the high watermark %d bytes (purge cannot keep up, or other data fills the file system)", s.Used, s.High))
 		}
-		st := r.cfg.Cache.Stats()
+		st := src.Stats()
 		n := st.WriteErrors.Load() + st.SyncErrors.Load()
 		r.healthMu.Lock()
 		if n != r.diskErrs {

@@ -45,7 +45,9 @@ var _ CacheSource = (*cache.Cache)(nil)
 // Config configures a Registry.
 type Config struct {
 	// Cache is the cache whose counters and usage are exported. Nil: only
-	// request, client and origin metrics.
+	// request, client and origin metrics, until SetCache is called (the
+	// cache is usually created after the registry, whose WrapResolver it
+	// uses).
 	Cache CacheSource
 	// CacheDir is probed by /health: a cache directory where a file cannot
 	// be created makes hepcache "down". Empty: no probe.
@@ -97,6 +99,7 @@ type Registry struct {
 	cfg     Config
 	started time.Time
 	clients Clients
+	cache   atomic.Pointer[CacheSource]
 
 	// mu protects requests, origins and funcs (the maps, not the atomics
 	// they point to).
@@ -137,7 +140,21 @@ func New(cfg *Config) (*Registry, error) {
 		origins:  map[string]*originStats{},
 	}
 	r.clients.now = c.now
+	if c.Cache != nil {
+		r.SetCache(c.Cache)
+	}
 	return r, nil
+}
+
+// SetCache sets (or replaces) the cache whose counters are exported.
+func (r *Registry) SetCache(c CacheSource) { r.cache.Store(&c) }
+
+// source returns the cache, or nil.
+func (r *Registry) source() CacheSource {
+	if p := r.cache.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // Clients returns the tracker the front ends register connections with.
@@ -237,15 +254,16 @@ func (s Snapshot) BytesServed() int64 { return s.BytesHit + s.BytesMissed + s.By
 // Snapshot reads the current figures.
 func (r *Registry) Snapshot() Snapshot {
 	s := Snapshot{Time: r.cfg.now(), Clients: int64(r.clients.Len())}
-	if r.cfg.Cache == nil {
+	src := r.source()
+	if src == nil {
 		return s
 	}
-	st := r.cfg.Cache.Stats()
+	st := src.Stats()
 	s.Hits, s.PartialHits, s.Misses, s.OpenErrors = st.Hits.Load(), st.PartialHits.Load(), st.Misses.Load(), st.OpenErrors.Load()
 	s.BytesHit, s.BytesMissed, s.BytesBypassed = st.BytesHit.Load(), st.BytesMissed.Load(), st.BytesBypassed.Load()
 	s.BytesFetched, s.PrefetchBytes = st.BytesFetched.Load(), st.PrefetchBytes.Load()
 	s.OpenFiles, s.Evictions, s.Evicted = st.OpenFiles.Load(), st.Evictions.Load(), st.EvictedBytes.Load()
-	u, err := r.cfg.Cache.Usage()
+	u, err := src.Usage()
 	if err != nil {
 		s.UsageErr = err.Error()
 	}
@@ -277,8 +295,8 @@ func (r *Registry) Handler() http.Handler {
 func (r *Registry) WriteTo(w io.Writer) (int64, error) {
 	e := &expWriter{}
 	s := r.Snapshot()
-	if r.cfg.Cache != nil {
-		st := r.cfg.Cache.Stats()
+	if src := r.source(); src != nil {
+		st := src.Stats()
 		e.family("hepcache_opens_total", "counter", "File opens by outcome: hit (complete in cache), partial (some blocks cached), miss (none).")
 		e.sample("hepcache_opens_total", `result="hit"`, s.Hits)
 		e.sample("hepcache_opens_total", `result="partial"`, s.PartialHits)

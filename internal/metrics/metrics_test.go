@@ -49,9 +49,6 @@ func newEnv(tb testing.TB, mut func(*Config)) *env {
 	if mut != nil {
 		mut(cfg)
 	}
-	// The cache is created after the registry, which reads it lazily.
-	src := &lazySource{}
-	cfg.Cache = src
 	if e.reg, err = New(cfg); err != nil {
 		tb.Fatal(err)
 	}
@@ -64,7 +61,7 @@ func newEnv(tb testing.TB, mut func(*Config)) *env {
 	if e.cache, err = cache.New(cc); err != nil {
 		tb.Fatal(err)
 	}
-	src.c = e.cache
+	e.reg.SetCache(e.cache)
 	tb.Cleanup(func() { e.cache.Close() })
 	return e
 }
