@@ -7,7 +7,9 @@ package nginxtest
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,6 +31,8 @@ type Server struct {
 	// Root is the directory served.
 	Root string
 	dir  string
+	// syncN numbers the marker requests of Requests (one test goroutine).
+	syncN int
 }
 
 // Options configure Start.
@@ -175,9 +179,44 @@ type Request struct {
 	URI                string
 }
 
-// Requests returns the requests nginx has logged so far. nginx writes a
-// line when a request completes.
+// Requests returns the requests nginx has completed so far, excluding its
+// own marker requests. nginx logs a request just after sending its last
+// byte, so a client may see a response before its log line exists; Requests
+// first sends a marker request on a new connection and waits for its line:
+// nginx's single worker has logged everything answered before it.
 func (s *Server) Requests(tb testing.TB) []Request {
+	tb.Helper()
+	s.syncN++
+	marker := fmt.Sprintf("/?hepcache-log-sync=%d", s.syncN)
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Get(s.URL + marker)
+	if err != nil {
+		tb.Fatalf("nginx log marker: %v", err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		all := s.read(tb)
+		for i := len(all) - 1; i >= 0; i-- {
+			if all[i].URI == marker {
+				out := all[:0:0]
+				for _, r := range all {
+					if !strings.Contains(r.URI, "hepcache-log-sync=") {
+						out = append(out, r)
+					}
+				}
+				return out
+			}
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("nginx did not log the marker request %s", marker)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (s *Server) read(tb testing.TB) []Request {
 	tb.Helper()
 	f, err := os.Open(filepath.Join(s.dir, "access.log"))
 	if err != nil {
