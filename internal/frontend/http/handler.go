@@ -25,29 +25,46 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	cl, _ := r.Context().Value(clientKey{}).(*metrics.Client)
 	cl.SetActivity(r.Method + " " + r.URL.Path)
-	defer cl.SetActivity("")
-	var op string
+	op := strings.ToLower(r.Method)
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, "PROPFIND", http.MethodOptions:
+	default:
+		op = "other"
+	}
 	var err error
+	defer func() {
+		cl.SetActivity("")
+		if p := recover(); p != nil {
+			// A body cut off after its first byte (http.ErrAbortHandler).
+			s.observe(r, op, errAborted)
+			panic(p)
+		}
+		s.observe(r, op, err)
+	}()
 	switch r.Method {
 	case http.MethodGet:
-		op, err = "get", s.serveGet(w, r, false)
+		err = s.serveGet(w, r, false)
 	case http.MethodHead:
-		op, err = "head", s.serveGet(w, r, true)
+		err = s.serveGet(w, r, true)
 	case "PROPFIND":
-		op, err = "propfind", s.servePropfind(w, r)
+		err = s.servePropfind(w, r)
 	case http.MethodOptions:
-		op = "options"
 		w.Header().Set("Allow", allowed)
 		w.Header().Set("DAV", "1")
 		w.Header().Set("Accept-Ranges", "bytes")
 		w.Header().Set("Content-Length", "0")
 		w.WriteHeader(http.StatusOK)
 	default:
-		op = "other"
 		w.Header().Set("Allow", allowed)
 		err = &httpError{code: http.StatusMethodNotAllowed, msg: "method " + r.Method + " not allowed: hepcache is read-only"}
 		s.writeError(w, r, err)
 	}
+}
+
+// errAborted marks a response cut off mid-body.
+var errAborted = errors.New("response aborted mid-body")
+
+func (s *Server) observe(r *http.Request, op string, err error) {
 	if s.cfg.Metrics != nil {
 		s.cfg.Metrics.ObserveRequest(protocol(r), op, err)
 	}

@@ -448,6 +448,9 @@ func TestCutOff(t *testing.T) {
 	if len(b) >= 4<<20 {
 		t.Fatalf("got %d bytes", len(b))
 	}
+	if got := e.metric(t, `hepcache_requests_total{protocol="http",operation="get",outcome="error"}`); got != "1" {
+		t.Errorf("cut-off GETs counted %q; want 1", got)
+	}
 	// A failure before the first byte is a proper error status.
 	fo.from = 0
 	mem.Put("/g", randomBytes(1000, 10), time.Unix(1, 0))

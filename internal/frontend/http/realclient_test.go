@@ -10,7 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hepcache/hepcache/internal/cache"
 	"github.com/hepcache/hepcache/internal/nginxtest"
+	"github.com/hepcache/hepcache/internal/upstream"
 	httporigin "github.com/hepcache/hepcache/origin/http"
 )
 
@@ -271,5 +273,42 @@ func TestGfal(t *testing.T) {
 	}
 	if e.cache.Stats().Misses.Load() != 1 {
 		t.Errorf("misses %d; want 1", e.cache.Stats().Misses.Load())
+	}
+}
+
+// TestForwardingOverHTTP: GET /http://host:port/path reads path from the
+// origin the URL names when the forwarding allow-list permits it (here a
+// real nginx reached through origin/http), and is refused otherwise.
+func TestForwardingOverHTTP(t *testing.T) {
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "data"), 0o755)
+	data := randomBytes(300000, 61)
+	os.WriteFile(filepath.Join(root, "data", "f.bin"), data, 0o644)
+	ng := nginxtest.Start(t, root, nginxtest.Options{})
+	set, err := upstream.New(upstream.Config{
+		ForwardAllow: []string{"127.0.0.1"},
+		Dial:         map[string]upstream.DialFunc{"http": httporigin.Dial(httporigin.Config{})},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { set.Close() })
+	e := newEnv(t, envOpts{cache: func(c *cache.Config) { c.Origins = set }})
+	code, h, b := curl(t, e.url+"/"+ng.URL+"/data/f.bin")
+	if code != "200" || !bytes.Equal(b, data) {
+		t.Fatalf("forwarded GET: %s, %d bytes\n%s", code, len(b), h)
+	}
+	code, _, b = curl(t, "-r", "5-9", e.url+"/"+ng.URL+"/data/f.bin")
+	if code != "206" || !bytes.Equal(b, data[5:10]) {
+		t.Fatalf("forwarded range: %s %q", code, b)
+	}
+	if st := e.cache.Stats(); st.Misses.Load() != 1 || st.Hits.Load() != 1 {
+		t.Errorf("misses %d hits %d; want 1 and 1", st.Misses.Load(), st.Hits.Load())
+	}
+	if code, _, b := curl(t, e.url+"/http://localhost:1/data/f.bin"); code != "403" || !strings.Contains(string(b), "not allowed") {
+		t.Errorf("forwarding to a host not allowed: %s %s", code, b)
+	}
+	if code, _, _ := curl(t, e.url+"/data/f.bin"); code != "403" {
+		t.Errorf("no default origin: %s; want 403", code)
 	}
 }
