@@ -60,9 +60,7 @@ func newEnv(tb testing.TB) *env {
 		tb.Fatal(err)
 	}
 	e.reg.SetCache(e.cache)
-	routes := e.dash.Routes()
-	routes["/metrics"] = e.reg.Handler()
-	routes["/health"] = e.reg.HealthHandler()
+	routes := AdminRoutes(e.reg, e.dash)
 	srv, err := httpfront.New(&httpfront.Config{Backend: e.cache, Metrics: e.reg, Routes: routes, Logger: quiet})
 	if err != nil {
 		tb.Fatal(err)
