@@ -142,7 +142,10 @@ func parseUnix(v []byte) (int64, error) {
 	return int64(f * float64(time.Second)), nil
 }
 
-// gstreamParser reads XrdPfc g-stream records:
+// gstreamParser reads XrdPfc g-stream records as a collector of the UDP
+// packets (xrootd.mongstream pfc use send json ...) stores them: each packet is
+// an optional JSON header line, then one record per line, ending in a NUL.
+// Records:
 // {"event":"file_close","lfn":...,"size":...,"attach_t":...,"detach_t":...,
 // "b_hit":...,"b_miss":...,"b_bypass":...}; the file key is lfn.
 type gstreamParser struct {
@@ -154,11 +157,13 @@ type gstreamParser struct {
 func (p *gstreamParser) parse(line []byte) (key []byte, t, size, nbytes int64, skip bool, err error) {
 	var event []byte
 	var attach, detach, hit, miss, bypass int64
-	var haveEvent, haveLFN, haveSize, haveAttach, haveDetach bool
+	var haveEvent, haveLFN, haveSize, haveAttach, haveDetach, haveCode bool
 	p.key = p.key[:0]
 	err = eachMember(line, &p.scratch, func(k []byte, kind int, v []byte) error {
 		var ferr error
 		switch string(k) {
+		case "code":
+			haveCode = true
 		case "event":
 			haveEvent = true
 			event = append(event[:0], v...)
@@ -193,6 +198,10 @@ func (p *gstreamParser) parse(line []byte) (key []byte, t, size, nbytes int64, s
 	case err != nil:
 		return nil, 0, 0, 0, false, err
 	case haveEvent && string(event) != "file_close":
+		return nil, 0, 0, 0, true, nil
+	case haveCode && !haveEvent && !haveLFN:
+		// A packet header ({"code":"g",...,"gs":{...}}) or identification
+		// record that a UDP collector wrote along with the records.
 		return nil, 0, 0, 0, true, nil
 	case !haveLFN:
 		return nil, 0, 0, 0, false, errors.New("missing lfn")

@@ -254,11 +254,27 @@ func read(r io.Reader, opt Options, samplers []Sampler) ([]*Trace, error) {
 		}
 		if len(line) > 0 {
 			info.Lines++
-			trimmed := bytes.TrimSpace(line)
-			switch {
-			case len(line) > maxLineBytes:
+			if len(line) > maxLineBytes {
 				bad(lineNo, fmt.Errorf("line longer than %d bytes", maxLineBytes))
-			case len(trimmed) == 0 || trimmed[0] == '#':
+				line = nil
+			}
+		}
+		// A NUL separates records too: g-stream packets end in one, and a
+		// collector may store packets back to back.
+		for whole := true; len(line) > 0; whole = false {
+			seg := line
+			if i := bytes.IndexByte(line, 0); i >= 0 {
+				seg, line = line[:i], line[i+1:]
+			} else {
+				line = nil
+			}
+			trimmed := bytes.TrimSpace(seg)
+			switch {
+			case len(trimmed) == 0:
+				if whole && len(line) == 0 { // a blank line, not the gap after a NUL
+					info.Skipped++
+				}
+			case trimmed[0] == '#':
 				info.Skipped++
 			default:
 				key, t, size, nbytes, skip, perr := p.parse(trimmed)
@@ -327,7 +343,7 @@ func detect(br *bufio.Reader) Format {
 		if line[0] != '{' {
 			return FormatCSV
 		}
-		if bytes.Contains(line, []byte(`"lfn"`)) || bytes.Contains(line, []byte(`"event"`)) {
+		if bytes.Contains(line, []byte(`"lfn"`)) || bytes.Contains(line, []byte(`"event"`)) || bytes.Contains(line, []byte(`"code"`)) {
 			return FormatGStream
 		}
 		return FormatHepcache

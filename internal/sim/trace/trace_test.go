@@ -248,3 +248,21 @@ func TestSampler(t *testing.T) {
 		t.Error("rate 0 accepted")
 	}
 }
+
+// TestReadGStreamPackets: a collector storing the UDP payloads of
+// `xrootd.mongstream pfc use send json dflthdr` gets a header line per packet
+// and a NUL at each packet's end.
+func TestReadGStreamPackets(t *testing.T) {
+	hdr := `{"code":"g","pseq":1,"stod":1700000000,"sid":123,"gs":{"type":"P","tbeg":1700000100,"tend":1700000200}}`
+	r1 := `{"event":"file_close","lfn":"/a","size":10,"blk_size":1048576,"n_blks":1,"n_blks_done":1,"access_cnt":1,"attach_t":1700000100,"detach_t":1700000101,"remotes":["127.0.0.1:1094"],"b_hit":0,"b_miss":10,"b_bypass":0,"n_cks_errs":0}`
+	r2 := `{"event":"file_close","lfn":"/a","size":10,"blk_size":1048576,"n_blks":1,"n_blks_done":1,"access_cnt":2,"attach_t":1700000150,"detach_t":1700000151,"remotes":[],"b_hit":10,"b_miss":0,"b_bypass":0,"n_cks_errs":0}`
+	ident := `{"code":"=","pseq":1,"stod":1700000000,"sid":123,"src":{"site":"x"}}`
+	in := hdr + "\n" + r1 + "\x00" + ident + "\x00" + hdr + "\n" + r2 + "\x00\n"
+	tr := mustRead(t, in, Options{})
+	if tr.Info.Format != FormatGStream || tr.Len() != 2 || tr.Info.Bad != 0 || tr.Info.Skipped != 3 {
+		t.Fatalf("info %+v", tr.Info)
+	}
+	if tr.NumFiles() != 1 || tr.Bytes[1] != 10 {
+		t.Errorf("files %d bytes %v", tr.NumFiles(), tr.Bytes)
+	}
+}

@@ -1,0 +1,96 @@
+package trace
+
+import (
+	"bytes"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hepcache/hepcache/internal/xrdtest"
+)
+
+// TestReadGStreamFromXCache reads what a real XCache 5.5.3 sends: the proxy
+// file cache's g-stream (xrootd.mongstream pfc ... send json) collected from
+// UDP while xrdcp reads two files through the cache, one of them twice.
+func TestReadGStreamFromXCache(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real xrootd servers")
+	}
+	xrdcp := xrdtest.RequireTool(t, "xrdcp")
+	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var mu sync.Mutex // protects collected
+	var collected bytes.Buffer
+	go func() {
+		buf := make([]byte, 1<<16)
+		for {
+			n, _, err := conn.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			collected.Write(buf[:n]) // stored as received: header line, records, NUL
+			mu.Unlock()
+		}
+	}()
+
+	data := t.TempDir()
+	sizes := map[string]int{"/a.root": 3<<20 + 17, "/b.root": 1 << 20}
+	for name, n := range sizes {
+		if err := os.WriteFile(filepath.Join(data, name), bytes.Repeat([]byte{'x'}, n), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	origin := xrdtest.StartOrigin(t, data)
+	cache := xrdtest.StartXCache(t, origin.Addr, t.TempDir(), xrdtest.XCacheOptions{
+		Config: []string{"xrootd.mongstream pfc use flush 1s send json dflthdr " + conn.LocalAddr().String()},
+	})
+	for _, name := range []string{"/a.root", "/b.root", "/a.root"} {
+		out, err := exec.Command(xrdcp, "-f", "-s", cache.URL+"/"+name, "/dev/null").CombinedOutput()
+		if err != nil {
+			t.Fatalf("xrdcp %s: %v\n%s", name, err, out)
+		}
+	}
+	// XCache closes its file after the client and flushes the stream every second.
+	deadline := time.Now().Add(30 * time.Second)
+	var tr *Trace
+	for {
+		mu.Lock()
+		raw := collected.String()
+		mu.Unlock()
+		if strings.Count(raw, `"file_close"`) >= 3 {
+			path := filepath.Join(t.TempDir(), "gstream.log")
+			if err := os.WriteFile(path, []byte(raw), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if os.Getenv("HEPCACHE_SHOW_GSTREAM") != "" {
+				t.Logf("collected:\n%q", raw)
+			}
+			if tr, err = ReadFile(path, Options{MaxBadFraction: -1}); err != nil {
+				t.Fatalf("read the collected g-stream: %v\n%q", err, raw)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("XCache sent %d file_close records in 30 s:\n%q", strings.Count(raw, `"file_close"`), raw)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if tr.Info.Format != FormatGStream || tr.Len() != 3 || tr.NumFiles() != 2 {
+		t.Fatalf("read %+v: %d accesses of %d files", tr.Info, tr.Len(), tr.NumFiles())
+	}
+	for i, f := range tr.File {
+		name := tr.Name[f]
+		if want := int64(sizes[name]); tr.Size[f] != want || tr.Bytes[i] != want {
+			t.Errorf("access %d of %s: size %d, bytes %d, want %d", i, name, tr.Size[f], tr.Bytes[i], want)
+		}
+	}
+}
