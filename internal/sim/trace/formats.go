@@ -29,11 +29,15 @@ func (p *hepcacheParser) parse(line []byte) (key []byte, t, size, nbytes int64, 
 		var ferr error
 		switch string(k) {
 		case "time":
-			closeT, ferr = parseTimeField(kind, v)
-			haveTime = ferr == nil
+			if !p.byOpen { // parse only the time that orders the trace
+				closeT, ferr = parseTimeField(kind, v)
+				haveTime = ferr == nil
+			}
 		case "open_time":
-			openT, ferr = parseTimeField(kind, v)
-			haveOpen = ferr == nil
+			if p.byOpen {
+				openT, ferr = parseTimeField(kind, v)
+				haveOpen = ferr == nil
+			}
 		case "path":
 			if kind != kindString {
 				return errors.New("path is not a string")

@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strconv"
@@ -18,9 +19,9 @@ var errJSON = errors.New("malformed JSON object")
 
 // eachMember walks the top-level members of the JSON object in b and calls fn
 // with each key and value. For strings, val is the decoded text; for numbers,
-// the literal. val and key alias scratch space valid only during the call.
-// The scanner handles exactly what the readers need, several times faster than
-// encoding/json, and rejects malformed input.
+// the literal. key and val alias b or scratch and are valid only during the
+// call. The scanner handles exactly what the readers need, several times
+// faster than encoding/json, and rejects malformed input.
 func eachMember(b []byte, scratch *[]byte, fn func(key []byte, kind int, val []byte) error) error {
 	i := skipWS(b, 0)
 	if i >= len(b) || b[i] != '{' {
@@ -30,13 +31,14 @@ func eachMember(b []byte, scratch *[]byte, fn func(key []byte, kind int, val []b
 	if i < len(b) && b[i] == '}' {
 		return trailing(b, i+1)
 	}
+	var err error
 	for {
 		if i >= len(b) || b[i] != '"' {
 			return fmt.Errorf("%w: expected a key at byte %d", errJSON, i)
 		}
-		kstart := len(*scratch)
-		var err error
-		*scratch, i, err = decodeString(b, i, (*scratch)[:kstart])
+		*scratch = (*scratch)[:0]
+		var key []byte
+		key, i, err = stringAt(b, i, scratch)
 		if err != nil {
 			return err
 		}
@@ -50,15 +52,13 @@ func eachMember(b []byte, scratch *[]byte, fn func(key []byte, kind int, val []b
 		}
 		var kind int
 		var val []byte
-		vstart := len(*scratch)
 		switch c := b[i]; {
 		case c == '"':
 			kind = kindString
-			*scratch, i, err = decodeString(b, i, *scratch)
+			val, i, err = stringAt(b, i, scratch)
 			if err != nil {
 				return err
 			}
-			val = (*scratch)[vstart:]
 		case c == '-' || (c >= '0' && c <= '9'):
 			kind = kindNumber
 			j := i
@@ -74,11 +74,9 @@ func eachMember(b []byte, scratch *[]byte, fn func(key []byte, kind int, val []b
 				return err
 			}
 		}
-		key := (*scratch)[kstart:vstart]
 		if err := fn(key, kind, val); err != nil {
 			return err
 		}
-		*scratch = (*scratch)[:kstart]
 		i = skipWS(b, i)
 		if i >= len(b) {
 			return fmt.Errorf("%w: unterminated object", errJSON)
@@ -92,6 +90,25 @@ func eachMember(b []byte, scratch *[]byte, fn func(key []byte, kind int, val []b
 			return fmt.Errorf("%w: unexpected %q at byte %d", errJSON, b[i], i)
 		}
 	}
+}
+
+// stringAt returns the text of the JSON string at b[i] == '"' and the index
+// after it: a slice of b when it has no escapes, else decoded into scratch
+// (appended: earlier slices of scratch stay valid).
+func stringAt(b []byte, i int, scratch *[]byte) ([]byte, int, error) {
+	if q := bytes.IndexByte(b[i+1:], '"'); q >= 0 {
+		chunk := b[i+1 : i+1+q]
+		if bytes.IndexByte(chunk, '\\') < 0 {
+			return chunk, i + q + 2, nil
+		}
+	}
+	start := len(*scratch)
+	var err error
+	*scratch, i, err = decodeString(b, i, *scratch)
+	if err != nil {
+		return nil, i, err
+	}
+	return (*scratch)[start:], i, nil
 }
 
 func trailing(b []byte, i int) error {

@@ -6,6 +6,7 @@
 package trace
 
 import (
+	"hash/maphash"
 	"slices"
 	"time"
 )
@@ -105,7 +106,12 @@ func (t *Trace) NextUse() []int32 {
 // Builder assembles a Trace access by access, interning file keys. The zero
 // value is not usable; call NewBuilder.
 type Builder struct {
-	ids    map[string]uint32
+	// ids maps a key's 64-bit hash to its file id; the rare keys whose hash
+	// collides with another key's live in spill. Hashing once and comparing
+	// integers is much cheaper than a map keyed by long path strings.
+	ids    map[uint64]uint32
+	spill  map[string]uint32
+	seed   maphash.Seed
 	tr     Trace
 	sorted bool
 	last   int64
@@ -113,21 +119,39 @@ type Builder struct {
 
 // NewBuilder returns an empty Builder.
 func NewBuilder() *Builder {
-	return &Builder{ids: make(map[string]uint32), sorted: true}
+	return &Builder{ids: make(map[uint64]uint32), spill: make(map[string]uint32), seed: maphash.MakeSeed(), sorted: true}
+}
+
+// intern returns key's file id and whether the file is new.
+func (b *Builder) intern(key []byte, size int64) (uint32, bool) {
+	h := maphash.Bytes(b.seed, key)
+	id, ok := b.ids[h]
+	if ok && b.tr.Name[id] == string(key) {
+		return id, false
+	}
+	if ok { // hash collision: fall back to the exact map
+		if id, ok := b.spill[string(key)]; ok {
+			return id, false
+		}
+	}
+	name := string(key)
+	id = uint32(len(b.tr.Size))
+	if ok {
+		b.spill[name] = id
+	} else {
+		b.ids[h] = id
+	}
+	b.tr.Size = append(b.tr.Size, size)
+	b.tr.Name = append(b.tr.Name, name)
+	return id, true
 }
 
 // Add appends one access of bytes bytes to the file named key of size size at
 // time t (Unix nanoseconds). key is copied only when it is new. Add reports
 // whether the size disagrees with an earlier access of the same file.
 func (b *Builder) Add(key []byte, t, size, bytes int64) (sizeConflict bool) {
-	id, ok := b.ids[string(key)] // no allocation for the lookup
-	if !ok {
-		name := string(key)
-		id = uint32(len(b.tr.Size))
-		b.ids[name] = id
-		b.tr.Size = append(b.tr.Size, size)
-		b.tr.Name = append(b.tr.Name, name)
-	} else if s := b.tr.Size[id]; s != size {
+	id, isNew := b.intern(key, size)
+	if s := b.tr.Size[id]; !isNew && s != size {
 		sizeConflict = true
 		// Files are immutable in HEP; a differing size is a truncated or
 		// mis-logged record, and the largest size is the safe estimate.
@@ -151,7 +175,7 @@ func (b *Builder) Len() int { return len(b.tr.File) }
 func (b *Builder) Finish() *Trace {
 	tr := b.tr
 	b.tr = Trace{}
-	b.ids = nil
+	b.ids, b.spill = nil, nil
 	if !b.sorted {
 		perm := make([]int32, len(tr.Time))
 		for i := range perm {
