@@ -11,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/hepcache/hepcache/internal/sim/invariants"
 	"github.com/hepcache/hepcache/internal/sim/policy"
 	"github.com/hepcache/hepcache/internal/sim/trace"
 )
@@ -229,6 +230,9 @@ func RunPolicy(ctx context.Context, tr *trace.Trace, p policy.Policy, pc policy.
 		cur.BytesHit += hitBytes
 		cur.BytesIn += in
 		used = p.Used()
+		if invariants.Enabled {
+			checkAccess(pc, i, had, need, stored, used)
+		}
 		smp.Min = min(smp.Min, used)
 		smp.Max = max(smp.Max, used)
 		if i&(progressEvery-1) == progressEvery-1 {
@@ -254,6 +258,21 @@ func RunPolicy(ctx context.Context, tr *trace.Trace, p policy.Policy, pc policy.
 	res.derive()
 	res.Elapsed = time.Since(start)
 	return res, nil
+}
+
+// checkAccess panics if a policy broke the contract of policy.Policy: it is
+// a programmer's bug, found only in builds with the invariants tag.
+func checkAccess(pc policy.Config, i int, had, need int64, stored bool, used int64) {
+	switch {
+	case had < 0:
+		panic(fmt.Sprintf("replay: %s request %d: had %d bytes", pc.Name, i, had))
+	case pc.Name != "infinite" && used > pc.Capacity:
+		panic(fmt.Sprintf("replay: %s request %d: %d bytes held, capacity %d", pc.Name, i, used, pc.Capacity))
+	case stored && used < need:
+		panic(fmt.Sprintf("replay: %s request %d: stored %d bytes but holds %d", pc.Name, i, need, used))
+	case pc.Name != "opt" && pc.Name != "admit2" && need <= pc.Capacity && !stored:
+		panic(fmt.Sprintf("replay: %s request %d: %d bytes fit but were not stored", pc.Name, i, need))
+	}
 }
 
 // derive computes the totals from the daily counters and every rate from the
