@@ -194,6 +194,7 @@ func simSweep(ctx context.Context, args []string) error {
 	within := fs.Float64("within", 5, "recommend the smallest size within this many percent of the infinite cache's hit rate")
 	fs.Float64Var(&cfg.ShardsRate, "shards", 0, "SHARDS sampling rate in (0,1) for traces too large for memory (0: exact)")
 	fs.IntVar(&cfg.ShardsSamples, "shards-samples", 4, "independent SHARDS samples, to state the sampling error")
+	heavy := fs.Float64("shards-heavy", 0.25, "SHARDS: largest share of accesses the most read files, kept whole, may hold (0: none)")
 	fs.IntVar(&cfg.Sweep.Workers, "workers", 0, "parallel replays (default: GOMAXPROCS)")
 	fs.StringVar(&cfg.ReportDir, "report", "", "write index.html with the plots and sweep.json to this directory")
 	asJSON := fs.Bool("json", false, "print JSON instead of the table")
@@ -211,6 +212,10 @@ func simSweep(ctx context.Context, args []string) error {
 			return fmt.Errorf("--within %g: want a percentage in (0, 100)", *within)
 		}
 		cfg.Sweep.Within = *within / 100
+		cfg.ShardsHeavy = *heavy
+		if *heavy == 0 {
+			cfg.ShardsHeavy = -1 // 0 on the command line means no heavy stratum
+		}
 		cfg.Sweep.Policies = strings.Split(*policies, ",")
 		return nil
 	})

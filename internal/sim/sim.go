@@ -42,8 +42,9 @@ func (s *Source) name() string {
 }
 
 // load reads or generates the trace; with rate < 1 it returns one SHARDS
-// sample per seed instead, reading the file only once.
-func (s *Source) load(ctx context.Context, rate float64, samples int) ([]*trace.Trace, error) {
+// sample per seed instead (heavy: the share of accesses the heavy stratum may
+// hold).
+func (s *Source) load(ctx context.Context, rate float64, samples int, heavy float64) ([]*trace.Trace, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -62,15 +63,7 @@ func (s *Source) load(ctx context.Context, rate float64, samples int) ([]*trace.
 		if !sampled {
 			return []*trace.Trace{tr}, nil
 		}
-		out := make([]*trace.Trace, len(seeds))
-		for i, seed := range seeds {
-			sp, err := trace.NewSampler(rate, seed)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = trace.Sample(tr, sp)
-		}
-		return out, nil
+		return trace.Samples(tr, rate, seeds, heavy)
 	}
 	var size int64
 	if st, err := os.Stat(s.Path); err == nil {
@@ -81,7 +74,7 @@ func (s *Source) load(ctx context.Context, rate float64, samples int) ([]*trace.
 	opt.Progress = bar.Set
 	defer bar.Done()
 	if sampled {
-		return trace.ReadFileSampled(s.Path, opt, rate, seeds)
+		return trace.ReadFileSampled(s.Path, opt, rate, seeds, heavy)
 	}
 	tr, err := trace.ReadFile(s.Path, opt)
 	if err != nil {
@@ -97,13 +90,20 @@ func (s *Source) bar(label, unit string, total int64) *progress.Bar {
 	return progress.New(s.Progress, label, unit, total)
 }
 
-func summarize(src *Source, trs []*trace.Trace, rate float64) report.TraceSummary {
+func summarize(src *Source, trs []*trace.Trace) report.TraceSummary {
 	sum := report.Summarize(src.name(), trs[0])
-	if rate > 0 && rate < 1 {
-		sum.SampleRate, sum.Samples = rate, len(trs)
-		sum.Accesses = int(float64(sum.Accesses) / rate)
-		sum.Files = int(float64(sum.Files) / rate)
-		sum.Footprint = int64(float64(sum.Footprint) / rate)
+	if m := trs[0].M(); m > 1 {
+		var acc, files, foot int64
+		for _, tr := range trs {
+			a, f := tr.Estimated()
+			acc, files = acc+a, files+f
+			for id, size := range tr.Size {
+				foot += size * tr.W(uint32(id))
+			}
+		}
+		k := int64(len(trs))
+		sum.SampleRate, sum.Samples = 1/float64(m), len(trs)
+		sum.Accesses, sum.Files, sum.Footprint = int(acc/k), int(files/k), foot/k
 	}
 	return sum
 }
@@ -169,7 +169,7 @@ type RunConfig struct {
 
 // Run replays one configuration.
 func Run(ctx context.Context, cfg RunConfig) (report.Run, error) {
-	trs, err := cfg.Source.load(ctx, 1, 1)
+	trs, err := cfg.Source.load(ctx, 1, 1, 0)
 	if err != nil {
 		return report.Run{}, err
 	}
@@ -182,7 +182,7 @@ func Run(ctx context.Context, cfg RunConfig) (report.Run, error) {
 	if err != nil {
 		return report.Run{}, err
 	}
-	out := report.Run{Result: res, Trace: summarize(&cfg.Source, trs, 1)}
+	out := report.Run{Result: res, Trace: summarize(&cfg.Source, trs)}
 	if cfg.ReportDir != "" {
 		if err := report.WriteRunDir(cfg.ReportDir, out); err != nil {
 			return out, err
@@ -200,11 +200,18 @@ type SweepConfig struct {
 	// the sampling error.
 	ShardsRate    float64
 	ShardsSamples int
+	// ShardsHeavy is the largest share of the accesses that the heaviest
+	// files, kept whole in every sample, may hold (memory: the sample grows by
+	// up to this share of the trace). Default 0.25; negative disables.
+	ShardsHeavy float64
 	// ReportDir, if set, receives index.html with the plots and sweep.json.
 	ReportDir string
 }
 
-const defaultShardsSamples = 4
+const (
+	defaultShardsSamples = 4
+	defaultShardsHeavy   = 0.25
+)
 
 // Sweep runs the size sweep.
 func Sweep(ctx context.Context, cfg SweepConfig) (report.Sweep, error) {
@@ -219,7 +226,11 @@ func Sweep(ctx context.Context, cfg SweepConfig) (report.Sweep, error) {
 	if n <= 0 {
 		n = defaultShardsSamples
 	}
-	trs, err := cfg.Source.load(ctx, rate, n)
+	heavy := cfg.ShardsHeavy
+	if heavy == 0 {
+		heavy = defaultShardsHeavy
+	}
+	trs, err := cfg.Source.load(ctx, rate, n, max(0, heavy))
 	if err != nil {
 		return report.Sweep{}, err
 	}
@@ -229,12 +240,12 @@ func Sweep(ctx context.Context, cfg SweepConfig) (report.Sweep, error) {
 		bar.SetTotal(total)
 		bar.Set(done)
 	}
-	res, err := sweep.Run(ctx, trs, rate, sc)
+	res, err := sweep.Run(ctx, trs, sc)
 	bar.Done()
 	if err != nil {
 		return report.Sweep{}, err
 	}
-	out := report.Sweep{Result: res, Trace: summarize(&cfg.Source, trs, rate)}
+	out := report.Sweep{Result: res, Trace: summarize(&cfg.Source, trs)}
 	if cfg.ReportDir != "" {
 		if err := report.WriteSweepDir(cfg.ReportDir, out); err != nil {
 			return out, err

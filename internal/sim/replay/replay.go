@@ -180,6 +180,18 @@ func RunPolicy(ctx context.Context, tr *trace.Trace, p policy.Policy, pc policy.
 	}
 	times, files, reads, sizes := tr.Time, tr.File, tr.Bytes, tr.Size
 	block := cfg.Block
+	// A SHARDS sample (1 in m files, each standing for w files) replays as a
+	// cache scaled down by m: a file sampled by hash (w = m) keeps its size, a
+	// heavy hitter kept whole (w = 1) shrinks to 1/m of it. Requests count w
+	// times, bytes m times, occupancy m times.
+	m := tr.M()
+	weighted := tr.Weight != nil
+	if weighted {
+		sizes = make([]int64, tr.NumFiles())
+		for f, s := range tr.Size {
+			sizes[f] = s * int64(tr.Weight[f]) / m
+		}
+	}
 
 	var cur Day
 	curDay := floorDay(t0)
@@ -187,7 +199,8 @@ func RunPolicy(ctx context.Context, tr *trace.Trace, p policy.Policy, pc policy.
 	nextDay := curDay + day
 	nextSample := origin + ((t0-origin)/every+1)*every
 	used := p.Used()
-	smp := Sample{Start: time.Unix(0, nextSample-every).UTC(), Min: used, Max: used}
+	smp := Sample{Start: time.Unix(0, nextSample-every).UTC(), Min: used * m, Max: used * m}
+	var created int64
 
 	for i := range files {
 		t := times[i]
@@ -198,15 +211,20 @@ func RunPolicy(ctx context.Context, tr *trace.Trace, p policy.Policy, pc policy.
 				nextDay += day
 			}
 			if t >= nextSample {
-				smp.Last = used
+				smp.Last = used * m
 				res.Occupancy = append(res.Occupancy, smp)
 				k := (t - nextSample) / every
 				nextSample += (k + 1) * every
-				smp = Sample{Start: time.Unix(0, nextSample-every).UTC(), Min: used, Max: used}
+				smp = Sample{Start: time.Unix(0, nextSample-every).UTC(), Min: used * m, Max: used * m}
 			}
 		}
 		id := files[i]
 		r := reads[i]
+		w := int64(1)
+		if weighted {
+			w = int64(tr.Weight[id])
+			r = r * w / m
+		}
 		need := sizes[id]
 		if block {
 			need = min(need, (r+bs-1)/bs*bs)
@@ -215,26 +233,29 @@ func RunPolicy(ctx context.Context, tr *trace.Trace, p policy.Policy, pc policy.
 		had, stored := p.Access(id, need, t)
 		var hitBytes, in int64
 		if had >= need {
-			cur.Hits++
+			cur.Hits += w
 			hitBytes = r
 		} else {
 			hitBytes = min(had, r)
 			if stored {
 				in = need - had
+				if had == 0 {
+					created += w
+				}
 			} else {
 				in = r - hitBytes
 			}
 		}
-		cur.Requests++
-		cur.BytesOut += r
-		cur.BytesHit += hitBytes
-		cur.BytesIn += in
+		cur.Requests += w
+		cur.BytesOut += r * m
+		cur.BytesHit += hitBytes * m
+		cur.BytesIn += in * m
 		used = p.Used()
 		if invariants.Enabled {
 			checkAccess(pc, i, had, need, stored, used)
 		}
-		smp.Min = min(smp.Min, used)
-		smp.Max = max(smp.Max, used)
+		smp.Min = min(smp.Min, used*m)
+		smp.Max = max(smp.Max, used*m)
 		if i&(progressEvery-1) == progressEvery-1 {
 			if err := ctx.Err(); err != nil {
 				return nil, fmt.Errorf("replay %s: %w", pc.Name, err)
@@ -245,15 +266,21 @@ func RunPolicy(ctx context.Context, tr *trace.Trace, p policy.Policy, pc policy.
 		}
 	}
 	res.Daily = append(res.Daily, cur)
-	smp.Last = used
+	smp.Last = used * m
 	res.Occupancy = append(res.Occupancy, smp)
 	if cfg.Progress != nil {
 		cfg.Progress(tr.Len())
 	}
 
 	st := p.Stats()
-	res.FilesCreated, res.FilesDeleted, res.BytesDeleted, res.Purges = st.Inserted, st.Evicted, st.EvictedBytes, st.Purges
-	res.FinalUsed = used
+	res.FilesCreated, res.FilesDeleted, res.BytesDeleted, res.Purges = created, st.Evicted, st.EvictedBytes*m, st.Purges
+	if weighted {
+		// Evictions are the policy's business and carry no weight; heavy
+		// hitters are rarely evicted, so each stands for m files.
+		res.FilesDeleted *= m
+	}
+	res.Capacity = pc.Capacity * m
+	res.FinalUsed = used * m
 	res.Days = tr.Days()
 	res.derive()
 	res.Elapsed = time.Since(start)
@@ -306,22 +333,20 @@ func (res *Result) derive() {
 	res.NICGbps = NIC(max(res.PeakInGbps, res.PeakOutGbps))
 }
 
-// Merge combines replays of independent SHARDS samples of one trace, taken at
-// rate, into an estimate for the whole trace: counters are added up and scaled
-// by 1 / (rate * len(rs)), rates are recomputed from the pooled counters.
-// Daily counters are matched by day, occupancy samples by start time (the
-// runs must share Config.Origin and SampleEvery); occupancy minima and maxima
-// are scaled sums, an approximation of the whole cache's.
-func Merge(rs []*Result, rate float64) *Result {
-	if len(rs) == 1 && rate == 1 {
+// Merge combines replays of independent SHARDS samples of one trace into one
+// estimate for the whole trace: each replay of a sample already estimates the
+// full trace's counters, so Merge averages them and recomputes the rates.
+// Daily counters are matched by day, occupancy samples by start time (the runs
+// must share Config.Origin and SampleEvery).
+func Merge(rs []*Result) *Result {
+	if len(rs) == 1 {
 		return rs[0]
 	}
-	f := 1 / (rate * float64(len(rs)))
-	up := func(v int64) int64 { return int64(math.Round(float64(v) * f)) }
+	k := float64(len(rs))
+	avg := func(v int64) int64 { return int64(math.Round(float64(v) / k)) }
 	out := *rs[0]
 	out.Daily, out.Occupancy = nil, nil
 	out.FilesCreated, out.FilesDeleted, out.BytesDeleted, out.Purges, out.FinalUsed = 0, 0, 0, 0, 0
-	out.Capacity = int64(math.Round(float64(rs[0].Capacity) / rate))
 	days := map[time.Time]*Day{}
 	occ := map[time.Time]*Sample{}
 	var dayKeys, occKeys []time.Time
@@ -360,19 +385,19 @@ func Merge(rs []*Result, rate float64) *Result {
 	}
 	slices.SortFunc(dayKeys, time.Time.Compare)
 	slices.SortFunc(occKeys, time.Time.Compare)
-	for _, k := range dayKeys {
-		d := *days[k]
-		d.Requests, d.Hits, d.BytesOut, d.BytesHit, d.BytesIn = up(d.Requests), up(d.Hits), up(d.BytesOut), up(d.BytesHit), up(d.BytesIn)
+	for _, key := range dayKeys {
+		d := *days[key]
+		d.Requests, d.Hits, d.BytesOut, d.BytesHit, d.BytesIn = avg(d.Requests), avg(d.Hits), avg(d.BytesOut), avg(d.BytesHit), avg(d.BytesIn)
 		out.Daily = append(out.Daily, d)
 	}
-	for _, k := range occKeys {
-		o := *occ[k]
-		o.Min, o.Max, o.Last = up(o.Min), up(o.Max), up(o.Last)
+	for _, key := range occKeys {
+		o := *occ[key]
+		o.Min, o.Max, o.Last = avg(o.Min), avg(o.Max), avg(o.Last)
 		out.Occupancy = append(out.Occupancy, o)
 	}
-	out.FilesCreated, out.FilesDeleted, out.BytesDeleted = up(out.FilesCreated), up(out.FilesDeleted), up(out.BytesDeleted)
-	out.Purges = int64(math.Round(float64(out.Purges) / float64(len(rs))))
-	out.FinalUsed = up(out.FinalUsed)
+	out.FilesCreated, out.FilesDeleted, out.BytesDeleted = avg(out.FilesCreated), avg(out.FilesDeleted), avg(out.BytesDeleted)
+	out.Purges = avg(out.Purges)
+	out.FinalUsed = avg(out.FinalUsed)
 	out.derive()
 	return &out
 }

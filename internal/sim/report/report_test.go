@@ -24,7 +24,7 @@ func testSweep(t *testing.T) Sweep {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := sweep.Run(context.Background(), []*trace.Trace{tr}, 1, sweep.Config{Policies: []string{"xcache", "s3fifo"}})
+	res, err := sweep.Run(context.Background(), []*trace.Trace{tr}, sweep.Config{Policies: []string{"xcache", "s3fifo"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -225,8 +225,10 @@ func WriteSweepText(w io.Writer, s Sweep) error {
 		fmt.Fprintf(w, "knee of the curve: %s (hit rate %s)\n", bytesize.Format(rec.Knee), pct(rec.KneeHitRate))
 	}
 	if sm := res.Sampling; sm != nil {
-		fmt.Fprintf(w, "sampling error: SHARDS rate %g, %d samples; one sample's hit rate spreads by up to %.2f points (1 sigma), the pooled estimate by about %.2f\n",
-			sm.Rate, sm.Samples, 100*sm.MaxStdDev, 100*sm.StandardError)
+		fmt.Fprintf(w, "sampling: SHARDS, 1 in %.0f files by hash plus the %d most read files kept whole, %d independent samples\n",
+			1/sm.Rate, sm.HeavyFiles, sm.Samples)
+		fmt.Fprintf(w, "sampling error: one sample's hit rate spreads by up to %.2f points (1 sigma); the pooled estimate's standard error is about %.2f points\n",
+			100*sm.MaxStdDev, 100*sm.StandardError)
 		if slices.ContainsFunc(res.Rows, func(r sweep.Row) bool { return r.TooSmallToSample }) {
 			fmt.Fprintf(w, "  (-: the scaled-down cache holds under 100 files, too few to replay a sample)\n")
 		}

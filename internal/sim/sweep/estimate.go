@@ -10,7 +10,7 @@ type estimate struct {
 	curves []*Curve
 }
 
-func (e *estimate) exact() bool { return len(e.curves) == 1 && e.curves[0].scale == 1 }
+func (e *estimate) exact() bool { return len(e.curves) == 1 }
 
 func (e *estimate) requests() int64 { return e.mean(func(c *Curve) int64 { return c.Requests() }) }
 

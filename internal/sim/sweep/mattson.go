@@ -27,18 +27,17 @@ import (
 // disturbing it, LRU is no longer a stack algorithm, and the sweep replays.
 type Curve struct {
 	dist     []int64 // finite stack distances, ascending
-	cumRead  []int64 // prefix sums of bytes read, in dist order (len(dist)+1)
-	cumSize  []int64 // prefix sums of file sizes, in dist order
-	finalCum []int64 // prefix sums of sizes of the final recency stack, newest first
+	cumW     []int64 // prefix sums of request weights, in dist order (len(dist)+1)
+	cumRead  []int64 // prefix sums of bytes read (weighted), in dist order
+	cumSize  []int64 // prefix sums of file sizes (weighted), in dist order
+	finalCum []int64 // prefix sums of (weighted) sizes of the final recency stack, newest first
+	finalW   []int64 // prefix sums of file weights of the final recency stack
 
-	requests  int64
+	requests  int64 // sum of request weights
 	bytesOut  int64
 	sizeAll   int64 // sum of file sizes over all requests (what an empty cache fetches)
 	maxSize   int64
 	footprint int64
-	// scale is 1/R for a SHARDS sample of rate R: capacities are scaled down
-	// and counts up by it.
-	scale float64
 }
 
 // Point is the outcome at one capacity. Rates are fractions.
@@ -60,8 +59,10 @@ type Point struct {
 // the same floor of one byte so that empty files behave like tiny ones.
 func size(s int64) int64 { return max(s, 1) }
 
-// NewCurve computes the stack distances of tr. progress, if set, is called
-// with the number of requests done. Memory: about 40 bytes per request.
+// NewCurve computes the stack distances of tr. For a SHARDS sample every
+// file counts as many files as its weight (trace.Trace.Weight), so distances,
+// counts and bytes come out for the full trace. progress, if set, is called
+// with the number of requests done. Memory: about 50 bytes per request.
 func NewCurve(ctx context.Context, tr *trace.Trace, progress func(done int)) (*Curve, error) {
 	n := tr.Len()
 	if n == 0 {
@@ -70,19 +71,21 @@ func NewCurve(ctx context.Context, tr *trace.Trace, progress func(done int)) (*C
 	if n >= math.MaxInt32 {
 		return nil, fmt.Errorf("sweep: %d requests is too many for one pass; sample with SHARDS", n)
 	}
-	c := &Curve{requests: int64(n), scale: 1}
+	c := &Curve{}
 	fen := make([]int64, n+1) // Fenwick tree, 1-based
 	last := make([]int32, tr.NumFiles())
 	for i := range last {
 		last[i] = -1
 	}
-	type rec struct{ d, r, s int64 }
+	type rec struct{ d, w, r, s int64 }
 	recs := make([]rec, 0, n)
 	var total int64 // sum of the tree: sizes of all files seen
 	files, reads, sizes := tr.File, tr.Bytes, tr.Size
 	for i, f := range files {
-		s := size(sizes[f])
-		c.bytesOut += reads[i]
+		w := tr.W(f)
+		s := size(sizes[f]) * w
+		c.requests += w
+		c.bytesOut += reads[i] * w
 		c.sizeAll += s
 		if p := last[f]; p >= 0 {
 			// Sum of positions [1, p] is everything requested before f's last request.
@@ -90,7 +93,7 @@ func NewCurve(ctx context.Context, tr *trace.Trace, progress func(done int)) (*C
 			for j := int(p); j > 0; j &= j - 1 {
 				before += fen[j]
 			}
-			recs = append(recs, rec{d: total - before, r: reads[i], s: s})
+			recs = append(recs, rec{d: total - before, w: w, r: reads[i] * w, s: s})
 			for j := int(p) + 1; j <= n; j += j & -j {
 				fen[j] -= s
 			}
@@ -110,10 +113,12 @@ func NewCurve(ctx context.Context, tr *trace.Trace, progress func(done int)) (*C
 	}
 	slices.SortFunc(recs, func(a, b rec) int { return cmpInt(a.d, b.d) })
 	c.dist = make([]int64, len(recs))
+	c.cumW = make([]int64, len(recs)+1)
 	c.cumRead = make([]int64, len(recs)+1)
 	c.cumSize = make([]int64, len(recs)+1)
 	for i, r := range recs {
 		c.dist[i] = r.d
+		c.cumW[i+1] = c.cumW[i] + r.w
 		c.cumRead[i+1] = c.cumRead[i] + r.r
 		c.cumSize[i+1] = c.cumSize[i] + r.s
 	}
@@ -126,12 +131,16 @@ func NewCurve(ctx context.Context, tr *trace.Trace, progress func(done int)) (*C
 	}
 	slices.SortFunc(order, func(a, b int32) int { return cmpInt(int64(b), int64(a)) })
 	c.finalCum = make([]int64, len(order)+1)
+	c.finalW = make([]int64, len(order)+1)
 	for i, p := range order {
-		c.finalCum[i+1] = c.finalCum[i] + size(sizes[files[p]])
+		f := files[p]
+		c.finalCum[i+1] = c.finalCum[i] + size(sizes[f])*tr.W(f)
+		c.finalW[i+1] = c.finalW[i] + tr.W(f)
 	}
-	for _, s := range sizes {
-		c.maxSize = max(c.maxSize, size(s))
-		c.footprint += size(s)
+	for f, s := range sizes {
+		ws := size(s) * tr.W(uint32(f))
+		c.maxSize = max(c.maxSize, ws)
+		c.footprint += ws
 	}
 	if progress != nil {
 		progress(n)
@@ -149,76 +158,59 @@ func cmpInt(a, b int64) int {
 	return 0
 }
 
-// Scaled returns the curve of a SHARDS sample taken at rate (0 < rate <= 1)
-// expressed for the full trace: capacities divided and counts multiplied by it.
-func (c *Curve) Scaled(rate float64) *Curve {
-	d := *c
-	d.scale = 1 / rate
-	return &d
-}
-
-// MinCapacity is the smallest capacity At answers exactly: the largest file.
-func (c *Curve) MinCapacity() int64 { return int64(math.Ceil(float64(c.maxSize) * c.scale)) }
+// MinCapacity is the smallest capacity At answers exactly: the largest file
+// (in a sample, times its weight).
+func (c *Curve) MinCapacity() int64 { return c.maxSize }
 
 // Footprint is the total size of distinct files: beyond it nothing changes.
-func (c *Curve) Footprint() int64 { return int64(float64(c.footprint) * c.scale) }
+func (c *Curve) Footprint() int64 { return c.footprint }
 
-// Requests returns the number of requests (scaled for a sample).
-func (c *Curve) Requests() int64 { return c.up(c.requests) }
+// Requests returns the number of requests (estimated, for a sample).
+func (c *Curve) Requests() int64 { return c.requests }
 
 // ColdMisses returns the requests that miss in any cache (first requests).
-func (c *Curve) ColdMisses() int64 { return c.up(c.requests - int64(len(c.dist))) }
-
-func (c *Curve) up(v int64) int64 { return int64(math.Round(float64(v) * c.scale)) }
+func (c *Curve) ColdMisses() int64 { return c.requests - c.cumW[len(c.dist)] }
 
 // Infinite returns the outcome of a cache that never evicts.
 func (c *Curve) Infinite() Point { return c.at(math.MaxInt64, len(c.dist)) }
 
-// hitsAt returns how many requests hit at capacity capa (in sample units).
+// hitsAt returns how many distances are at most capa.
 func (c *Curve) hitsAt(capa int64) int {
 	return sort.Search(len(c.dist), func(i int) bool { return c.dist[i] > capa })
 }
 
 // At returns the LRU outcome at capacity capa; exact for capa >= MinCapacity.
 func (c *Curve) At(capa int64) Point {
-	inner := capa
-	if c.scale != 1 {
-		inner = int64(float64(capa) / c.scale)
-	}
-	p := c.at(inner, c.hitsAt(inner))
+	p := c.at(capa, c.hitsAt(capa))
 	p.Capacity = capa
 	return p
 }
 
-func (c *Curve) at(inner int64, k int) Point {
-	hits := int64(k)
-	p := Point{Capacity: inner, Requests: c.requests, Hits: hits, BytesOut: c.bytesOut, BytesHit: c.cumRead[k]}
+func (c *Curve) at(capa int64, k int) Point {
+	hits := c.cumW[k]
+	p := Point{Capacity: capa, Requests: c.requests, Hits: hits, BytesOut: c.bytesOut, BytesHit: c.cumRead[k]}
 	p.BytesIn = c.sizeAll - c.cumSize[k]
 	p.FilesCreated = c.requests - hits
-	resident := int64(sort.Search(len(c.finalCum)-1, func(i int) bool { return c.finalCum[i+1] > inner }))
-	p.FilesDeleted = p.FilesCreated - resident
+	files := sort.Search(len(c.finalCum)-1, func(i int) bool { return c.finalCum[i+1] > capa })
+	p.FilesDeleted = p.FilesCreated - c.finalW[files]
 	p.HitRate = float64(hits) / float64(c.requests)
 	p.ByteHitRate = ratio(p.BytesHit, p.BytesOut)
 	p.OutInRatio = ratio(p.BytesOut, p.BytesIn)
-	if c.scale != 1 {
-		p.Requests, p.Hits, p.BytesOut, p.BytesHit = c.up(p.Requests), c.up(p.Hits), c.up(p.BytesOut), c.up(p.BytesHit)
-		p.BytesIn, p.FilesCreated, p.FilesDeleted = c.up(p.BytesIn), c.up(p.FilesCreated), c.up(p.FilesDeleted)
-	}
 	return p
 }
 
 // SmallestFor returns the smallest capacity whose LRU hit rate reaches rate,
 // exactly (a stack distance), and whether any capacity does.
 func (c *Curve) SmallestFor(rate float64) (int64, bool) {
-	k := int(math.Ceil(rate*float64(c.requests) - 1e-9))
-	if k > len(c.dist) {
+	need := int64(math.Ceil(rate*float64(c.requests) - 1e-9))
+	if need > c.cumW[len(c.dist)] {
 		return 0, false
 	}
-	if k <= 0 {
+	if need <= 0 {
 		return c.MinCapacity(), true
 	}
-	capa := int64(math.Ceil(float64(c.dist[k-1]) * c.scale))
-	return max(capa, c.MinCapacity()), true
+	k := sort.Search(len(c.dist), func(i int) bool { return c.cumW[i+1] >= need })
+	return max(c.dist[k], c.MinCapacity()), true
 }
 
 // Knee returns the capacity where the hit-rate curve (linear axes, from
@@ -227,22 +219,23 @@ func (c *Curve) SmallestFor(rate float64) (int64, bool) {
 func (c *Curve) Knee() (int64, float64) {
 	lo, hi := c.maxSize, c.footprint
 	k0 := c.hitsAt(lo)
-	y0, y1 := float64(k0), float64(len(c.dist))
+	y0, y1 := float64(c.cumW[k0]), float64(c.cumW[len(c.dist)])
 	if hi <= lo || y1 <= y0 {
-		return c.MinCapacity(), float64(k0) / float64(c.requests)
+		return c.MinCapacity(), y0 / float64(c.requests)
 	}
-	best, bestK, bestD := -1.0, k0, lo
+	best, bestY, bestD := -1.0, y0, lo
 	for k := k0; k < len(c.dist); k++ {
 		d := c.dist[k]
 		if k+1 < len(c.dist) && c.dist[k+1] == d {
 			continue // evaluate each distinct distance once, with all its hits
 		}
-		score := (float64(k+1)-y0)/(y1-y0) - float64(d-lo)/float64(hi-lo)
+		y := float64(c.cumW[k+1])
+		score := (y-y0)/(y1-y0) - float64(d-lo)/float64(hi-lo)
 		if score > best {
-			best, bestK, bestD = score, k+1, d
+			best, bestY, bestD = score, y, d
 		}
 	}
-	return int64(math.Ceil(float64(bestD) * c.scale)), float64(bestK) / float64(c.requests)
+	return bestD, bestY / float64(c.requests)
 }
 
 func ratio(a, b int64) float64 {

@@ -115,11 +115,10 @@ func TestShardsEstimate(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, _ := trace.NewSampler(0.1, 1)
-	smp, err := NewCurve(context.Background(), trace.Sample(tr, s), nil)
+	est, err := NewCurve(context.Background(), trace.Sample(tr, s), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	est := smp.Scaled(0.1)
 	for _, f := range []float64{0.05, 0.1, 0.2, 0.4} {
 		capa := int64(f * float64(full.Footprint()))
 		a, b := full.At(capa).HitRate, est.At(capa).HitRate

@@ -134,6 +134,27 @@ type Sampling struct {
 	// samples, whose standard error is MaxStdDev / sqrt(Samples).
 	MaxStdDev     float64 `json:"max_hit_rate_stddev"`
 	StandardError float64 `json:"hit_rate_standard_error"`
+	// HeavyFiles is the number of heavy hitters kept whole in every sample.
+	HeavyFiles int `json:"heavy_files"`
+}
+
+func estFiles(samples []*trace.Trace) int64 {
+	var sum int64
+	for _, s := range samples {
+		_, f := s.Estimated()
+		sum += f
+	}
+	return sum / int64(len(samples))
+}
+
+func heavyFiles(tr *trace.Trace) int {
+	n := 0
+	for _, w := range tr.Weight {
+		if w == 1 && tr.Scale > 1 {
+			n++
+		}
+	}
+	return n
 }
 
 // Result is a sweep's outcome.
@@ -159,15 +180,22 @@ type Result struct {
 	Recommended *replay.Result `json:"recommended"`
 }
 
-// Run sweeps a trace. samples holds either the whole trace (rate 1) or
-// several independent SHARDS samples of it taken at rate.
-func Run(ctx context.Context, samples []*trace.Trace, rate float64, cfg Config) (*Result, error) {
+// Run sweeps a trace. samples holds either the whole trace or several
+// independent SHARDS samples of it (trace.Samples, trace.ReadFileSampled).
+func Run(ctx context.Context, samples []*trace.Trace, cfg Config) (*Result, error) {
 	if len(samples) == 0 || samples[0].Len() == 0 {
 		return nil, errors.New("sweep: empty trace")
 	}
-	if !(rate > 0 && rate <= 1) || (rate == 1 && len(samples) != 1) {
-		return nil, fmt.Errorf("sweep: sampling rate %g with %d samples", rate, len(samples))
+	m := samples[0].M()
+	for _, s := range samples {
+		if s.M() != m {
+			return nil, errors.New("sweep: samples taken at different rates")
+		}
 	}
+	if m == 1 && len(samples) != 1 {
+		return nil, fmt.Errorf("sweep: %d full traces; want one, or SHARDS samples", len(samples))
+	}
+	sampled := m > 1
 	c := cfg
 	if c.Within == 0 {
 		c.Within = defaultWithin
@@ -197,16 +225,13 @@ func Run(ctx context.Context, samples []*trace.Trace, rate float64, cfg Config) 
 		if err != nil {
 			return nil, err
 		}
-		if rate < 1 {
-			cv = cv.Scaled(rate)
-		}
 		curves[i] = cv
 	}
 	est := &estimate{curves: curves}
 	res := &Result{
 		Mode:          "whole-file",
 		Requests:      est.requests(),
-		Files:         int64(math.Round(float64(samples[0].NumFiles()) / rate)),
+		Files:         estFiles(samples),
 		Days:          samples[0].Days(),
 		BytesOut:      est.infinite().BytesOut,
 		Footprint:     est.footprint(),
@@ -226,7 +251,7 @@ func Run(ctx context.Context, samples []*trace.Trace, rate float64, cfg Config) 
 	sizes = slices.Clone(sizes)
 	slices.Sort(sizes)
 	sizes = slices.Compact(sizes)
-	if rate < 1 && sizes[0] < res.MaxFileSize {
+	if sampled && sizes[0] < res.MaxFileSize {
 		return nil, fmt.Errorf("sweep: size %d is below the largest file scaled by the sampling rate (%d); sample less or drop small sizes", sizes[0], res.MaxFileSize)
 	}
 
@@ -275,7 +300,7 @@ func Run(ctx context.Context, samples []*trace.Trace, rate float64, cfg Config) 
 	// few files, it would be too coarse to mean anything.
 	minSampled := int64(minSampledFiles * float64(res.Footprint) / float64(max(1, res.Files)))
 	for i, row := range res.Rows {
-		if rate < 1 && row.Capacity < minSampled {
+		if sampled && row.Capacity < minSampled {
 			res.Rows[i].TooSmallToSample = true
 			continue
 		}
@@ -293,7 +318,7 @@ func Run(ctx context.Context, samples []*trace.Trace, rate float64, cfg Config) 
 	} else {
 		jobs = append(jobs, job{recommended, "xcache", rec.XCacheCapacity})
 	}
-	merged, spread, err := runJobs(ctx, samples, rate, len(jobs), c, func(j int) (string, int64) { return jobs[j].name, jobs[j].capa })
+	merged, spread, err := runJobs(ctx, samples, len(jobs), c, func(j int) (string, int64) { return jobs[j].name, jobs[j].capa })
 	if err != nil {
 		return nil, err
 	}
@@ -329,8 +354,8 @@ func Run(ctx context.Context, samples []*trace.Trace, rate float64, cfg Config) 
 		blockRecommendation(res, &rec)
 	}
 	res.Recommendation = rec
-	if rate < 1 {
-		s := &Sampling{Rate: rate, Samples: len(samples)}
+	if sampled {
+		s := &Sampling{Rate: 1 / float64(m), Samples: len(samples), HeavyFiles: heavyFiles(samples[0])}
 		for _, r := range res.Rows {
 			s.MaxStdDev = max(s.MaxStdDev, r.LRUStdDev)
 			for _, p := range r.Policies {
@@ -453,7 +478,7 @@ func logSpace(lo, hi int64, n int) []int64 {
 // runJobs replays n jobs (policy name and full-trace capacity) on every
 // sample, in parallel, and returns per job the merged estimate and the spread
 // of the samples' hit rates.
-func runJobs(ctx context.Context, samples []*trace.Trace, rate float64, n int, c Config,
+func runJobs(ctx context.Context, samples []*trace.Trace, n int, c Config,
 	job func(int) (string, int64)) ([]*replay.Result, []float64, error) {
 	k := len(samples)
 	// Shared occupancy grid so that Merge can add the samples' series up.
@@ -484,7 +509,7 @@ func runJobs(ctx context.Context, samples []*trace.Trace, rate float64, n int, c
 				name, capa := job(j)
 				pc := c.Policy
 				pc.Name = name
-				pc.Capacity = max(1, scale(capa, rate)) // a SHARDS sample is a scaled-down cache
+				pc.Capacity = max(1, capa/samples[si].M()) // a SHARDS sample is a scaled-down cache
 				if name == "opt" {
 					pc.Next = nextUse[si]()
 				}
@@ -518,7 +543,7 @@ func runJobs(ctx context.Context, samples []*trace.Trace, rate float64, n int, c
 	spread := make([]float64, n)
 	for j := range n {
 		rs := results[j*k : (j+1)*k]
-		merged[j] = replay.Merge(rs, rate)
+		merged[j] = replay.Merge(rs)
 		if k > 1 {
 			var mean, ss float64
 			for _, r := range rs {

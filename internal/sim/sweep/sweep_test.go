@@ -25,7 +25,7 @@ func genTrace(t testing.TB, accesses int) *trace.Trace {
 func TestSweepExact(t *testing.T) {
 	tr := genTrace(t, 40000)
 	var progressed atomic.Int64
-	res, err := Run(context.Background(), []*trace.Trace{tr}, 1, Config{
+	res, err := Run(context.Background(), []*trace.Trace{tr}, Config{
 		Policies: []string{"xcache", "lru", "opt", "infinite"},
 		// A purge check after every request makes the watermark band exact.
 		Policy:   policy.Config{PurgeInterval: -1},
@@ -76,7 +76,7 @@ func TestSweepExact(t *testing.T) {
 
 func TestSweepBelowLargestFileReplays(t *testing.T) {
 	tr := genTrace(t, 5000)
-	res, err := Run(context.Background(), []*trace.Trace{tr}, 1, Config{Sizes: []int64{2e9, 100e12}})
+	res, err := Run(context.Background(), []*trace.Trace{tr}, Config{Sizes: []int64{2e9, 100e12}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestSweepBelowLargestFileReplays(t *testing.T) {
 
 func TestSweepBlockMode(t *testing.T) {
 	tr := genTrace(t, 20000)
-	res, err := Run(context.Background(), []*trace.Trace{tr}, 1, Config{Block: true, BlockSize: 1 << 20})
+	res, err := Run(context.Background(), []*trace.Trace{tr}, Config{Block: true, BlockSize: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,14 +109,13 @@ func TestSweepBlockMode(t *testing.T) {
 
 func TestSweepShards(t *testing.T) {
 	tr := genTrace(t, 200000)
-	exact, err := Run(context.Background(), []*trace.Trace{tr}, 1, Config{Policies: []string{"xcache"}})
+	exact, err := Run(context.Background(), []*trace.Trace{tr}, Config{Policies: []string{"xcache"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var samples []*trace.Trace
-	for seed := range 4 {
-		s, _ := trace.NewSampler(0.1, uint64(seed))
-		samples = append(samples, trace.Sample(tr, s))
+	samples, err := trace.Samples(tr, 0.1, []uint64{1, 2, 3, 4}, 0.25)
+	if err != nil {
+		t.Fatal(err)
 	}
 	// Sizes well above the scaled largest file, where SHARDS is meaningful.
 	var sizes []int64
@@ -125,7 +124,7 @@ func TestSweepShards(t *testing.T) {
 			sizes = append(sizes, r.Capacity)
 		}
 	}
-	est, err := Run(context.Background(), samples, 0.1, Config{Sizes: sizes})
+	est, err := Run(context.Background(), samples, Config{Sizes: sizes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +164,7 @@ func TestSweepCancel(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Nanosecond)
 	defer cancel()
 	<-ctx.Done()
-	if _, err := Run(ctx, []*trace.Trace{genTrace(t, 100000)}, 1, Config{Policies: []string{"all"}}); err == nil {
+	if _, err := Run(ctx, []*trace.Trace{genTrace(t, 100000)}, Config{Policies: []string{"all"}}); err == nil {
 		t.Error("cancelled sweep returned no error")
 	}
 }
@@ -174,5 +173,46 @@ func TestAutoSizes(t *testing.T) {
 	got := autoSizes(5e9, 3.7e15)
 	if len(got) != maxAutoSizes || got[len(got)-1] != 5e15 || !slices.IsSorted(got) {
 		t.Errorf("autoSizes = %v", got)
+	}
+}
+
+// TestShardsHeavyStratum: on a skewed CMS-like trace (Zipf 0.9: the most read
+// file has thousands of reads), keeping the heavy hitters whole cuts the
+// spread of the samples' hit rates several-fold.
+func TestShardsHeavyStratum(t *testing.T) {
+	tr, err := gen.Generate(gen.Config{Seed: 3, Accesses: 300000, Days: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exact, err := NewCurve(context.Background(), tr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	capa := exact.Footprint() / 20
+	spread := func(heavy float64) (float64, float64) {
+		samples, err := trace.Samples(tr, 0.05, []uint64{1, 2, 3, 4, 5, 6}, heavy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var curves []*Curve
+		for _, s := range samples {
+			c, err := NewCurve(context.Background(), s, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			curves = append(curves, c)
+		}
+		p, sd := (&estimate{curves: curves}).atSD(capa)
+		return p.HitRate, sd
+	}
+	plain, plainSD := spread(0)
+	strat, stratSD := spread(0.25)
+	want := exact.At(capa).HitRate
+	t.Logf("exact %.4f; uniform SHARDS %.4f±%.4f; stratified %.4f±%.4f", want, plain, plainSD, strat, stratSD)
+	if stratSD*3 > plainSD {
+		t.Errorf("heavy stratum spread %.4f not well below uniform %.4f", stratSD, plainSD)
+	}
+	if math.Abs(strat-want) > 3*stratSD+0.005 {
+		t.Errorf("stratified estimate %.4f±%.4f, exact %.4f", strat, stratSD, want)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -127,17 +128,19 @@ func cmpOr(s, def string) string {
 
 // ReadFile reads the trace in the named file (gzip-compressed or not).
 func ReadFile(path string, opt Options) (*Trace, error) {
-	trs, err := readFile(path, opt, nil)
+	trs, err := readFile(path, opt, nil, nil)
 	if err != nil {
 		return nil, err
 	}
 	return trs[0], nil
 }
 
-// ReadFileSampled reads the named file once and returns one SHARDS sample per
-// seed: each keeps the accesses of the files whose salted key hash falls under
-// rate (0 < rate <= 1). Only sampled files are interned, so memory shrinks with rate.
-func ReadFileSampled(path string, opt Options, rate float64, seeds []uint64) ([]*Trace, error) {
+// ReadFileSampled returns one stratified SHARDS sample of the named file per
+// seed (see Sampler), at rate. It reads the file twice: first to find the
+// heaviest files with bounded memory (up to heavyShare of the accesses; 0
+// disables the heavy stratum), then to keep the sampled files' accesses. Only
+// sampled files are interned, so memory shrinks with rate.
+func ReadFileSampled(path string, opt Options, rate float64, seeds []uint64, heavyShare float64) ([]*Trace, error) {
 	samplers := make([]Sampler, len(seeds))
 	for i, s := range seeds {
 		sp, err := NewSampler(rate, s)
@@ -146,16 +149,28 @@ func ReadFileSampled(path string, opt Options, rate float64, seeds []uint64) ([]
 		}
 		samplers[i] = sp
 	}
-	return readFile(path, opt, samplers)
+	if heavyShare > 0 {
+		ss := newSpaceSaving(1 << 16) // counts off by at most accesses/65536
+		count := opt
+		count.Progress = nil
+		if _, err := readFile(path, count, nil, ss); err != nil {
+			return nil, err
+		}
+		for i := range samplers {
+			heavy := pickHeavy(slices.Clone(ss.heap), ss.total, heavyShare, samplers[i].Scale())
+			samplers[i] = samplers[i].WithHeavy(heavy)
+		}
+	}
+	return readFile(path, opt, samplers, nil)
 }
 
-func readFile(path string, opt Options, samplers []Sampler) ([]*Trace, error) {
+func readFile(path string, opt Options, samplers []Sampler, counter *spaceSaving) ([]*Trace, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read trace: %w", err)
 	}
 	defer f.Close()
-	trs, err := read(f, opt, samplers)
+	trs, err := read(f, opt, samplers, counter)
 	if err != nil {
 		return nil, fmt.Errorf("read trace %s: %w", path, err)
 	}
@@ -164,7 +179,7 @@ func readFile(path string, opt Options, samplers []Sampler) ([]*Trace, error) {
 
 // Read reads a trace from r (gzip-compressed or not).
 func Read(r io.Reader, opt Options) (*Trace, error) {
-	trs, err := read(r, opt, nil)
+	trs, err := read(r, opt, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +210,9 @@ type lineParser interface {
 	parse(line []byte) (key []byte, t, size, bytes int64, skip bool, err error)
 }
 
-func read(r io.Reader, opt Options, samplers []Sampler) ([]*Trace, error) {
+// read parses r. With samplers it builds one weighted sample per sampler;
+// with counter it only counts the files' key hashes; else it builds the trace.
+func read(r io.Reader, opt Options, samplers []Sampler, counter *spaceSaving) ([]*Trace, error) {
 	opt.ensureDefaults()
 	cr := &countingReader{r: r, progress: opt.Progress}
 	br := bufio.NewReaderSize(cr, 256<<10)
@@ -214,6 +231,9 @@ func read(r io.Reader, opt Options, samplers []Sampler) ([]*Trace, error) {
 	info := ReadInfo{Format: format, SampleRate: 1}
 	if len(samplers) > 0 {
 		info.SampleRate = samplers[0].Rate()
+	}
+	if counter != nil {
+		samplers = nil
 	}
 	var p lineParser
 	switch format {
@@ -287,16 +307,19 @@ func read(r io.Reader, opt Options, samplers []Sampler) ([]*Trace, error) {
 					info.Skipped++
 				default:
 					info.Accesses++
-					if len(samplers) == 0 {
+					switch {
+					case counter != nil:
+						counter.add(KeyHash(key))
+					case len(samplers) == 0:
 						if builders[0].Add(key, t, size, nbytes) {
 							info.SizeConflicts++
 						}
-						break
-					}
-					h := KeyHash(key)
-					for i, s := range samplers {
-						if s.Keep(h) && builders[i].Add(key, t, size, nbytes) {
-							info.SizeConflicts++
+					default:
+						h := KeyHash(key)
+						for i, s := range samplers {
+							if w := s.Weight(h); w > 0 && builders[i].AddWeighted(key, t, size, nbytes, w) {
+								info.SizeConflicts++
+							}
 						}
 					}
 				}
@@ -322,6 +345,12 @@ func read(r io.Reader, opt Options, samplers []Sampler) ([]*Trace, error) {
 	for i, b := range builders {
 		out[i] = b.Finish()
 		out[i].Info = info
+		if len(samplers) > 0 {
+			out[i].Scale = samplers[i].Scale()
+			if out[i].Weight == nil {
+				out[i].Weight = []int32{}
+			}
+		}
 	}
 	return out, nil
 }

@@ -25,8 +25,41 @@ type Trace struct {
 	Size []int64
 	// Name is the key of each file: origin and path as one URL-like string.
 	Name []string
+	// Weight is set for a SHARDS sample: how many files of the full trace each
+	// kept file stands for (Scale for a file sampled by hash, 1 for a heavy
+	// hitter kept whole). Nil for a full trace: every weight is 1.
+	Weight []int32
+	// Scale is the sampling divisor M of a SHARDS sample (rate 1/M); 0 or 1
+	// for a full trace.
+	Scale int32
 	// Info describes what the reader saw (lines, bad lines, format).
 	Info ReadInfo
+}
+
+// W returns the weight of file id (1 in a full trace).
+func (t *Trace) W(id uint32) int64 {
+	if t.Weight == nil {
+		return 1
+	}
+	return int64(t.Weight[id])
+}
+
+// M returns the sampling divisor: 1 for a full trace.
+func (t *Trace) M() int64 { return max(1, int64(t.Scale)) }
+
+// Estimated returns the estimated accesses and files of the full trace a
+// sample stands for (the exact counts for a full trace).
+func (t *Trace) Estimated() (accesses, files int64) {
+	if t.Weight == nil {
+		return int64(t.Len()), int64(t.NumFiles())
+	}
+	for _, f := range t.File {
+		accesses += int64(t.Weight[f])
+	}
+	for _, w := range t.Weight {
+		files += int64(w)
+	}
+	return accesses, files
 }
 
 // Len returns the number of accesses.
@@ -115,6 +148,8 @@ type Builder struct {
 	tr     Trace
 	sorted bool
 	last   int64
+	// weight is the weight of the file being added (AddWeighted).
+	weight int32
 }
 
 // NewBuilder returns an empty Builder.
@@ -143,7 +178,17 @@ func (b *Builder) intern(key []byte, size int64) (uint32, bool) {
 	}
 	b.tr.Size = append(b.tr.Size, size)
 	b.tr.Name = append(b.tr.Name, name)
+	if b.weight > 0 {
+		b.tr.Weight = append(b.tr.Weight, b.weight)
+	}
 	return id, true
+}
+
+// AddWeighted is Add for a SHARDS sample: a new file gets weight w. All
+// files of a Builder must be added either with Add or with AddWeighted.
+func (b *Builder) AddWeighted(key []byte, t, size, bytes int64, w int32) (sizeConflict bool) {
+	b.weight = w
+	return b.Add(key, t, size, bytes)
 }
 
 // Add appends one access of bytes bytes to the file named key of size size at

@@ -5,6 +5,8 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"errors"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -264,5 +266,53 @@ func TestReadGStreamPackets(t *testing.T) {
 	}
 	if tr.NumFiles() != 1 || tr.Bytes[1] != 10 {
 		t.Errorf("files %d bytes %v", tr.NumFiles(), tr.Bytes)
+	}
+}
+
+// TestReadFileSampledHeavy: the first pass finds the most read file, which
+// every sample keeps whole with weight 1; other files carry weight M.
+func TestReadFileSampledHeavy(t *testing.T) {
+	var sb strings.Builder
+	sb.WriteString("time,path,size\n")
+	for i := range 20000 {
+		path := "/hot"
+		if i%4 != 0 {
+			path = "/f" + itoa(int64(i))
+		}
+		sb.WriteString(itoa(int64(1700000000+i)) + "," + path + ",100\n")
+	}
+	path := t.TempDir() + "/t.csv"
+	if err := os.WriteFile(path, []byte(sb.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	trs, err := ReadFileSampled(path, Options{}, 0.1, []uint64{1, 2, 3}, 0.3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tr := range trs {
+		hot := slices.Index(tr.Name, "/hot")
+		if hot < 0 || tr.Weight[hot] != 1 || tr.Scale != 10 {
+			t.Fatalf("sample %d: /hot at %d, scale %d", i, hot, tr.Scale)
+		}
+		acc, files := tr.Estimated()
+		if acc < 15000 || acc > 25000 || files < 10000 || files > 20000 {
+			t.Errorf("sample %d estimates %d accesses of %d files, want about 20000 of 15001", i, acc, files)
+		}
+		for id, w := range tr.Weight {
+			if id != hot && w != 10 {
+				t.Fatalf("sample %d: %s has weight %d", i, tr.Name[id], w)
+			}
+		}
+	}
+	// Without the heavy stratum /hot is in a sample only by chance.
+	trs, _ = ReadFileSampled(path, Options{}, 0.1, []uint64{1, 2, 3, 4, 5, 6, 7, 8}, 0)
+	n := 0
+	for _, tr := range trs {
+		if slices.Contains(tr.Name, "/hot") {
+			n++
+		}
+	}
+	if n == 8 {
+		t.Error("/hot in every uniform sample")
 	}
 }
