@@ -29,6 +29,13 @@ type Request struct {
 	User string
 	// Protocol is "root", "roots", "http" or "https".
 	Protocol string
+	// NoFetch forbids contacting the origin for file data on this
+	// request's behalf: the client may read what the cache already holds
+	// (and join a download another client started) but not start one. The
+	// authorizer sets it for clients that may read but not trigger a
+	// download; a read that would need one fails with an error wrapping
+	// ErrForbidden. Metadata (stat, list, checksum) is not affected.
+	NoFetch bool
 }
 
 // String renders the request for error messages.

@@ -201,6 +201,14 @@ func (c *Cache) key(ctx context.Context, req backend.Request) (origin.Origin, Ke
 	return o, Key{Origin: o.String(), Path: pp}, d, nil
 }
 
+// ErrNotCached is wrapped (with backend.ErrForbidden) by reads refused
+// because they need the origin and the request has NoFetch set.
+var ErrNotCached = errors.New("cache: not cached")
+
+func notCached(k Key, why string) error {
+	return fmt.Errorf("%s is not in the cache (%s) and this client may only read cached data: %w: %w", k, why, ErrNotCached, backend.ErrForbidden)
+}
+
 // cleanPath returns the canonical absolute form of p, refusing what could
 // escape the namespace.
 func cleanPath(p string) (string, error) {
@@ -295,13 +303,17 @@ func (c *Cache) Open(ctx context.Context, req backend.Request) (backend.File, er
 		return nil, err
 	}
 	if d.Action == policy.PassThrough {
+		if req.NoFetch {
+			c.stats.OpenErrors.Add(1)
+			return nil, notCached(k, "it is served from the origin without caching")
+		}
 		f, err := c.openPassThrough(ctx, o, k, req)
 		if err != nil {
 			c.stats.OpenErrors.Add(1)
 		}
 		return f, err
 	}
-	e, err := c.acquire(ctx, o, k, d.Mutable)
+	e, err := c.acquire(ctx, o, k, d.Mutable, req.NoFetch)
 	if err != nil {
 		c.stats.OpenErrors.Add(1)
 		return nil, err
@@ -310,7 +322,9 @@ func (c *Cache) Open(ctx context.Context, req backend.Request) (backend.File, er
 }
 
 // acquire returns the initialised entry for k with a reference taken.
-func (c *Cache) acquire(ctx context.Context, o origin.Origin, k Key, revalidate bool) (*entry, error) {
+// With noFetch, a file that is not in the cache is not created (see
+// backend.Request.NoFetch).
+func (c *Cache) acquire(ctx context.Context, o origin.Origin, k Key, revalidate, noFetch bool) (*entry, error) {
 	for {
 		c.mu.Lock()
 		if ch, ok := c.closing[k]; ok {
@@ -329,7 +343,7 @@ func (c *Cache) acquire(ctx context.Context, o origin.Origin, k Key, revalidate 
 		}
 		e.refs++
 		c.mu.Unlock()
-		if err := e.init(ctx, revalidate); err != nil {
+		if err := e.init(ctx, revalidate, noFetch); err != nil {
 			c.release(e, sidecar.Access{}, false)
 			return nil, err
 		}

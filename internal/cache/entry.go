@@ -88,8 +88,9 @@ func (e *entry) initialized() bool {
 }
 
 // init loads the sidecar or creates the file from the origin. Concurrent
-// callers wait; if one fails, the next caller tries again.
-func (e *entry) init(ctx context.Context, revalidate bool) error {
+// callers wait; if one fails, the next caller tries again. With noFetch it
+// fails instead of creating the file.
+func (e *entry) init(ctx context.Context, revalidate, noFetch bool) error {
 	select {
 	case e.initCh <- struct{}{}:
 	case <-ctx.Done():
@@ -126,6 +127,12 @@ func (e *entry) init(ctx context.Context, revalidate bool) error {
 	if side != nil && revalidate && !e.stillCurrent(ctx, side) {
 		c.stats.Revalidations.Add(1)
 		side = nil // the origin's file changed: fetch it again
+	}
+	if side == nil && noFetch {
+		if data != nil {
+			data.Close()
+		}
+		return notCached(e.key, "no cached copy")
 	}
 	if side == nil {
 		octx, cancel := context.WithTimeout(ctx, c.cfg.OriginTimeout)
@@ -443,7 +450,9 @@ func (e *entry) stream(ctx context.Context, h *handle, off, n int64, fn func([]b
 				_, l := e.blockRange(int(segEnd / bs))
 				segEnd = min(end, segEnd+l)
 			}
-			e.schedulePrefetchLocked(int((segEnd - 1) / bs))
+			if !h.req.NoFetch {
+				e.schedulePrefetchLocked(int((segEnd - 1) / bs))
+			}
 			e.mu.Unlock()
 			k, err := e.readData(pos, segEnd-pos, fn)
 			done += k
@@ -456,6 +465,12 @@ func (e *entry) stream(ctx context.Context, h *handle, off, n int64, fn func([]b
 			continue
 		}
 		f := e.fetches[b]
+		if (f == nil || f.failed.Load() != nil) && h.req.NoFetch {
+			// Joining another client's download is fine; starting one is
+			// not.
+			e.mu.Unlock()
+			return done, notCached(e.key, fmt.Sprintf("block %d is missing", b))
+		}
 		if f == nil || f.failed.Load() != nil {
 			// A fetch whose failure is not yet unregistered must not be
 			// joined: this reader starts a new one (takes the turn).
@@ -470,7 +485,9 @@ func (e *entry) stream(ctx context.Context, h *handle, off, n int64, fn func([]b
 		for i := range held {
 			held[i] = f.hold(first + i)
 		}
-		e.schedulePrefetchLocked(b)
+		if !h.req.NoFetch {
+			e.schedulePrefetchLocked(b)
+		}
 		e.mu.Unlock()
 
 		k, err := e.streamFromFetch(ctx, h, f, pos, segEnd, held, fn)

@@ -1,0 +1,85 @@
+package cache
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/hepcache/hepcache/internal/backend"
+	"github.com/hepcache/hepcache/origin"
+)
+
+// TestNoFetch: a request that may only read cached data never makes the
+// cache contact the origin for data: not for a file it does not hold, not
+// for the missing blocks of a partial file, and not through prefetch; it
+// reads what is cached.
+func TestNoFetch(t *testing.T) {
+	ctx := context.Background()
+	m := origin.NewMem("mem://o")
+	data := randomData(21, 40*testBlock)
+	m.Put("/f", data, time.Now())
+	m.Put("/g", data[:testBlock], time.Now())
+	c := newTestCache(t, t.TempDir(), m, func(c *Config) { c.Prefetch = 4 })
+	ro := backend.Request{Path: "/f", NoFetch: true}
+
+	// Not cached at all: refused before the origin is asked.
+	if _, err := c.Open(ctx, ro); !errors.Is(err, backend.ErrForbidden) || !errors.Is(err, ErrNotCached) {
+		t.Fatalf("open of an uncached file with NoFetch: %v", err)
+	}
+	if n := m.Reads.Load(); n != 0 {
+		t.Fatalf("origin saw %d reads", n)
+	}
+
+	// A client that may fetch reads the first two blocks; its prefetch
+	// (at most 4 blocks) stops when it closes.
+	f, err := c.Open(ctx, backend.Request{Path: "/f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 2*testBlock)
+	if _, err := f.ReadAt(ctx, buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	waitIdle(t, c)
+	before := m.BytesRead.Load()
+
+	// Partial file: cached blocks are served, a missing block is refused,
+	// and nothing is prefetched for the NoFetch reader.
+	rf, err := c.Open(ctx, ro)
+	if err != nil {
+		t.Fatalf("open of a partial file with NoFetch: %v", err)
+	}
+	got := make([]byte, testBlock)
+	if _, err := rf.ReadAt(ctx, got, testBlock); err != nil || !bytes.Equal(got, data[testBlock:2*testBlock]) {
+		t.Fatalf("cached block: %v", err)
+	}
+	present := c.files[Key{Origin: "mem://o", Path: "/f"}].present.Count()
+	_, err = rf.ReadAt(ctx, got, 30*testBlock)
+	if !errors.Is(err, backend.ErrForbidden) {
+		t.Fatalf("missing block with NoFetch: %v", err)
+	}
+	rf.Close()
+	waitIdle(t, c)
+	if after := m.BytesRead.Load(); after != before {
+		t.Fatalf("NoFetch reader made the origin send %d bytes", after-before)
+	}
+	if present < 2 {
+		t.Fatalf("expected the two cached blocks present, have %d", present)
+	}
+
+	// Once complete, NoFetch reads everything.
+	readAllVia(t, c, "/f")
+	waitIdle(t, c)
+	rf, err = c.Open(ctx, ro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := make([]byte, len(data))
+	if _, err := rf.ReadAt(ctx, all, 0); err != nil || !bytes.Equal(all, data) {
+		t.Fatalf("complete file with NoFetch: %v", err)
+	}
+	rf.Close()
+}
