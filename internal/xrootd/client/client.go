@@ -369,6 +369,10 @@ func (c *Client) Dirlist(ctx context.Context, addr, path string, withStat bool) 
 	return entries, nil
 }
 
+// ErrOtherAlgorithm reports a checksum answer in another algorithm than the
+// one asked for (servers configured with one algorithm ignore cks.type).
+var ErrOtherAlgorithm = errors.New("client: server answered with another checksum algorithm")
+
 // QueryChecksum asks addr for the checksum of path. algo ("adler32",
 // "crc32c", "md5", ...) selects the algorithm when the server computes
 // several; "" takes the server's default. It returns the algorithm the
@@ -392,7 +396,7 @@ func (c *Client) QueryChecksum(ctx context.Context, addr, path, algo string) (go
 			return nil
 		})
 	if err == nil && algo != "" && !strings.EqualFold(gotAlgo, algo) {
-		return gotAlgo, value, fmt.Errorf("query checksum root://%s/%s: asked for %s, server answered %s", addr, path, algo, gotAlgo)
+		return gotAlgo, value, fmt.Errorf("query checksum root://%s/%s: asked for %s, server answered %s: %w", addr, path, algo, gotAlgo, ErrOtherAlgorithm)
 	}
 	return gotAlgo, value, err
 }

@@ -39,6 +39,13 @@ type Config struct {
 	// server that does not read its socket for that long is considered dead.
 	// Default 60s.
 	WriteTimeout time.Duration
+	// StallTimeout is how long a connection with requests outstanding may
+	// receive nothing before it is declared dead (its calls then fail with
+	// origin.ErrUnavailable and the next call reconnects). Requests the
+	// server answered with kXR_waitresp do not count. It protects calls
+	// whose ctx has no deadline against a hung server, without a timer per
+	// request. Default 60s.
+	StallTimeout time.Duration
 	// MaxReadSize is the largest single kXR_read; longer ReadAt calls are
 	// split into requests of this size sent together. Default 8 MiB.
 	MaxReadSize int
@@ -57,6 +64,7 @@ const (
 	defaultDialTimeout  = 15 * time.Second
 	defaultWriteTimeout = 60 * time.Second
 	defaultMaxReadSize  = 8 << 20
+	defaultStallTimeout = 60 * time.Second
 )
 
 // DefaultConfig returns a Config with every field set to its default.
@@ -71,6 +79,7 @@ func DefaultConfig() *Config {
 		DialTimeout:  defaultDialTimeout,  // WAN handshakes take a few RTTs
 		WriteTimeout: defaultWriteTimeout, // a stuck server must not hold the connection forever
 		MaxReadSize:  defaultMaxReadSize,  // several server buffers per request, few requests per block
+		StallTimeout: defaultStallTimeout, // well above any answer time of a healthy server
 	}
 }
 
@@ -104,6 +113,9 @@ func (c *Config) EnsureDefaults() {
 	if c.MaxReadSize == 0 {
 		c.MaxReadSize = d.MaxReadSize
 	}
+	if c.StallTimeout == 0 {
+		c.StallTimeout = d.StallTimeout
+	}
 }
 
 // Validate reports every invalid field in one error.
@@ -118,8 +130,8 @@ func (c *Config) Validate() error {
 	if c.MaxInFlight < 1 || c.MaxInFlight > 65536 {
 		errs = append(errs, fmt.Errorf("MaxInFlight %d: want 1..65536", c.MaxInFlight))
 	}
-	if c.MaxRedirects < 0 || c.MaxWaits < 0 || c.MaxWait < 0 || c.DialTimeout < 0 || c.WriteTimeout < 0 {
-		errs = append(errs, errors.New("MaxRedirects, MaxWaits, MaxWait, DialTimeout, WriteTimeout: must not be negative"))
+	if c.MaxRedirects < 0 || c.MaxWaits < 0 || c.MaxWait < 0 || c.DialTimeout < 0 || c.WriteTimeout < 0 || c.StallTimeout < 0 {
+		errs = append(errs, errors.New("MaxRedirects, MaxWaits, MaxWait, DialTimeout, WriteTimeout, StallTimeout: must not be negative"))
 	}
 	if c.MaxReadSize < 4096 || c.MaxReadSize > 1<<30 {
 		errs = append(errs, fmt.Errorf("MaxReadSize %d: want 4 KiB..1 GiB", c.MaxReadSize))

@@ -52,6 +52,7 @@ type call struct {
 	abandoned bool
 	receiving bool // the read loop is writing into dst/segs without mu
 	completed bool
+	waitResp  bool // answered kXR_waitresp; the answer comes as kXR_attn
 
 	// Results, written by the read loop before done is signalled.
 	status proto.Status
@@ -96,7 +97,7 @@ func putCall(cl *call) {
 	case <-cl.chunkEnd:
 	default:
 	}
-	cl.abandoned, cl.receiving, cl.completed = false, false, false
+	cl.abandoned, cl.receiving, cl.completed, cl.waitResp = false, false, false, false
 	cl.status, cl.err = 0, nil
 	if cap(cl.body) > 1<<20 {
 		cl.body = nil // do not keep a huge listing around
@@ -122,12 +123,15 @@ type conn struct {
 
 	wmu sync.Mutex // serializes writes on nc
 
-	// mu protects calls and dead.
-	mu    sync.Mutex
-	calls []*call // by stream id
-	dead  error
+	// mu protects calls, active and dead.
+	mu     sync.Mutex
+	calls  []*call // by stream id
+	active int     // calls waiting for an answer other than an asynresp
+	dead   error
 
 	isDead   atomic.Bool
+	lastRecv atomic.Int64 // UnixNano of the last bytes received, see watch
+	stalled  atomic.Bool
 	readDone chan struct{}
 	attnBuf  []byte // owned by the read loop
 }
@@ -149,12 +153,12 @@ func dialConn(ctx context.Context, addr string, cfg *Config) (*conn, error) {
 	c := &conn{
 		addr:     addr,
 		nc:       nc,
-		br:       bufio.NewReaderSize(nc, 32<<10),
 		cfg:      cfg,
 		sids:     make(chan uint16, cfg.MaxInFlight),
 		calls:    make([]*call, cfg.MaxInFlight),
 		readDone: make(chan struct{}),
 	}
+	c.br = bufio.NewReaderSize(progressReader{nc, &c.lastRecv}, 32<<10)
 	// Stream ids start at 1: id 0 marks unsolicited responses (kXR_attn).
 	for i := 1; i <= cfg.MaxInFlight; i++ {
 		c.sids <- uint16(i)
@@ -163,8 +167,52 @@ func dialConn(ctx context.Context, addr string, cfg *Config) (*conn, error) {
 		nc.Close()
 		return nil, err
 	}
+	c.lastRecv.Store(time.Now().UnixNano())
 	go c.readLoop()
+	go c.watch()
 	return c, nil
+}
+
+// progressReader records when bytes last arrived.
+type progressReader struct {
+	r    io.Reader
+	last *atomic.Int64
+}
+
+func (p progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if n > 0 {
+		p.last.Store(time.Now().UnixNano())
+	}
+	return n, err
+}
+
+// errStalled is the cause of a connection killed by watch.
+var errStalled = errors.New("no data from the server while requests were outstanding")
+
+// watch kills the connection when requests are outstanding and nothing has
+// arrived for StallTimeout. It ends with the read loop.
+func (c *conn) watch() {
+	t := time.NewTicker(max(c.cfg.StallTimeout/4, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-c.readDone:
+			return
+		case <-t.C:
+		}
+		if time.Since(time.Unix(0, c.lastRecv.Load())) < c.cfg.StallTimeout {
+			continue
+		}
+		c.mu.Lock()
+		busy := c.active > 0
+		c.mu.Unlock()
+		if busy {
+			c.stalled.Store(true)
+			c.kill()
+			return
+		}
+	}
 }
 
 // login runs the handshake synchronously, before the read loop starts.
@@ -305,6 +353,11 @@ func (c *conn) start(ctx context.Context, cl *call, enc func(dst []byte, sid pro
 		return err
 	}
 	c.calls[sid-1] = cl
+	if c.active == 0 {
+		// The stall clock starts now for an idle connection.
+		c.lastRecv.Store(time.Now().UnixNano())
+	}
+	c.active++
 	c.mu.Unlock()
 
 	cl.wbuf = enc(cl.wbuf[:0], proto.StreamID{byte(sid >> 8), byte(sid)})
@@ -371,6 +424,9 @@ func (c *conn) deadErr() error {
 // releaseLocked frees cl's stream id. MUST be called with c.mu held.
 func (c *conn) releaseLocked(cl *call) {
 	c.calls[cl.sid-1] = nil
+	if !cl.waitResp {
+		c.active--
+	}
 	c.sids <- cl.sid // never blocks: capacity is MaxInFlight
 }
 
@@ -470,6 +526,10 @@ func (c *conn) response(h proto.ResponseHeader) error {
 		// The answer comes later as kXR_attn/kXR_asynresp on this stream;
 		// the waitresp body (seconds, message) is not part of it.
 		cl.body = cl.body[:0]
+		if !cl.waitResp {
+			cl.waitResp = true
+			c.active--
+		}
 	default:
 		c.completeLocked(cl, h.Status, nil)
 	}
@@ -616,6 +676,9 @@ func (c *conn) attn(h proto.ResponseHeader) error {
 // fail marks the connection dead and fails every pending call.
 func (c *conn) fail(cause error) {
 	c.nc.Close()
+	if c.stalled.Load() {
+		cause = fmt.Errorf("%w for %v", errStalled, c.cfg.StallTimeout)
+	}
 	err := unavailable("connection to %s: %w", c.addr, cause)
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -296,3 +296,29 @@ func TestGarbageResponse(t *testing.T) {
 		t.Fatalf("answer on an unknown stream: %v", err)
 	}
 }
+
+func TestStalledServer(t *testing.T) {
+	ff := &fakeFile{content: make([]byte, 100)}
+	hang := make(chan struct{})
+	fake := xrdtest.StartFake(t, func(h proto.RequestHeader, data []byte) ([]byte, bool) {
+		if h.RequestID == proto.ReqRead {
+			<-hang // never answers while the test runs
+		}
+		return ff.handle(h, data)
+	})
+	t.Cleanup(func() { close(hang) }) // runs before the fake's Close
+	c := newClient(t, func(c *Config) { c.StallTimeout = 200 * time.Millisecond; c.ConnsPerHost = 1 })
+	f, err := c.Open(context.Background(), fake.Addr, "/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An idle connection is not stalled.
+	time.Sleep(300 * time.Millisecond)
+	if _, err := f.Stat(context.Background()); err != nil {
+		t.Fatalf("stat on an idle connection: %v", err)
+	}
+	_, err = f.ReadAt(context.Background(), make([]byte, 10), 0)
+	if !errors.Is(err, origin.ErrUnavailable) || !errors.Is(err, errStalled) {
+		t.Fatalf("read from a hung server: %v", err)
+	}
+}
