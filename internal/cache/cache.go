@@ -408,9 +408,19 @@ func (c *Cache) Stat(ctx context.Context, req backend.Request) (origin.FileInfo,
 		return origin.FileInfo{}, err
 	}
 	if d.Action == policy.PassThrough || d.Mutable {
-		ctx, cancel := context.WithTimeout(ctx, c.cfg.OriginTimeout)
+		octx, cancel := context.WithTimeout(ctx, c.cfg.OriginTimeout)
 		defer cancel()
-		return o.Stat(ctx, k.Path)
+		fi, err := o.Stat(octx, k.Path)
+		if err != nil && d.Action == policy.Cache && ctx.Err() == nil &&
+			(errors.Is(err, origin.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)) {
+			// Stale-if-error: the origin cannot be asked, answer with
+			// the cached copy that an open would serve.
+			if in := c.readSidecar(k); in != nil {
+				c.cfg.Logger.Warn("origin unreachable, answering stat from the cached copy", "key", k.String(), "err", err)
+				return origin.FileInfo{Name: k.Path, Size: in.FileSize, ModTime: in.ModTime, Mode: 0o444, ETag: in.ETag}, nil
+			}
+		}
+		return fi, err
 	}
 	c.mu.Lock()
 	e := c.files[k]
