@@ -33,12 +33,12 @@ func (c *Cache) OpenCached(ctx context.Context, originURL, p string) (backend.Fi
 	}
 	// The origin is only used if the cached copy turns out unusable (its
 	// data file is gone): then the lookup fails instead of fetching.
-	e, err = c.acquire(ctx, noOrigin(originURL), k, false)
+	e, err = c.acquire(ctx, noOrigin(originURL), k, false, true /* noFetch */)
 	if err != nil {
 		c.stats.OpenErrors.Add(1)
 		return nil, fmt.Errorf("%s: %w: %w", k, origin.ErrNotFound, err)
 	}
-	return newHandle(e, backend.Request{Origin: originURL, Path: cp, Protocol: "peer"}, c.cfg.now()), nil
+	return newHandle(e, backend.Request{Origin: originURL, Path: cp, Protocol: "peer", NoFetch: true}, c.cfg.now()), nil
 }
 
 // noOrigin stands for an origin that must not be contacted.
