@@ -281,6 +281,15 @@ type Authorizer interface {
 	Authorize(ctx context.Context, op Op, req backend.Request) error
 }
 
+// RequestAuthorizer is an Authorizer that may also adjust the request it
+// allows, e.g. set backend.Request.NoFetch for a client that may read only
+// what is cached, or User. When the Config's Authorizer implements it,
+// AuthorizeRequest is called instead of Authorize.
+type RequestAuthorizer interface {
+	Authorizer
+	AuthorizeRequest(ctx context.Context, op Op, req *backend.Request) error
+}
+
 // AuthorizerFunc adapts a function to Authorizer.
 type AuthorizerFunc func(ctx context.Context, op Op, req backend.Request) error
 

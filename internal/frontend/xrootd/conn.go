@@ -581,7 +581,13 @@ func (c *conn) pathRequest(ctx context.Context, sid proto.StreamID, op Op, raw s
 	}
 	req := c.request(ctx, pp)
 	if a := c.cfg.Authorizer; a != nil {
-		if err := a.Authorize(ctx, op, req); err != nil {
+		var err error
+		if ra, ok := a.(RequestAuthorizer); ok {
+			err = ra.AuthorizeRequest(ctx, op, &req)
+		} else {
+			err = a.Authorize(ctx, op, req)
+		}
+		if err != nil {
 			if errorCode(err) == proto.ErrServerError && !errors.Is(err, backend.ErrForbidden) {
 				err = fmt.Errorf("%s %s: %w", op, req.String(), errors.Join(backend.ErrForbidden, err))
 			}

@@ -1,0 +1,220 @@
+package security
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/hepcache/hepcache/internal/auth/token"
+	"github.com/hepcache/hepcache/internal/auth/ztn"
+	"github.com/hepcache/hepcache/internal/authz"
+	"github.com/hepcache/hepcache/internal/backend"
+	httpfront "github.com/hepcache/hepcache/internal/frontend/http"
+	xrdfront "github.com/hepcache/hepcache/internal/frontend/xrootd"
+)
+
+// ErrUnauthenticated marks a credential that was presented but does not
+// verify (an invalid token or certificate). It is wrapped together with
+// backend.ErrForbidden.
+var ErrUnauthenticated = errors.New("security: credential refused")
+
+// decide applies the rules to sub for req and sets req.User and
+// req.NoFetch. It logs denials.
+func (s *Security) decide(sub *authz.Subject, req *backend.Request, op string) error {
+	if sub.Name != "" {
+		req.User = sub.Name
+	}
+	now := time.Now()
+	if sub.Token != nil && now.After(sub.Token.Expiry.Add(time.Minute)) {
+		return s.deny(req, op, sub, fmt.Sprintf("the token of %s expired at %s during the session; reconnect with a fresh token", sub.Token.Name(), sub.Token.Expiry.UTC().Format(time.RFC3339)))
+	}
+	d := s.authz.Decide(sub, req.Path)
+	if !d.Read {
+		return s.deny(req, op, sub, d.Reason)
+	}
+	if !d.Fetch {
+		req.NoFetch = true
+		s.log.Debug("authz: cached data only", "client", req.Client, "user", sub.String(), "path", req.Path, "op", op, "protocol", req.Protocol, "reason", d.Reason)
+	}
+	return nil
+}
+
+func (s *Security) deny(req *backend.Request, op string, sub *authz.Subject, reason string) error {
+	s.log.Info("authz: denied", "client", req.Client, "user", sub.String(), "path", req.Path, "origin", req.Origin, "op", op, "protocol", req.Protocol, "reason", reason)
+	return fmt.Errorf("%s: %w", reason, backend.ErrForbidden)
+}
+
+// stripAuthz removes an "authz" token from the opaque data so that a
+// client's token is never forwarded to an origin; it returns the token.
+func stripAuthz(req *backend.Request) string {
+	if !strings.Contains(req.Opaque, "authz=") {
+		return ""
+	}
+	q, err := url.ParseQuery(req.Opaque)
+	if err != nil {
+		// Unparseable opaque data carrying a token: drop all of it rather
+		// than risk forwarding the token.
+		req.Opaque = ""
+		return ""
+	}
+	tok := q.Get("authz")
+	q.Del("authz")
+	req.Opaque = q.Encode()
+	return bearer(tok)
+}
+
+// bearer returns the token of "Bearer <token>" (or a bare token).
+func bearer(v string) string {
+	v = strings.TrimSpace(v)
+	if len(v) > 7 && strings.EqualFold(v[:7], "bearer ") {
+		return strings.TrimSpace(v[7:])
+	}
+	return v
+}
+
+// verifyToken verifies a presented token.
+func (s *Security) verifyToken(ctx context.Context, tok string) (*token.Claims, error) {
+	if s.tokens == nil {
+		return nil, fmt.Errorf("bearer tokens are not accepted here (no token issuer configured): %w", ErrUnauthenticated)
+	}
+	c, err := s.tokens.Verify(ctx, tok)
+	if err != nil {
+		return nil, fmt.Errorf("invalid bearer token: %w: %w", ErrUnauthenticated, err)
+	}
+	return c, nil
+}
+
+// HTTPAuthorizer returns the HTTP front end's authorizer: it reads a
+// bearer token (Authorization header, or the authz query parameter) and a
+// client certificate chain, and applies the rules.
+func (s *Security) HTTPAuthorizer() httpfront.Authorizer {
+	return httpfront.AuthorizerFunc(func(r *http.Request, req *backend.Request, op string) error {
+		sub := &authz.Subject{}
+		tok := stripAuthz(req)
+		if h := r.Header.Get("Authorization"); h != "" {
+			if !strings.HasPrefix(strings.ToLower(h), "bearer ") {
+				return s.deny(req, op, sub, "only Bearer authorization is accepted")
+			}
+			tok = bearer(h)
+		}
+		if tok != "" {
+			c, err := s.verifyToken(r.Context(), tok)
+			if err != nil {
+				return s.deny(req, op, sub, err.Error())
+			}
+			sub.Token, sub.Name = c, c.Name()
+		}
+		if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+			xs, err := s.verifyChain(r.TLS.PeerCertificates)
+			if err != nil {
+				return s.deny(req, op, sub, fmt.Sprintf("client certificate refused: %v", err))
+			}
+			sub.X509, sub.VOMS = xs.X509, xs.VOMS
+			if sub.Name == "" {
+				sub.Name = xs.Name
+			}
+		}
+		return s.decide(sub, req, op)
+	})
+}
+
+// XRootDAuthorizer returns the root:// front end's authorizer. It
+// implements xrootd.RequestAuthorizer, so it can mark requests NoFetch.
+func (s *Security) XRootDAuthorizer() xrdfront.Authorizer { return xrdAuthorizer{s} }
+
+type xrdAuthorizer struct{ s *Security }
+
+// Authorize implements xrootd.Authorizer for callers that cannot take
+// request changes; NoFetch decisions are then denials.
+func (a xrdAuthorizer) Authorize(ctx context.Context, op xrdfront.Op, req backend.Request) error {
+	r := req
+	if err := a.AuthorizeRequest(ctx, op, &r); err != nil {
+		return err
+	}
+	if r.NoFetch && !req.NoFetch {
+		return fmt.Errorf("%s may read only cached data: %w", req.Path, backend.ErrForbidden)
+	}
+	return nil
+}
+
+// AuthorizeRequest implements xrootd.RequestAuthorizer.
+func (a xrdAuthorizer) AuthorizeRequest(ctx context.Context, op xrdfront.Op, req *backend.Request) error {
+	s := a.s
+	sub := &authz.Subject{}
+	id := xrdfront.IdentityFrom(ctx)
+	if id != nil {
+		if as, ok := id.Attrs.(*authz.Subject); ok {
+			cp := *as
+			sub = &cp
+		}
+		if sub.Name == "" {
+			sub.Name = id.Name
+		}
+	}
+	if tok := stripAuthz(req); tok != "" && sub.Token == nil {
+		c, err := s.verifyToken(ctx, tok)
+		if err != nil {
+			return s.deny(req, string(op), sub, err.Error())
+		}
+		sub.Token, sub.Name = c, c.Name()
+	}
+	return s.decide(sub, req, string(op))
+}
+
+// XRootDAuthenticator returns the root:// security layer (ztn tokens, with
+// a unix fallback for clients without a token unless RequireAuth), or nil
+// when no token issuer is configured.
+func (s *Security) XRootDAuthenticator() xrdfront.Authenticator {
+	if s.tokens == nil {
+		return nil
+	}
+	return xrdAuthenticator{s}
+}
+
+type xrdAuthenticator struct{ s *Security }
+
+// Params implements xrootd.Authenticator: ztn on TLS connections (XrdCl
+// uses ztn only over TLS); plain connections need no authentication unless
+// RequireAuth, when they are offered ztn and fail with a clear error.
+func (a xrdAuthenticator) Params(c xrdfront.ConnInfo) string {
+	if c.TLS == nil && !a.s.cfg.RequireAuth {
+		return ""
+	}
+	return ztn.Params(a.s.tokens.MaxTokenSize(), !a.s.cfg.RequireAuth)
+}
+
+// Authenticate implements xrootd.Authenticator.
+func (a xrdAuthenticator) Authenticate(ctx context.Context, c xrdfront.ConnInfo, credType string, cred []byte) (*xrdfront.Identity, []byte, error) {
+	s := a.s
+	switch credType {
+	case "ztn":
+		if c.TLS == nil {
+			return nil, nil, errors.New("ztn needs a TLS connection: use roots://")
+		}
+		tok, err := ztn.ParseCredentials(cred)
+		if err != nil {
+			return nil, nil, err
+		}
+		claims, err := s.verifyToken(ctx, tok)
+		if err != nil {
+			s.log.Info("security: ztn token refused", "client", c.Remote.String(), "login", c.LoginName, "err", err)
+			return nil, nil, err
+		}
+		s.log.Debug("security: ztn authenticated", "client", c.Remote.String(), "user", claims.Name())
+		return &xrdfront.Identity{Name: claims.Name(), Protocol: "ztn", Attrs: &authz.Subject{Name: claims.Name(), Token: claims}}, nil, nil
+	case "unix":
+		if s.cfg.RequireAuth {
+			return nil, nil, errors.New("this server requires a bearer token (ztn over roots://): set BEARER_TOKEN or BEARER_TOKEN_FILE")
+		}
+		if _, _, err := ztn.ParseUnix(cred); err != nil {
+			return nil, nil, err
+		}
+		// The unix protocol proves nothing: the client stays anonymous.
+		return &xrdfront.Identity{Name: c.LoginName, Protocol: "unix", Attrs: &authz.Subject{Name: c.LoginName}}, nil, nil
+	}
+	return nil, nil, fmt.Errorf("security protocol %q is not supported (ztn tokens only)", credType)
+}

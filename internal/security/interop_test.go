@@ -1,0 +1,251 @@
+package security
+
+import (
+	"bytes"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hepcache/hepcache/internal/auth/authtest"
+)
+
+// TestXrdcpBearerToken drives the real xrdcp over roots:// with the ztn
+// security protocol: a token with the right scope reads, no token, a token
+// for another path and a token of an untrusted issuer do not.
+func TestXrdcpBearerToken(t *testing.T) {
+	p := newPKI(t)
+	s := newStack(t, p, nil)
+	roots := strings.Replace(s.root, "root://", "roots://", 1)
+	want := s.data["/store/mc/f.root"]
+
+	t.Run("BEARER_TOKEN", func(t *testing.T) {
+		got, r := s.xrdcp(t, s.xrdEnv(t, "BEARER_TOKEN="+s.token(t, "storage.read:/store/mc")), roots+"//store/mc/f.root")
+		if r.Err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("xrdcp with a token: %s\nserver log:\n%s", r, s.log)
+		}
+		if !strings.Contains(s.log.String(), "ztn authenticated") {
+			t.Errorf("server did not log a ztn authentication")
+		}
+	})
+	t.Run("BEARER_TOKEN_FILE", func(t *testing.T) {
+		f := filepath.Join(t.TempDir(), "tok")
+		os.WriteFile(f, []byte(s.token(t, "storage.read:/store")+"\n"), 0o600)
+		got, r := s.xrdcp(t, s.xrdEnv(t, "BEARER_TOKEN_FILE="+f), roots+"//store/mc/f.root")
+		if r.Err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("xrdcp with a token file: %s", r)
+		}
+	})
+	t.Run("WLCG groups instead of scopes", func(t *testing.T) {
+		tok := p.issuer.Sign(t, "ES256", authtest.Claims{"sub": "bob", "aud": testAud, "wlcg.groups": []string{"/cms"}})
+		got, r := s.xrdcp(t, s.xrdEnv(t, "BEARER_TOKEN="+tok), roots+"//store/mc/f.root")
+		if r.Err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("xrdcp with a /cms group token: %s", r)
+		}
+	})
+	denied := []struct {
+		name, env, path, want string
+	}{
+		{"no token", "", "/store/mc/f.root", "anonymous client may not read /store/mc/f.root"},
+		{"scope for another path", "BEARER_TOKEN=" + s.token(t, "storage.read:/store/data"), "/store/mc/f.root", "may not read /store/mc/f.root"},
+		{"outside every namespace", "BEARER_TOKEN=" + s.token(t, "storage.read:/"), "/etc/passwd", "may not read /etc/passwd"},
+		{"untrusted issuer", "BEARER_TOKEN=" + authtest.NewIssuer(t, "https://evil.test", 1).Token(t, "mallory", "storage.read:/", testAud), "/store/mc/f.root", "anonymous client may not read"},
+	}
+	for _, tc := range denied {
+		t.Run(tc.name, func(t *testing.T) {
+			var extra []string
+			if tc.env != "" {
+				extra = append(extra, tc.env)
+			}
+			got, r := s.xrdcp(t, s.xrdEnv(t, extra...), roots+"/"+tc.path)
+			if r.Err == nil {
+				t.Fatalf("xrdcp succeeded (%d bytes)", len(got))
+			}
+			if out := string(r.Stdout) + string(r.Stderr); !strings.Contains(out, tc.want) || !strings.Contains(out, "3010") {
+				t.Fatalf("xrdcp output lacks kXR_NotAuthorized (3010) and %q: %s", tc.want, r)
+			}
+		})
+	}
+	if !strings.Contains(s.log.String(), "authz: denied") || !strings.Contains(s.log.String(), "ztn token refused") {
+		t.Errorf("denials and the refused token are not logged:\n%s", s.log)
+	}
+	if s.mem.Reads.Load() == 0 {
+		t.Fatal("the allowed reads never reached the origin?")
+	}
+}
+
+// TestRequireTLSAndAuth: with require_tls, root:// logins are refused;
+// with require_auth, roots:// clients without a token cannot log in.
+func TestRequireTLSAndAuth(t *testing.T) {
+	p := newPKI(t)
+	s := newStack(t, p, func(c *Config) { c.RequireTLS, c.RequireAuth = true, true })
+	roots := strings.Replace(s.root, "root://", "roots://", 1)
+	tok := s.token(t, "storage.read:/store")
+	if got, r := s.xrdcp(t, s.xrdEnv(t, "BEARER_TOKEN="+tok), roots+"//store/data/h.root"); r.Err != nil || !bytes.Equal(got, s.data["/store/data/h.root"]) {
+		t.Fatalf("roots:// with a token: %s", r)
+	}
+	// root:// against a server requiring TLS: XrdCl is told to switch to
+	// TLS (kXR_gotoTLS) and then authenticates with the token.
+	if got, r := s.xrdcp(t, s.xrdEnv(t, "BEARER_TOKEN="+tok), s.root+"//store/data/h.root"); r.Err != nil || !bytes.Equal(got, s.data["/store/data/h.root"]) {
+		t.Fatalf("root:// upgraded to TLS with a token: %s", r)
+	}
+	if _, r := s.xrdcp(t, s.xrdEnv(t), roots+"//public/a.root"); r.Err == nil {
+		t.Fatalf("roots:// without a token logged in although auth is required: %s", r)
+	}
+}
+
+// TestXrdcpPlainRootIsAnonymous: over root:// without TLS a token is not
+// sent (ztn needs TLS), so the client is anonymous.
+func TestXrdcpPlainRootIsAnonymous(t *testing.T) {
+	p := newPKI(t)
+	s := newStack(t, p, nil)
+	s.fill(t, "/public/a.root")
+	env := s.xrdEnv(t, "BEARER_TOKEN="+s.token(t, "storage.read:/store"))
+	if got, r := s.xrdcp(t, env, s.root+"//public/a.root"); r.Err != nil || !bytes.Equal(got, s.data["/public/a.root"]) {
+		t.Fatalf("anonymous root:// read of a cached public file: %s", r)
+	}
+	if _, r := s.xrdcp(t, env, s.root+"//store/mc/f.root"); r.Err == nil {
+		t.Fatal("root:// without TLS read /store")
+	}
+}
+
+// TestReadCachedOnly: anonymous clients may read /public only once an
+// authenticated client has made the cache download it; until then they get
+// kXR_NotAuthorized / 403 and the origin sees nothing.
+func TestReadCachedOnly(t *testing.T) {
+	p := newPKI(t)
+	s := newStack(t, p, nil)
+	roots := strings.Replace(s.root, "root://", "roots://", 1)
+
+	if _, r := s.xrdcp(t, s.xrdEnv(t), roots+"//public/a.root"); r.Err == nil || !strings.Contains(string(r.Stdout)+string(r.Stderr), "may only read cached data") {
+		t.Fatalf("anonymous xrdcp of an uncached file: %s", r)
+	}
+	if code, body := s.curl(t, "/public/b.root"); code != http.StatusForbidden || !strings.Contains(body, "may only read cached data") {
+		t.Fatalf("anonymous curl of an uncached file: %d %s", code, body)
+	}
+	if n := s.mem.Reads.Load(); n != 0 {
+		t.Fatalf("denied requests made the origin serve %d reads", n)
+	}
+
+	// An authenticated client downloads; then anonymous clients read.
+	got, r := s.xrdcp(t, s.xrdEnv(t, "BEARER_TOKEN="+s.token(t, "storage.read:/public")), roots+"//public/a.root")
+	if r.Err != nil || !bytes.Equal(got, s.data["/public/a.root"]) {
+		t.Fatalf("token xrdcp: %s", r)
+	}
+	s.fill(t, "/public/b.root")
+	waitClosed(t, s)
+	before := s.mem.BytesRead.Load()
+	if got, r := s.xrdcp(t, s.xrdEnv(t), roots+"//public/a.root"); r.Err != nil || !bytes.Equal(got, s.data["/public/a.root"]) {
+		t.Fatalf("anonymous xrdcp of a cached file: %s", r)
+	}
+	if code, body := s.curl(t, "/public/b.root"); code != http.StatusOK || body != string(s.data["/public/b.root"]) {
+		t.Fatalf("anonymous curl of a cached file: %d", code)
+	}
+	if after := s.mem.BytesRead.Load(); after != before {
+		t.Fatalf("cached reads fetched %d bytes from the origin", after-before)
+	}
+}
+
+// waitClosed waits until the cache has finished with the files clients
+// closed (their blocks recorded).
+func waitClosed(t *testing.T, s *stack) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.cache.Stats().OpenFiles.Load() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("files stay open in the cache")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestCurlTokens drives curl with Authorization: Bearer over HTTPS.
+func TestCurlTokens(t *testing.T) {
+	p := newPKI(t)
+	s := newStack(t, p, nil)
+	if code, body := s.curl(t, "/store/mc/f.root", "-H", "Authorization: Bearer "+s.token(t, "storage.read:/store/mc")); code != 200 || body != string(s.data["/store/mc/f.root"]) {
+		t.Fatalf("curl with a token: %d", code)
+	}
+	cases := []struct {
+		name string
+		args []string
+		path string
+		want string
+	}{
+		{"no token", nil, "/store/mc/f.root", "anonymous client may not read"},
+		{"scope elsewhere", []string{"-H", "Authorization: Bearer " + s.token(t, "storage.read:/store/data")}, "/store/mc/f.root", "may not read"},
+		{"expired token", []string{"-H", "Authorization: Bearer " + p.issuer.Sign(t, "RS256", authtest.Claims{"sub": "a", "aud": testAud, "scope": "storage.read:/", "exp": time.Now().Add(-time.Hour).Unix()})}, "/store/mc/f.root", "expired"},
+		{"wrong audience", []string{"-H", "Authorization: Bearer " + p.issuer.Token(t, "a", "storage.read:/", "https://other.service")}, "/store/mc/f.root", "audience"},
+		{"garbage", []string{"-H", "Authorization: Bearer abc.def.ghi"}, "/store/mc/f.root", "invalid bearer token"},
+		{"basic auth", []string{"-u", "alice:secret"}, "/store/mc/f.root", "only Bearer"},
+		{"dot-dot", []string{"--path-as-is", "-H", "Authorization: Bearer " + s.token(t, "storage.read:/store/mc")}, "/store/mc/../data/h.root", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := s.curl(t, tc.path, tc.args...)
+			if code != http.StatusForbidden && code != http.StatusBadRequest {
+				t.Fatalf("status %d, want 403 or 400: %.200s", code, body)
+			}
+			if !strings.Contains(body, tc.want) {
+				t.Fatalf("body %q lacks %q", body, tc.want)
+			}
+		})
+	}
+}
+
+// TestCurlProxyCertificates drives curl with RFC 3820 proxies, with and
+// without VOMS attributes, over HTTPS.
+func TestCurlProxyCertificates(t *testing.T) {
+	p := newPKI(t)
+	s := newStack(t, p, nil)
+	user := p.ca.User(t, "alice", 0)
+	dir := t.TempDir()
+	proxyFile := func(name string, o authtest.ProxyOpts) string {
+		return user.Proxy(t, o).WriteProxyFile(t, dir, name)
+	}
+	cert := func(f string) []string { return []string{"--cert", f, "--key", f} }
+	member := proxyFile("member", authtest.ProxyOpts{VOMS: authtest.VOMSExtension(p.voms.AC(t, user.Cert, authtest.ACOpts{}))})
+	prod := proxyFile("prod", authtest.ProxyOpts{VOMS: authtest.VOMSExtension(p.voms.AC(t, user.Cert, authtest.ACOpts{
+		FQANs: []string{"/cms/Role=production/Capability=NULL", "/cms/Role=NULL/Capability=NULL"}}))})
+	plain := proxyFile("plain", authtest.ProxyOpts{})
+	expired := proxyFile("expired", authtest.ProxyOpts{Lifetime: -time.Minute, VOMS: authtest.VOMSExtension(p.voms.AC(t, user.Cert, authtest.ACOpts{}))})
+	rogueUser := p.rogue.User(t, "mallory", 1)
+	rogue := rogueUser.Proxy(t, authtest.ProxyOpts{}).WriteProxyFile(t, dir, "rogue")
+	badAC := proxyFile("badac", authtest.ProxyOpts{VOMS: authtest.VOMSExtension(p.voms.AC(t, user.Cert, authtest.ACOpts{CorruptSignature: true}))})
+
+	// A CMS member without the production role may read only cached data.
+	if code, body := s.curl(t, "/store/mc/g.root", cert(member)...); code != http.StatusForbidden || !strings.Contains(body, "may only read cached data") {
+		t.Fatalf("VOMS member, uncached: %d %s\n%s", code, body, s.log)
+	}
+	// The production role may download.
+	if code, body := s.curl(t, "/store/mc/g.root", cert(prod)...); code != http.StatusOK || body != string(s.data["/store/mc/g.root"]) {
+		t.Fatalf("VOMS production role: %d %.300s\n%s", code, body, s.log)
+	}
+	waitClosed(t, s)
+	if code, body := s.curl(t, "/store/mc/g.root", cert(member)...); code != http.StatusOK || body != string(s.data["/store/mc/g.root"]) {
+		t.Fatalf("VOMS member, cached: %d %.300s", code, body)
+	}
+	if !strings.Contains(s.log.String(), "/DC=org/DC=hepcache-test/OU=Users/CN=alice") {
+		t.Error("the client's DN is not in the log")
+	}
+	for _, tc := range []struct{ name, file, want string }{
+		{"proxy without VOMS", plain, "certificate /DC=org/DC=hepcache-test/OU=Users/CN=alice may not read"},
+		{"expired proxy", expired, "expired"},
+		{"unknown CA", rogue, "unknown authority"},
+		{"bad AC signature", badAC, "signature"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := s.curl(t, "/store/mc/g.root", cert(tc.file)...)
+			if code != http.StatusForbidden || !strings.Contains(body, tc.want) {
+				t.Fatalf("%d %q, want 403 with %q", code, body, tc.want)
+			}
+		})
+	}
+	// A plain user certificate (no proxy) identifies too: dn rules.
+	certFile, keyFile := user.WriteFiles(t, dir, "usercert")
+	if code, body := s.curl(t, "/public/a.root", "--cert", certFile, "--key", keyFile); code != http.StatusOK || body != string(s.data["/public/a.root"]) {
+		t.Fatalf("user certificate on /public: %d %.200s", code, body)
+	}
+}

@@ -1,0 +1,197 @@
+// Package security wires authentication and authorization into hepcache's
+// front ends: TLS (roots://, https://) with reloadable certificates; bearer
+// tokens from the Authorization header or ztn; X.509 client certificates
+// and proxies with VOMS attributes; and the namespace rules of package
+// authz, applied to every request before the cache sees it.
+package security
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/hepcache/hepcache/internal/auth/token"
+	"github.com/hepcache/hepcache/internal/auth/voms"
+	"github.com/hepcache/hepcache/internal/auth/x509proxy"
+	"github.com/hepcache/hepcache/internal/authz"
+	"github.com/hepcache/hepcache/internal/tlsconf"
+)
+
+// Config configures the security layer. Every part is optional; the zero
+// Config allows everything, as a cache without security.
+type Config struct {
+	// TLS is the server certificate for roots:// and https://. Nil: no TLS.
+	TLS *tlsconf.Config
+	// RequireTLS makes root:// refuse logins on connections that are not
+	// TLS. Needs TLS.
+	RequireTLS bool
+	// Tokens trusts bearer token issuers. Nil: tokens are not accepted.
+	Tokens *token.Config
+	// RequireAuth makes root:// logins on TLS connections authenticate with
+	// a token (ztn); otherwise clients without one continue anonymously
+	// (unix fallback) and the rules decide what they may read. Needs Tokens.
+	RequireAuth bool
+	// CAPaths are files or directories of CA certificates that client
+	// certificates must chain to (/etc/grid-security/certificates). Empty:
+	// client certificates are not requested.
+	CAPaths []string
+	// VOMSDir is the vomsdir trusting VOMS servers (needs CAPaths for LSC
+	// files). Empty: VOMS attributes are ignored.
+	VOMSDir string
+	// VOMSTargets are this service's host names, for ACs with targets.
+	VOMSTargets []string
+	// Rules are the authorization rules. Empty: everything is allowed.
+	Rules []authz.Rule
+	// Logger receives denials and reloads. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// Security is the configured security layer. Safe for concurrent use.
+type Security struct {
+	cfg    Config
+	log    *slog.Logger
+	tls    *tlsconf.Server
+	tokens *token.Verifier
+	authz  *authz.Authorizer
+
+	// mu protects the X.509 verifiers, replaced by Reload.
+	mu    sync.RWMutex
+	x509  *x509proxy.Verifier
+	voms  *voms.Verifier
+	certs *subjectCache
+}
+
+// New builds the security layer from cfg.
+func New(cfg *Config) (*Security, error) {
+	s := &Security{cfg: *cfg, log: cfg.Logger}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	var errs []error
+	if cfg.TLS != nil {
+		tc := *cfg.TLS
+		tc.RequestClientCert = len(cfg.CAPaths) > 0
+		var err error
+		if s.tls, err = tlsconf.New(&tc); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if cfg.RequireTLS && cfg.TLS == nil {
+		errs = append(errs, errors.New("require_tls needs a TLS certificate and key"))
+	}
+	if cfg.Tokens != nil {
+		var err error
+		if s.tokens, err = token.New(cfg.Tokens); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if cfg.RequireAuth && cfg.Tokens == nil {
+		errs = append(errs, errors.New("require_auth needs token issuers (the only root:// authentication)"))
+	}
+	if cfg.VOMSDir != "" && len(cfg.CAPaths) == 0 {
+		errs = append(errs, errors.New("vomsdir needs ca_paths: VOMS attributes come with client certificates"))
+	}
+	var err error
+	if s.authz, err = authz.New(&authz.Config{Rules: cfg.Rules}); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("security: %w", err)
+	}
+	if err := s.loadX509(); err != nil {
+		return nil, fmt.Errorf("security: %w", err)
+	}
+	return s, nil
+}
+
+// loadX509 (re)builds the client certificate verifiers.
+func (s *Security) loadX509() error {
+	if len(s.cfg.CAPaths) == 0 {
+		return nil
+	}
+	pool, n, err := tlsconf.LoadCAs(s.cfg.CAPaths...)
+	if err != nil {
+		return err
+	}
+	xv, err := x509proxy.New(&x509proxy.Config{Roots: pool})
+	if err != nil {
+		return err
+	}
+	var vv *voms.Verifier
+	if s.cfg.VOMSDir != "" {
+		if vv, err = voms.New(&voms.Config{Dir: s.cfg.VOMSDir, Roots: pool, Targets: s.cfg.VOMSTargets}); err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	s.x509, s.voms, s.certs = xv, vv, newSubjectCache()
+	s.mu.Unlock()
+	s.log.Info("security: loaded CA certificates", "count", n, "vomsdir", s.cfg.VOMSDir)
+	return nil
+}
+
+// Reload re-reads the TLS certificate and key, the CA certificates and the
+// vomsdir (SIGHUP). What fails to load keeps its previous state; the errors
+// are returned joined.
+func (s *Security) Reload() error {
+	var errs []error
+	if s.tls != nil {
+		if err := s.tls.Reload(); err != nil {
+			errs = append(errs, err)
+		} else {
+			s.log.Info("security: reloaded TLS certificate", "file", s.cfg.TLS.CertFile, "not_after", s.tls.Certificate().Leaf.NotAfter)
+		}
+	}
+	if err := s.loadX509(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// TLSConfig returns the server TLS configuration, or nil without TLS.
+func (s *Security) TLSConfig() *tls.Config {
+	if s.tls == nil {
+		return nil
+	}
+	return s.tls.TLSConfig()
+}
+
+// RequireTLS reports whether root:// logins need TLS.
+func (s *Security) RequireTLS() bool { return s.cfg.RequireTLS }
+
+// Close stops background work (token key downloads).
+func (s *Security) Close() error {
+	if s.tokens != nil {
+		return s.tokens.Close()
+	}
+	return nil
+}
+
+// verifyChain verifies a TLS peer's certificates and VOMS attributes,
+// with a cache so that a client's many requests cost one verification.
+func (s *Security) verifyChain(certs []*x509.Certificate) (*authz.Subject, error) {
+	s.mu.RLock()
+	xv, vv, cache := s.x509, s.voms, s.certs
+	s.mu.RUnlock()
+	if xv == nil {
+		return nil, errors.New("client certificates are not accepted here (no CA certificates configured)")
+	}
+	return cache.get(certs, func() (*authz.Subject, error) {
+		ch, err := xv.Verify(certs)
+		if err != nil {
+			return nil, err
+		}
+		sub := &authz.Subject{Name: ch.Subject, X509: ch}
+		if vv != nil {
+			attrs, err := vv.Verify(ch)
+			if err != nil {
+				return nil, err
+			}
+			sub.VOMS = attrs
+		}
+		return sub, nil
+	})
+}
