@@ -23,6 +23,8 @@ type Config struct {
 	Space  SpaceConfig  `toml:"space"`
 	Origin OriginConfig `toml:"origin"`
 	Log    LogConfig    `toml:"log"`
+	// Cluster is the [cluster] section (cluster.go).
+	Cluster ClusterConfig `toml:"cluster"`
 	// Namespace rules, tried in order; the first match wins.
 	Namespace []NamespaceRule `toml:"namespace"`
 	// Map rules rewrite logical names to physical names, in order.
@@ -116,6 +118,14 @@ type OriginConfig struct {
 	// Connections is the number of TCP connections per root:// origin.
 	// Default 2.
 	Connections int `toml:"connections"`
+	// Fallback lists origins tried in order when the default origin is
+	// unreachable (federation: default = a regional cache, fallback = the
+	// origin it caches). Cached files keep the default origin's name.
+	// Default empty.
+	Fallback []string `toml:"fallback"`
+	// MaxHops is how many caches a request may have passed through
+	// (hc.via) before this one refuses it as a loop. Default 4.
+	MaxHops int `toml:"max_hops"`
 }
 
 // LogConfig is the [log] section.
@@ -133,9 +143,10 @@ func Default() *Config {
 		Server: ServerConfig{Listen: ":1094", ShutdownTimeout: Duration(30e9)},
 		Cache: CacheConfig{BlockSize: 1 << 20, PieceSize: 128 << 10, Prefetch: 10,
 			FetchMemory: 128 << 20, SyncInterval: Duration(2e9)},
-		Space:  SpaceConfig{Watermarks: "0.90,0.95", PurgeInterval: Duration(30e9), VerifyChecksum: "adler32"},
-		Origin: OriginConfig{Timeout: Duration(60e9), Connections: 2},
-		Log:    LogConfig{Level: "info"},
+		Space:   SpaceConfig{Watermarks: "0.90,0.95", PurgeInterval: Duration(30e9), VerifyChecksum: "adler32"},
+		Origin:  OriginConfig{Timeout: Duration(60e9), Connections: 2, MaxHops: 4},
+		Log:     LogConfig{Level: "info"},
+		Cluster: defaultCluster(),
 	}
 }
 
@@ -210,7 +221,7 @@ func (c *Config) Validate() error {
 	if c.Server.ShutdownTimeout < 0 {
 		bad("server.shutdown_timeout", c.Server.ShutdownTimeout, "must not be negative")
 	}
-	if c.Cache.Dir == "" {
+	if c.Cache.Dir == "" && !(c.Cluster.Enabled && c.Cluster.Role == "redirector") {
 		bad("cache.dir", `""`, "required: the directory holding cached files (--cache-dir)")
 	}
 	if c.Cache.PieceSize < 4096 || c.Cache.PieceSize%4096 != 0 {
@@ -278,6 +289,7 @@ func (c *Config) Validate() error {
 	default:
 		bad("log.level", fmt.Sprintf("%q", c.Log.Level), "debug, info, warn or error")
 	}
+	c.validateCluster(bad)
 	return errors.Join(errs...)
 }
 

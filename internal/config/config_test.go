@@ -31,6 +31,8 @@ func TestDocumentedFileIsTheDefaults(t *testing.T) {
 
 func withEmptyLists(c *Config) *Config {
 	c.Origin.ForwardAllow = []string{}
+	c.Origin.Fallback = []string{}
+	c.Cluster.Join = []string{}
 	return c
 }
 
@@ -129,5 +131,50 @@ func TestSize(t *testing.T) {
 	}
 	if s := Size(1 << 20).String(); s != "1M" {
 		t.Errorf("String=%q", s)
+	}
+}
+
+func TestClusterValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mut  func(*Config)
+		want string // substring of the error, "" for valid
+	}{
+		{"off is not checked", func(c *Config) { c.Cluster.Mode = "bogus" }, ""},
+		{"ok", func(c *Config) { c.Cluster.Enabled = true; c.Cluster.Join = []string{"a:7946"} }, ""},
+		{"bad mode", func(c *Config) { c.Cluster.Enabled = true; c.Cluster.Mode = "bogus" }, "cluster.mode"},
+		{"bad role", func(c *Config) { c.Cluster.Enabled = true; c.Cluster.Role = "boss" }, "cluster.role"},
+		{"local redirector", func(c *Config) {
+			c.Cluster.Enabled, c.Cluster.Role, c.Cluster.Mode = true, "redirector", "local"
+		}, "cluster.mode"},
+		{"redirector needs no cache dir", func(c *Config) {
+			c.Cluster.Enabled, c.Cluster.Role, c.Cache.Dir = true, "redirector", ""
+		}, ""},
+		{"bad seed", func(c *Config) { c.Cluster.Enabled = true; c.Cluster.Join = []string{"nohost"} }, "gossip address"},
+		{"bad http", func(c *Config) { c.Cluster.Enabled = true; c.Cluster.AdvertiseHTTP = "host:80" }, "cluster.advertise_http"},
+		{"bad weight", func(c *Config) { c.Cluster.Enabled = true; c.Cluster.Weight = 0 }, "cluster.weight"},
+		{"missing key file", func(c *Config) { c.Cluster.Enabled = true; c.Cluster.SecretKeyFile = "/nonexistent" }, "secret_key_file"},
+		{"fallback needs default", func(c *Config) {
+			c.Origin.Default, c.Origin.ForwardAllow, c.Origin.Fallback = "", []string{"a"}, []string{"root://b:1094"}
+		}, "origin.fallback"},
+		{"bad hops", func(c *Config) { c.Origin.MaxHops = 0 }, "origin.max_hops"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Default()
+			c.Cache.Dir, c.Origin.Default = "/tmp/x", "root://o:1094"
+			tc.mut(c)
+			err := c.Validate()
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("Validate() = %v, want %q", err, tc.want)
+			}
+		})
+	}
+	c := Default()
+	c.Server.Listen, c.Server.HTTPListen = ":1094", "127.0.0.1:8080"
+	if got := c.HTTPAdvertise(); got != "http://127.0.0.1:8080" {
+		t.Errorf("HTTPAdvertise() = %q", got)
+	}
+	if h, _ := os.Hostname(); c.RootAdvertise() != h+":1094" {
+		t.Errorf("RootAdvertise() = %q", c.RootAdvertise())
 	}
 }
