@@ -29,6 +29,9 @@ type Config struct {
 	Namespace []NamespaceRule `toml:"namespace"`
 	// Map rules rewrite logical names to physical names, in order.
 	Map []MapRule `toml:"map"`
+	// Security is TLS, authentication, authorization and the cache's own
+	// credential (security.go, docs/security.md).
+	Security SecurityConfig `toml:"security"`
 }
 
 // SpaceConfig is the [space] section: how much the cache may hold.
@@ -143,30 +146,41 @@ func Default() *Config {
 		Server: ServerConfig{Listen: ":1094", ShutdownTimeout: Duration(30e9)},
 		Cache: CacheConfig{BlockSize: 1 << 20, PieceSize: 128 << 10, Prefetch: 10,
 			FetchMemory: 128 << 20, SyncInterval: Duration(2e9)},
-		Space:   SpaceConfig{Watermarks: "0.90,0.95", PurgeInterval: Duration(30e9), VerifyChecksum: "adler32"},
-		Origin:  OriginConfig{Timeout: Duration(60e9), Connections: 2, MaxHops: 4},
-		Log:     LogConfig{Level: "info"},
-		Cluster: defaultCluster(),
+		Space:    SpaceConfig{Watermarks: "0.90,0.95", PurgeInterval: Duration(30e9), VerifyChecksum: "adler32"},
+		Origin:   OriginConfig{Timeout: Duration(60e9), Connections: 2, MaxHops: 4},
+		Log:      LogConfig{Level: "info"},
+		Cluster:  defaultCluster(),
+		Security: SecurityConfig{ClockSkew: Duration(60e9)},
 	}
 }
 
 // Load reads a TOML file over the defaults. Unknown keys are errors.
 func Load(path string) (*Config, error) {
-	c := Default()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	md, err := toml.Decode(string(b), c)
+	c, err := Parse(b)
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse reads TOML text over the defaults. Unknown keys are errors. It
+// never panics on any input (it is fuzzed).
+func Parse(b []byte) (*Config, error) {
+	c := Default()
+	md, err := toml.Decode(string(b), c)
+	if err != nil {
+		return nil, err
 	}
 	if und := md.Undecoded(); len(und) > 0 {
 		keys := make([]string, len(und))
 		for i, k := range und {
 			keys[i] = k.String()
 		}
-		return nil, fmt.Errorf("config %s: unknown keys: %s", path, strings.Join(keys, ", "))
+		return nil, fmt.Errorf("unknown keys: %s", strings.Join(keys, ", "))
 	}
 	return c, nil
 }
@@ -290,6 +304,7 @@ func (c *Config) Validate() error {
 		bad("log.level", fmt.Sprintf("%q", c.Log.Level), "debug, info, warn or error")
 	}
 	c.validateCluster(bad)
+	c.Security.validate(bad)
 	return errors.Join(errs...)
 }
 

@@ -2,6 +2,8 @@ package security
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -10,6 +12,9 @@ import (
 	"time"
 
 	"github.com/hepcache/hepcache/internal/auth/authtest"
+	"github.com/hepcache/hepcache/internal/backend"
+	"github.com/hepcache/hepcache/internal/config"
+	xrdfront "github.com/hepcache/hepcache/internal/frontend/xrootd"
 )
 
 // TestXrdcpBearerToken drives the real xrdcp over roots:// with the ztn
@@ -247,5 +252,44 @@ func TestCurlProxyCertificates(t *testing.T) {
 	certFile, keyFile := user.WriteFiles(t, dir, "usercert")
 	if code, body := s.curl(t, "/public/a.root", "--cert", certFile, "--key", keyFile); code != http.StatusOK || body != string(s.data["/public/a.root"]) {
 		t.Fatalf("user certificate on /public: %d %.200s", code, body)
+	}
+}
+
+// TestFromConfig builds the security layer from a parsed [security]
+// section and checks that its rules apply.
+func TestFromConfig(t *testing.T) {
+	p := newPKI(t)
+	c, err := config.Parse([]byte(`
+[security]
+tls_cert = "` + p.certFile + `"
+tls_key = "` + p.keyFile + `"
+ca_paths = ["` + p.caDir + `"]
+vomsdir = "` + p.vomsdir + `"
+audiences = ["` + testAud + `"]
+[[security.issuer]]
+issuer = "` + p.issuer.URL + `"
+jwks_file = "` + p.jwks + `"
+[[security.rule]]
+path = "/"
+read = ["scope"]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec, err := New(FromConfig(&c.Security, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sec.Close()
+	if sec.TLSConfig() == nil || sec.XRootDAuthenticator() == nil {
+		t.Fatal("TLS or tokens not configured")
+	}
+	req := &backend.Request{Path: "/store/f"}
+	err = sec.XRootDAuthorizer().(xrdfront.RequestAuthorizer).AuthorizeRequest(context.Background(), xrdfront.OpOpen, req)
+	if !errors.Is(err, backend.ErrForbidden) {
+		t.Fatalf("anonymous request under read = [scope]: %v", err)
+	}
+	if err := sec.Reload(); err != nil {
+		t.Fatalf("reload: %v", err)
 	}
 }

@@ -1,0 +1,127 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// SecurityConfig is the [security] section: TLS, who the clients are
+// (tokens, certificates) and what they may do (rules), and the cache's own
+// credential towards origins. docs/security.md explains each key.
+type SecurityConfig struct {
+	// TLSCert and TLSKey are the PEM host certificate (chain) and key for
+	// roots:// and https://, re-read on SIGHUP. Default "": no TLS.
+	TLSCert string `toml:"tls_cert"`
+	TLSKey  string `toml:"tls_key"`
+	// RequireTLS refuses root:// logins that do not switch to TLS.
+	// Default false.
+	RequireTLS bool `toml:"require_tls"`
+	// RequireAuth makes roots:// clients authenticate with a token (ztn);
+	// default false: clients without one continue anonymously and the
+	// rules decide.
+	RequireAuth bool `toml:"require_auth"`
+	// CAPaths are CA certificate files or directories that client
+	// certificates (and proxies) must chain to. Default empty: client
+	// certificates are not requested.
+	CAPaths []string `toml:"ca_paths"`
+	// VOMSDir trusts VOMS servers (<vo>/<host>.lsc or .pem files). Default
+	// "": VOMS attributes are ignored.
+	VOMSDir string `toml:"vomsdir"`
+	// VOMSTargets are this service's host names for ACs with targets.
+	VOMSTargets []string `toml:"voms_targets"`
+	// Audiences are the token "aud" values this cache accepts (its URLs,
+	// or "https://wlcg.cern.ch/jwt/v1/any"), for issuers without their own.
+	Audiences []string `toml:"audiences"`
+	// ClockSkew tolerates clock differences on token times. Default 60s.
+	ClockSkew Duration `toml:"clock_skew"`
+	// Issuers are the trusted token issuers ([[security.issuer]]).
+	Issuers []IssuerConfig `toml:"issuer"`
+	// Rules are the authorization rules ([[security.rule]]). Empty: every
+	// client may read and fetch everything (a cache without security).
+	Rules []AuthzRule `toml:"rule"`
+
+	// OriginTokenFile is a file holding the token the cache presents to
+	// origins (HTTP Authorization header, root:// ztn), re-read when it
+	// changes. Default "": none.
+	OriginTokenFile string `toml:"origin_token_file"`
+	// OriginCert and OriginKey are the cache's client certificate (or
+	// proxy: both may name the same file) for https:// origins.
+	OriginCert string `toml:"origin_cert"`
+	OriginKey  string `toml:"origin_key"`
+	// OriginCAPaths verify https:// and roots:// origins. Default empty:
+	// the system pool.
+	OriginCAPaths []string `toml:"origin_ca_paths"`
+}
+
+// IssuerConfig is one [[security.issuer]].
+type IssuerConfig struct {
+	// Issuer is the exact "iss" of the tokens. Required.
+	Issuer string `toml:"issuer"`
+	// Audiences override security.audiences for this issuer.
+	Audiences []string `toml:"audiences"`
+	// JWKSFile holds the issuer's keys; default "": fetched from the
+	// issuer (jwks_url, or discovered at /.well-known/openid-configuration).
+	JWKSFile string `toml:"jwks_file"`
+	JWKSURL  string `toml:"jwks_url"`
+	// BasePath is where the issuer's scope paths live. Default "/".
+	BasePath string `toml:"base_path"`
+}
+
+// AuthzRule is one [[security.rule]].
+type AuthzRule struct {
+	// Path is the namespace prefix; the longest matching rule applies.
+	Path string `toml:"path"`
+	// Read and Fetch list principals (docs/security.md): who may read, and
+	// who may make the cache download from the origin (default: as Read).
+	Read  []string `toml:"read"`
+	Fetch []string `toml:"fetch"`
+}
+
+// Enabled reports whether any security feature is configured.
+func (s *SecurityConfig) Enabled() bool {
+	return s.TLSCert != "" || len(s.Issuers) > 0 || len(s.CAPaths) > 0 || len(s.Rules) > 0
+}
+
+// validate appends the problems of the [security] section to errs.
+func (s *SecurityConfig) validate(bad func(key string, val any, allowed string)) {
+	if (s.TLSCert == "") != (s.TLSKey == "") {
+		bad("security.tls_cert/tls_key", fmt.Sprintf("%q/%q", s.TLSCert, s.TLSKey), "give both or neither")
+	}
+	if s.RequireTLS && s.TLSCert == "" {
+		bad("security.require_tls", true, "needs security.tls_cert and tls_key")
+	}
+	if s.RequireAuth && len(s.Issuers) == 0 {
+		bad("security.require_auth", true, "needs at least one [[security.issuer]]")
+	}
+	if s.VOMSDir != "" && len(s.CAPaths) == 0 {
+		bad("security.vomsdir", s.VOMSDir, "needs security.ca_paths (VOMS attributes come with client certificates)")
+	}
+	if s.ClockSkew < 0 || time.Duration(s.ClockSkew) > 10*time.Minute {
+		bad("security.clock_skew", s.ClockSkew, "0s to 10m")
+	}
+	for i, is := range s.Issuers {
+		key := fmt.Sprintf("security.issuer[%d]", i)
+		if is.Issuer == "" {
+			bad(key+".issuer", `""`, "required: the tokens' iss")
+		}
+		if len(is.Audiences) == 0 && len(s.Audiences) == 0 {
+			bad(key+".audiences", "[]", "list the audiences this cache accepts here or in security.audiences")
+		}
+		if is.JWKSFile == "" && !strings.HasPrefix(is.Issuer, "https://") && !strings.HasPrefix(is.JWKSURL, "https://") {
+			bad(key+".jwks_file", `""`, "keys are fetched only over https: give jwks_file, an https jwks_url or an https issuer")
+		}
+	}
+	for i, r := range s.Rules {
+		key := fmt.Sprintf("security.rule[%d]", i)
+		if !strings.HasPrefix(r.Path, "/") {
+			bad(key+".path", fmt.Sprintf("%q", r.Path), "an absolute namespace path")
+		}
+		if len(r.Read) == 0 {
+			bad(key+".read", "[]", `who may read: e.g. ["anonymous"], ["vo:cms", "scope"], or ["none"]`)
+		}
+	}
+	if (s.OriginCert == "") != (s.OriginKey == "") {
+		bad("security.origin_cert/origin_key", fmt.Sprintf("%q/%q", s.OriginCert, s.OriginKey), "give both or neither (a proxy file may be both)")
+	}
+}
