@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,6 +39,8 @@ type recorder struct {
 	// set) receives a value when a Stream starts waiting at the gate.
 	readGate  chan struct{}
 	streaming chan struct{}
+
+	checksums atomic.Int32 // Checksum calls
 
 	mu   sync.Mutex
 	reqs []backend.Request
@@ -126,6 +129,7 @@ func (r *recorder) List(ctx context.Context, req backend.Request, withStat bool)
 }
 
 func (r *recorder) Checksum(ctx context.Context, req backend.Request, algo string) (string, error) {
+	r.checksums.Add(1)
 	if err := r.record(req); err != nil {
 		return "", err
 	}
