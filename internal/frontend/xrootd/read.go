@@ -7,6 +7,7 @@ import (
 	"io"
 	"sync"
 
+	"github.com/hepcache/hepcache/internal/backend"
 	"github.com/hepcache/hepcache/internal/xrootd/proto"
 	"github.com/hepcache/hepcache/origin"
 )
@@ -55,6 +56,9 @@ func (c *conn) doRead(ctx context.Context, h proto.RequestHeader, body []byte) {
 	var sent int64
 	var hdr [proto.ResponseHeaderLen]byte
 	max := int64(c.cfg.MaxMessage)
+	if c.sendFile(of, h.StreamID, r.Offset, n) {
+		return
+	}
 	_, err := of.f.Stream(ctx, r.Offset, n, func(p []byte) error {
 		for len(p) > 0 && sent < n {
 			k := min(int64(len(p)), max, n-sent)
@@ -79,6 +83,35 @@ func (c *conn) doRead(ctx context.Context, h proto.RequestHeader, body []byte) {
 	case sent < n:
 		c.sendOK(h.StreamID, nil) // the file ended early: close the answer
 	}
+}
+
+// sendFile answers a read of n bytes at off with sendfile(2) when the
+// backend keeps them all in a local file and the connection is plain TCP.
+// It reports whether it handled the read.
+func (c *conn) sendFile(of *openFile, sid proto.StreamID, off, n int64) bool {
+	osf, ok := of.f.(backend.OSFiler)
+	if !ok || !c.w.canSendFile() {
+		return false
+	}
+	f, ok := osf.OSFile(off, n)
+	if !ok {
+		return false
+	}
+	var hdr [proto.ResponseHeaderLen]byte
+	for sent := int64(0); sent < n; {
+		k := min(n-sent, int64(c.cfg.MaxMessage))
+		status := proto.StatusOKSoFar
+		if sent+k == n {
+			status = proto.StatusOK
+		}
+		proto.AppendResponseHeader(hdr[:0], sid, status, int(k))
+		if c.w.writeFile(hdr[:], f, off+sent, int(k)) != nil {
+			return true
+		}
+		sent += k
+		c.srv.stats.BytesSent.Add(k)
+	}
+	return true
 }
 
 // pgSender turns the chunks of a Stream into kXR_pgread status messages.

@@ -3,8 +3,11 @@ package xrootd
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
+	"os"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -89,6 +92,84 @@ func (w *respWriter) write(bufs ...[]byte) error {
 		w.onErr(err)
 	}
 	return err
+}
+
+// canSendFile reports whether writeFile may be used (plain TCP, no TLS).
+func (w *respWriter) canSendFile() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.tcp
+}
+
+// writeFile sends hdr and then n bytes of f at off with sendfile(2), as one
+// message. The bytes must exist: the header announced them, so a short
+// file breaks the framing and fails the connection.
+func (w *respWriter) writeFile(hdr []byte, f *os.File, off int64, n int) error {
+	w.mu.Lock()
+	if w.err != nil {
+		err := w.err
+		w.mu.Unlock()
+		return err
+	}
+	if w.timeout > 0 {
+		w.nc.SetWriteDeadline(time.Now().Add(w.timeout))
+	}
+	err := w.sendFileLocked(hdr, f, off, n)
+	if err != nil {
+		w.err = fmt.Errorf("write response: %w", err)
+		err = w.err
+	}
+	w.mu.Unlock()
+	if err != nil && w.onErr != nil {
+		w.onErr(err)
+	}
+	return err
+}
+
+// sendFileLocked does the work of writeFile. MUST be called with mu held.
+func (w *respWriter) sendFileLocked(hdr []byte, f *os.File, off int64, n int) error {
+	if _, err := w.nc.Write(hdr); err != nil {
+		return err
+	}
+	dst, err := w.nc.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		return err
+	}
+	src, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	remain := n
+	var serr error
+	cerr := src.Control(func(sfd uintptr) {
+		werr := dst.Write(func(dfd uintptr) bool {
+			for remain > 0 {
+				k, err := syscall.Sendfile(int(dfd), int(sfd), &off, min(remain, 1<<30))
+				if k > 0 {
+					remain -= k
+				}
+				switch {
+				case err == syscall.EAGAIN:
+					return false // wait until the socket is writable
+				case err == syscall.EINTR:
+				case err != nil:
+					serr = fmt.Errorf("sendfile: %w", err)
+					return true
+				case k == 0:
+					serr = fmt.Errorf("sendfile: %s ends %d bytes early: %w", f.Name(), remain, io.ErrUnexpectedEOF)
+					return true
+				}
+			}
+			return true
+		})
+		if serr == nil {
+			serr = werr
+		}
+	})
+	if serr != nil {
+		return serr
+	}
+	return cerr
 }
 
 // failed reports the first write error, or nil.

@@ -1,0 +1,19 @@
+package backend
+
+import "os"
+
+// OSFiler is an optional interface of File for data kept in a local file.
+// OSFile returns the *os.File that holds the bytes [off, off+n) of the File
+// at the same offsets, when they are all present there, so that a front end
+// can send them with sendfile(2) instead of copying them through user
+// space. It does not block. The *os.File stays owned by the File: the
+// caller uses it only until File.Close, reads it only with positioned
+// calls (pread, sendfile with an offset) and never changes its offset.
+type OSFiler interface {
+	OSFile(off, n int64) (*os.File, bool)
+}
+
+var _ OSFiler = (*dirFile)(nil)
+
+// OSFile implements OSFiler: a Dir's files are local.
+func (f *dirFile) OSFile(off, n int64) (*os.File, bool) { return f.f, true }
