@@ -78,10 +78,11 @@ func (c *Client) host(addr string) (*host, error) {
 
 // host is the pool of connections to one server.
 type host struct {
-	addr  string
-	cfg   *Config
-	next  atomic.Uint32
-	slots []slot
+	addr   string
+	cfg    *Config
+	next   atomic.Uint32
+	slots  []slot
+	closed atomic.Bool // set by Client.Close: Files still holding the host fail
 
 	// rv protects the readv limits, learnt once from the server.
 	rv struct {
@@ -113,6 +114,9 @@ func (h *host) pick(ctx context.Context) (*conn, int, error) {
 func (h *host) conn(ctx context.Context, i int) (*conn, error) {
 	s := &h.slots[i]
 	for {
+		if h.closed.Load() {
+			return nil, ErrClosed
+		}
 		s.mu.Lock()
 		if s.c != nil && !s.c.failed() {
 			c := s.c
@@ -155,6 +159,7 @@ func (h *host) conn(ctx context.Context, i int) (*conn, error) {
 }
 
 func (h *host) close() {
+	h.closed.Store(true)
 	for i := range h.slots {
 		s := &h.slots[i]
 		s.mu.Lock()

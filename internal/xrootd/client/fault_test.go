@@ -322,3 +322,24 @@ func TestStalledServer(t *testing.T) {
 		t.Fatalf("read from a hung server: %v", err)
 	}
 }
+
+func TestClientClose(t *testing.T) {
+	ff := &fakeFile{content: make([]byte, 100)}
+	fake := xrdtest.StartFake(t, ff.handle)
+	c := newClient(t)
+	ctx := ctxT(t)
+	f, err := c.Open(ctx, fake.Addr, "/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if _, err := f.ReadAt(ctx, make([]byte, 10), 0); !errors.Is(err, ErrClosed) && !errors.Is(err, origin.ErrUnavailable) {
+		t.Fatalf("read after Client.Close: %v", err)
+	}
+	if _, err := c.Stat(ctx, fake.Addr, "/f"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("stat after Client.Close: %v", err)
+	}
+	if ff.opens.Load() != 1 {
+		t.Fatalf("%d opens: the closed client reconnected", ff.opens.Load())
+	}
+}
