@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/hepcache
 PKGS    := ./...
 
-.PHONY: all build demo test unit interop bench lint clean
+.PHONY: all build demo test unit interop bench lint clean fuzz
 
 all: build
 
@@ -18,6 +18,11 @@ demo: build
 test: build
 	$(GO) vet $(PKGS)
 	HEPCACHE_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m $(PKGS)
+	GO=$(GO) .ci/fuzz
+
+# fuzz runs every fuzz target briefly from its seed corpus (FUZZTIME=10s each).
+fuzz:
+	GO=$(GO) .ci/fuzz
 
 unit:
 	$(GO) test -short -count=1 $(PKGS)
