@@ -156,8 +156,13 @@ func (c *conn) setIdleDeadline() {
 }
 
 // finish releases everything once the reader stopped: it waits for the
-// handlers, closes the files and the connection.
+// handlers, closes the files and the connection. Unless the server is
+// draining (Shutdown lets requests in progress finish), the client is gone
+// or broke the protocol, so the requests in progress are cancelled first.
 func (c *conn) finish() {
+	if !c.draining.Load() {
+		c.cancel()
+	}
 	c.handlers.Wait()
 	c.cancel()
 	c.netConn().Close()

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -555,5 +556,95 @@ func TestShutdownFinishesRequests(t *testing.T) {
 	}
 	if err := ts.srv.Serve(ln); !errors.Is(err, ErrServerClosed) {
 		t.Fatalf("Serve after Shutdown = %v", err)
+	}
+}
+
+// fakeAuth is a two-step security protocol: a challenge, then the answer
+// "secret" logs the client in as alice.
+type fakeAuth struct{}
+
+func (fakeAuth) Params(c ConnInfo) string { return "&P=fake,v:1" }
+
+func (fakeAuth) Authenticate(ctx context.Context, c ConnInfo, credType string, cred []byte) (*Identity, []byte, error) {
+	switch {
+	case credType != "fake":
+		return nil, nil, fmt.Errorf("unknown protocol %q", credType)
+	case string(cred) == "hello":
+		return nil, []byte("challenge"), nil
+	case string(cred) == "secret":
+		return &Identity{Name: "alice", Attrs: "vo=cms"}, nil, nil
+	}
+	return nil, nil, errors.New("wrong answer")
+}
+
+func TestAuthenticator(t *testing.T) {
+	var seenP atomic.Pointer[Identity]
+	ts := startServer(t, "", func(c *Config, r *recorder) {
+		c.Authenticator = fakeAuth{}
+		c.Authorizer = AuthorizerFunc(func(ctx context.Context, op Op, req backend.Request) error {
+			seenP.Store(IdentityFrom(ctx))
+			return nil
+		})
+	})
+	writeRandom(t, ts.dir, "f", 10)
+	auth := func(rc *rawClient, cred string) (proto.ResponseHeader, []byte) {
+		r := proto.AuthRequest{Cred: []byte(cred)}
+		copy(r.CredType[:], "fake")
+		return rc.call(r.Append(nil, rc.next()))
+	}
+	rc := dialRaw(t, ts.addr, false)
+	b := proto.AppendClientHandshake(nil)
+	lr := proto.LoginRequest{Username: "tester", CapVer: proto.LoginVer005}
+	rc.send(lr.Append(b, rc.next()))
+	var hs [proto.ServerHandshakeLen]byte
+	io.ReadFull(rc.br, hs[:])
+	_, body, _ := rc.read()
+	if resp, err := proto.DecodeLoginResponse(body); err != nil || string(resp.Sec) != "&P=fake,v:1" {
+		t.Fatalf("login answer %q %v: want the security parameters", resp.Sec, err)
+	}
+	h, body := auth(rc, "wrong")
+	expectError(t, h, body, proto.ErrAuthFailed)
+	h, body = auth(rc, "hello")
+	if h.Status != proto.StatusAuthMore || string(body) != "challenge" {
+		t.Fatalf("auth step 1: %v %q", h.Status, body)
+	}
+	if h, body = auth(rc, "secret"); h.Status != proto.StatusOK {
+		t.Fatalf("auth step 2: %v %q", h.Status, body)
+	}
+	rc.open("/f")
+	if seen := seenP.Load(); seen == nil || seen.Name != "alice" || !seen.Authenticated || seen.Protocol != "fake" || seen.Attrs != "vo=cms" {
+		t.Fatalf("authorizer saw identity %+v", seenP.Load())
+	}
+	if reqs := ts.rec.requests(); reqs[len(reqs)-1].User != "alice" {
+		t.Fatalf("backend request user %q", reqs[len(reqs)-1].User)
+	}
+
+	// Without authentication, nothing but auth, ping and protocol works.
+	rc2 := dialRaw(t, ts.addr, false)
+	rc2.send(lr.Append(proto.AppendClientHandshake(nil), rc2.next()))
+	io.ReadFull(rc2.br, hs[:])
+	rc2.read()
+	r := proto.StatRequest{Path: "/f"}
+	h, body = rc2.call(r.Append(nil, rc2.next()))
+	expectError(t, h, body, proto.ErrInvalidRequest)
+}
+
+// TestCloseCancelsRequests checks that Close does not wait for a request
+// stuck in the backend: its context is cancelled.
+func TestCloseCancelsRequests(t *testing.T) {
+	gate, started := make(chan struct{}), make(chan struct{}, 1)
+	defer close(gate)
+	ts := startServer(t, "", func(c *Config, r *recorder) { r.readGate, r.streaming = gate, started })
+	writeRandom(t, ts.dir, "f", 5000)
+	rc := dialRaw(t, ts.addr, true)
+	fh := rc.open("/f")
+	r := proto.ReadRequest{FHandle: fh, Length: 5000}
+	rc.send(r.Append(nil, rc.next()))
+	<-started
+	if err := ts.srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.br.ReadByte(); err == nil {
+		t.Fatal("connection open after Close")
 	}
 }

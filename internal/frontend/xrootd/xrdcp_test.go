@@ -2,8 +2,11 @@ package xrootd
 
 import (
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
+	"github.com/hepcache/hepcache/internal/backend"
 	"github.com/hepcache/hepcache/internal/realclient"
 )
 
@@ -48,5 +51,29 @@ func TestXrdcp(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// TestXrdcpFollowsRedirect checks the cluster seam with a real client: the
+// first server's backend names the node that owns the file (RedirectError),
+// xrdcp follows kXR_redirect and reads it there.
+func TestXrdcpFollowsRedirect(t *testing.T) {
+	xrdcp := realclient.Require(t, "xrdcp")
+	owner := startServer(t, "", nil)
+	want := writeRandom(t, owner.dir, "store/f", 777_777)
+	host, port, _ := strings.Cut(owner.addr, ":")
+	portNum, _ := strconv.Atoi(port)
+	entry := startServer(t, "", func(c *Config, r *recorder) {
+		r.openErr = func(req backend.Request) error {
+			return &backend.RedirectError{URL: owner.url + "/" + req.Path, Host: host, Port: portNum}
+		}
+	})
+	dst := filepath.Join(t.TempDir(), "f")
+	realclient.MustRun(t, realclient.Env(), xrdcp, "-f", "-s", entry.url+"//store/f", dst)
+	if got := fileSHA(t, dst); got != want {
+		t.Fatalf("sha256 after the redirect = %s, want %s", got, want)
+	}
+	if len(owner.rec.requests()) == 0 {
+		t.Fatal("the owner never saw the request")
 	}
 }
