@@ -18,6 +18,10 @@ const (
 	KeyPeer = "hc.peer"
 	// KeyOrigin is the cache key's origin in a peer lookup.
 	KeyOrigin = "hc.origin"
+	// keyRoutedIndex is the rank of the node a request was sent to (absent
+	// for the owner): a client that comes back after failing there goes
+	// to the next one.
+	keyRoutedIndex = "hc.rdi"
 	// keyTried is XrdCl's list of hosts that failed this request; it comes
 	// back to the redirector (a manager) after an error at a data server.
 	keyTried = "tried"
@@ -35,6 +39,12 @@ func opaqueGet(opaque, key string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// opaqueValue returns the value of key in opaque, or "".
+func opaqueValue(opaque, key string) string {
+	v, _ := opaqueGet(opaque, key)
+	return v
 }
 
 // opaqueSet returns opaque with key=value, replacing an earlier value.

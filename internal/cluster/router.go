@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -85,6 +86,9 @@ type RouterConfig struct {
 // RouterStats counts routing decisions.
 type RouterStats struct {
 	Local, Redirected, Proxied, ProxyFailovers, PeerServed, PeerMisses, NoNode atomic.Int64
+	// TriedReturns counts requests that came back with XrdCl's tried=
+	// list after failing at another node (nodes listed are skipped).
+	TriedReturns atomic.Int64
 }
 
 // Router is the node-selection decorator in front of the cache: for a file
@@ -186,54 +190,76 @@ const (
 )
 
 // route decides where req is served. For redirectTo and proxyTo, nodes
-// are the candidates in order.
-func (r *Router) route(req backend.Request) (action, []Node, error) {
+// are the candidates in order and first is the index of nodes[0] in the
+// file's ranking.
+func (r *Router) route(req backend.Request) (action, []Node, int, error) {
 	v := r.cfg.Members.View()
-	if _, ok := opaqueGet(req.Opaque, KeyRouted); ok && r.cfg.Local != nil {
+	by, routed := opaqueGet(req.Opaque, KeyRouted)
+	if routed && by != v.Self.Name && r.cfg.Local != nil {
 		r.stats.Local.Add(1)
-		return serveLocal, nil, nil // another node routed it here: serve
+		return serveLocal, nil, 0, nil // another node routed it here: serve
 	}
 	if r.cfg.Mode == ModeLocal {
 		r.stats.Local.Add(1)
-		return serveLocal, nil, nil
+		return serveLocal, nil, 0, nil
 	}
 	ranked := v.Rank(r.Key(req))
 	if t := tried(req.Opaque); len(t) > 0 {
-		// XrdCl lists the hosts that failed this request: skip them.
+		// XrdCl lists the hosts that failed this request: skip them (but
+		// not this node, which XrdCl names when it sent the client on).
+		r.stats.TriedReturns.Add(1)
+		self := hostOf(v.Self.Root)
 		kept := ranked[:0:0]
 		for _, n := range ranked {
-			if !t[hostOf(n.Root)] {
+			if h := hostOf(n.Root); !t[h] || h == self {
 				kept = append(kept, n)
 			}
 		}
 		ranked = kept
 	}
-	if len(ranked) == 0 || ranked[0].Name == v.Self.Name {
+	first := 0
+	if routed && by == v.Self.Name {
+		// The client came back: the node this one sent it to failed
+		// before the failure detector noticed. Send it to the next.
+		k, _ := strconv.Atoi(opaqueValue(req.Opaque, keyRoutedIndex))
+		first = min(k+1, len(ranked))
+	}
+	cands := ranked[first:]
+	if len(cands) == 0 || cands[0].Name == v.Self.Name {
 		if r.cfg.Local != nil {
 			r.stats.Local.Add(1)
-			return serveLocal, nil, nil
+			return serveLocal, nil, 0, nil
 		}
 		r.stats.NoNode.Add(1)
-		return 0, nil, &backend.WaitError{Seconds: noNodeWait, Reason: ErrNoNode.Error()}
+		return 0, nil, 0, &backend.WaitError{Seconds: noNodeWait, Reason: ErrNoNode.Error()}
 	}
-	if r.cfg.Mode == ModeProxy || isHTTP(req.Protocol) && ranked[0].HTTP == "" {
-		return proxyTo, ranked, nil
+	if r.cfg.Mode == ModeProxy || isHTTP(req.Protocol) && cands[0].HTTP == "" {
+		return proxyTo, cands, first, nil
 	}
-	return redirectTo, ranked, nil
+	return redirectTo, cands, first, nil
 }
 
 func isHTTP(p string) bool { return p == "http" || p == "https" }
 
-// redirect returns the RedirectError sending req to n, marked as routed by
-// self.
-func (r *Router) redirect(req backend.Request, n Node, self string) error {
+// redirect returns the RedirectError sending req to n, the index-th node
+// of the file's ranking, marked as routed by self.
+func (r *Router) redirect(req backend.Request, n Node, index int) error {
 	r.stats.Redirected.Add(1)
+	self := r.cfg.Members.View().Self.Name
+	mark := KeyRouted + "=" + self
+	if index > 0 {
+		mark += "&" + keyRoutedIndex + "=" + strconv.Itoa(index)
+	}
 	if isHTTP(req.Protocol) {
 		p := req.Path
 		if req.Origin != "" {
 			p = "/" + req.Origin + p
 		}
-		u := strings.TrimRight(n.HTTP, "/") + (&url.URL{Path: p}).EscapedPath() + "?" + opaqueSet(req.Opaque, KeyRouted, self)
+		q := opaqueSet(req.Opaque, KeyRouted, self)
+		if index > 0 {
+			q = opaqueSet(q, keyRoutedIndex, strconv.Itoa(index))
+		}
+		u := strings.TrimRight(n.HTTP, "/") + (&url.URL{Path: p}).EscapedPath() + "?" + q
 		return &backend.RedirectError{URL: u}
 	}
 	host, port, _ := net.SplitHostPort(n.Root)
@@ -242,7 +268,7 @@ func (r *Router) redirect(req backend.Request, n Node, self string) error {
 	// The root:// front end sends host and port; the client keeps its
 	// own path and opaque and adds ours.
 	return &backend.RedirectError{
-		URL:  "root://" + n.Root + "/" + req.Path + "?" + KeyRouted + "=" + self,
+		URL:  "root://" + n.Root + "/" + req.Path + "?" + mark,
 		Host: host,
 		Port: pn,
 	}
@@ -253,14 +279,14 @@ func (r *Router) Open(ctx context.Context, req backend.Request) (backend.File, e
 	if _, ok := opaqueGet(req.Opaque, KeyPeer); ok {
 		return r.openForPeer(ctx, req)
 	}
-	act, nodes, err := r.route(req)
+	act, nodes, first, err := r.route(req)
 	switch {
 	case err != nil:
 		return nil, err
 	case act == serveLocal:
 		return r.cfg.Local.Open(ctx, req)
 	case act == redirectTo:
-		return nil, r.redirect(req, nodes[0], r.cfg.Members.View().Self.Name)
+		return nil, r.redirect(req, nodes[0], first)
 	}
 	return r.proxyOpen(ctx, req, nodes)
 }
@@ -268,14 +294,14 @@ func (r *Router) Open(ctx context.Context, req backend.Request) (backend.File, e
 // Stat implements backend.Backend: routed like Open, so that the owner
 // answers from its cache (and kXR_locate names the owner).
 func (r *Router) Stat(ctx context.Context, req backend.Request) (origin.FileInfo, error) {
-	act, nodes, err := r.route(req)
+	act, nodes, first, err := r.route(req)
 	switch {
 	case err != nil:
 		return origin.FileInfo{}, err
 	case act == serveLocal:
 		return r.cfg.Local.Stat(ctx, req)
 	case act == redirectTo:
-		return origin.FileInfo{}, r.redirect(req, nodes[0], r.cfg.Members.View().Self.Name)
+		return origin.FileInfo{}, r.redirect(req, nodes[0], first)
 	}
 	var fi origin.FileInfo
 	_, err = r.proxy(ctx, req, nodes, func(ctx context.Context, o origin.Origin, p string) (err error) {
@@ -290,14 +316,14 @@ func (r *Router) Stat(ctx context.Context, req backend.Request) (origin.FileInfo
 
 // Checksum implements backend.Backend; routed like Open.
 func (r *Router) Checksum(ctx context.Context, req backend.Request, algo string) (string, error) {
-	act, nodes, err := r.route(req)
+	act, nodes, first, err := r.route(req)
 	switch {
 	case err != nil:
 		return "", err
 	case act == serveLocal:
 		return r.cfg.Local.Checksum(ctx, req, algo)
 	case act == redirectTo:
-		return "", r.redirect(req, nodes[0], r.cfg.Members.View().Self.Name)
+		return "", r.redirect(req, nodes[0], first)
 	}
 	var sum string
 	_, err = r.proxy(ctx, req, nodes, func(ctx context.Context, o origin.Origin, p string) (err error) {
@@ -317,12 +343,12 @@ func (r *Router) List(ctx context.Context, req backend.Request, withStat bool) (
 	if r.cfg.Local != nil {
 		return r.cfg.Local.List(ctx, req, withStat)
 	}
-	act, nodes, err := r.route(req)
+	act, nodes, first, err := r.route(req)
 	switch {
 	case err != nil:
 		return nil, err
 	case act == redirectTo:
-		return nil, r.redirect(req, nodes[0], r.cfg.Members.View().Self.Name)
+		return nil, r.redirect(req, nodes[0], first)
 	}
 	var out []origin.FileInfo
 	_, err = r.proxy(ctx, req, nodes, func(ctx context.Context, o origin.Origin, p string) (err error) {
@@ -360,10 +386,19 @@ func (r *Router) openForPeer(ctx context.Context, req backend.Request) (backend.
 }
 
 // isMember reports whether a client address ("ip:port") is the address of
-// an alive member (its gossip or root:// host).
+// an alive member (its gossip or root:// host). Nodes sharing one host
+// (tests, several nodes per machine on 127.0.0.x addresses) connect from
+// the host's default loopback source address, so a loopback client is a
+// member when this node's own address is loopback.
 func (r *Router) isMember(client string) bool {
 	h := hostOf(client)
-	for _, n := range r.cfg.Members.View().Nodes {
+	v := r.cfg.Members.View()
+	if ip := net.ParseIP(h); ip != nil && ip.IsLoopback() {
+		if sip := net.ParseIP(hostOf(v.Self.Root)); sip != nil && sip.IsLoopback() {
+			return true
+		}
+	}
+	for _, n := range v.Nodes {
 		if hostOf(n.Gossip) == h || hostOf(n.Root) == h {
 			return true
 		}

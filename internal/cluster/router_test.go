@@ -392,3 +392,30 @@ func TestRouterPeerLookup(t *testing.T) {
 		f.Close()
 	}
 }
+
+// TestRouterClientComesBack: XrdCl treats a redirecting cache node as a
+// data server and, after failing at the node it was sent to, comes back
+// with the redirect's opaque and tried=<this node>; the next node in the
+// ranking gets it, then the next.
+func TestRouterClientComesBack(t *testing.T) {
+	tc := newTestCluster(t, 4, ModeRedirect)
+	p := tc.fileOwnedBy(t, 1, 3, 2)
+	ctx := context.Background()
+	var re *backend.RedirectError
+	if _, err := tc.routers[0].Open(ctx, backend.Request{Path: p, Protocol: "root"}); !errors.As(err, &re) || re.Host != "127.0.0.3" {
+		t.Fatalf("first open: %v", err)
+	}
+	if _, err := tc.routers[0].Open(ctx, backend.Request{Path: p, Protocol: "root", Opaque: "hc.rd=n0&tried=127.0.0.2&triedrc=srverr"}); !errors.As(err, &re) || re.Host != "127.0.0.5" || !strings.HasSuffix(re.URL, "hc.rd=n0&hc.rdi=1") {
+		t.Fatalf("after the owner failed: %v", err)
+	}
+	if _, err := tc.routers[0].Open(ctx, backend.Request{Path: p, Protocol: "root", Opaque: "hc.rd=n0&hc.rdi=1&tried=127.0.0.2"}); !errors.As(err, &re) || re.Host != "127.0.0.4" {
+		t.Fatalf("after the second failed: %v", err)
+	}
+	// The last candidate failed too: this node serves.
+	tc.mem.Put(p, []byte("x"), time.Now())
+	f, err := tc.routers[0].Open(ctx, backend.Request{Path: p, Protocol: "root", Opaque: "hc.rd=n0&hc.rdi=2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+}

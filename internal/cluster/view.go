@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/hepcache/hepcache/internal/hrw"
@@ -128,3 +129,28 @@ type Static struct{ V *View }
 
 // View implements Members.
 func (s Static) View() *View { return s.V }
+
+// Deferred is Members whose source is attached later: a server builds its
+// cache (which needs Members for peer lookups) before it listens, and
+// joins the cluster only once it can serve. Until Attach, the view is
+// this node alone.
+type Deferred struct {
+	alone *View
+	src   atomic.Pointer[Members]
+}
+
+// NewDeferred returns Members that see only self until Attach.
+func NewDeferred(self Node) *Deferred {
+	return &Deferred{alone: NewView(self, nil, 0, time.Now())}
+}
+
+// Attach makes m the source of views.
+func (d *Deferred) Attach(m Members) { d.src.Store(&m) }
+
+// View implements Members.
+func (d *Deferred) View() *View {
+	if m := d.src.Load(); m != nil {
+		return (*m).View()
+	}
+	return d.alone
+}

@@ -133,6 +133,11 @@ type Config struct {
 	Owner, Group string
 	// Version answers "query config version". Default "hepcache".
 	Version string
+	// Manager announces the server as a manager (kXR_isManager), as a
+	// cluster node that redirects is: XrdCl then comes back to it with
+	// tried=<host> after failing at the node it was sent to, instead of
+	// retrying that node. Default false (a data server).
+	Manager bool
 }
 
 // DefaultConfig returns a Config with every field set to its default except

@@ -365,6 +365,9 @@ func (c *conn) doProtocol(h proto.RequestHeader, body []byte) bool {
 		return true
 	}
 	flags := proto.IsServer | proto.SupPgRW
+	if c.cfg.Manager {
+		flags |= proto.IsManager
+	}
 	wantTLS := false
 	if c.cfg.TLS != nil {
 		flags |= proto.HaveTLS
