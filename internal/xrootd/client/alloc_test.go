@@ -11,8 +11,8 @@ import (
 // its request buffer and its channels are pooled, and the payload goes
 // straight into the caller's buffer.
 func TestReadAllocs(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs a real xrootd")
+	if testing.Short() || raceEnabled {
+		t.Skip("needs a real xrootd and no race detector")
 	}
 	dir, _ := testData(t)
 	srv := xrdtest.StartOrigin(t, dir)
