@@ -68,14 +68,16 @@ func newPKI(t *testing.T) *pki {
 // stack is hepcache's two front ends over one cache over an in-memory
 // origin, with a security layer, on loopback.
 type stack struct {
-	pki   *pki
-	sec   *Security
-	mem   *origin.Mem
-	cache *cache.Cache
-	root  string // root://127.0.0.1:port (roots:// on the same port)
-	https string // https://127.0.0.1:port
-	log   *logBuffer
-	data  map[string][]byte
+	pki      *pki
+	sec      *Security
+	mem      *origin.Mem
+	cache    *cache.Cache
+	rec      *recOrigin // the origin as the cache sees it: records paths
+	cacheDir string
+	root     string // root://127.0.0.1:port (roots:// on the same port)
+	https    string // https://127.0.0.1:port
+	log      *logBuffer
+	data     map[string][]byte
 }
 
 // logBuffer collects the server's log lines for assertions.
@@ -106,9 +108,13 @@ var defaultRules = []authz.Rule{
 	{Path: "/store", Read: []string{"scope", "vo:cms"}, Fetch: []string{"scope", "fqan:/cms/Role=production"}},
 }
 
-func newStack(t *testing.T, p *pki, mut func(*Config)) *stack {
+// frontMut adjusts the front ends' configurations (limits, timeouts).
+type frontMut func(*xrdfront.Config, *httpfront.Config)
+
+func newStack(t *testing.T, p *pki, mut func(*Config), fronts ...frontMut) *stack {
 	t.Helper()
 	s := &stack{pki: p, mem: origin.NewMem("mem://origin"), log: &logBuffer{}, data: map[string][]byte{}}
+	s.rec = &recOrigin{Origin: s.mem}
 	logger := slog.New(slog.NewTextHandler(s.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	for i, name := range []string{"/public/a.root", "/public/b.root", "/store/mc/f.root", "/store/mc/g.root", "/store/data/h.root"} {
 		b := make([]byte, 300<<10+i*4097)
@@ -137,7 +143,8 @@ func newStack(t *testing.T, p *pki, mut func(*Config)) *stack {
 	t.Cleanup(func() { s.sec.Close() })
 
 	cc := cache.DefaultConfig()
-	cc.Dir = t.TempDir()
+	s.cacheDir = filepath.Join(t.TempDir(), "cache")
+	cc.Dir = s.cacheDir
 	cc.Logger = logger
 	cc.VerifyChecksum = "none"
 	cc.Prefetch = -1
@@ -145,18 +152,23 @@ func newStack(t *testing.T, p *pki, mut func(*Config)) *stack {
 		if u != "" {
 			return nil, fmt.Errorf("forwarding to %s is not on the forward-allow list: %w", u, backend.ErrForbidden)
 		}
-		return s.mem, nil
+		return s.rec, nil
 	})
 	if s.cache, err = cache.New(cc); err != nil {
 		t.Fatal(err)
 	}
 
-	xs, err := xrdfront.New(&xrdfront.Config{
+	xc := &xrdfront.Config{
 		Backend: s.cache, Logger: logger,
 		Authenticator: s.sec.XRootDAuthenticator(), Authorizer: s.sec.XRootDAuthorizer(),
 		TLS: s.sec.TLSConfig(), RequireTLS: s.sec.RequireTLS(),
 		HandshakeTimeout: 10 * time.Second,
-	})
+	}
+	hc := &httpfront.Config{Backend: s.cache, Logger: logger, Authorizer: s.sec.HTTPAuthorizer(), TLSConfig: s.sec.TLSConfig()}
+	for _, f := range fronts {
+		f(xc, hc)
+	}
+	xs, err := xrdfront.New(xc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +179,7 @@ func newStack(t *testing.T, p *pki, mut func(*Config)) *stack {
 	s.root = "root://" + xl.Addr().String()
 	go xs.Serve(xl)
 
-	hs, err := httpfront.New(&httpfront.Config{Backend: s.cache, Logger: logger, Authorizer: s.sec.HTTPAuthorizer(), TLSConfig: s.sec.TLSConfig()})
+	hs, err := httpfront.New(hc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,4 +270,46 @@ func (s *stack) fill(t *testing.T, path string) {
 	if code != http.StatusOK || body != string(s.data[path]) {
 		t.Fatalf("fill %s: %d %.200s", path, code, body)
 	}
+}
+
+// recOrigin records every path the cache asks the origin about.
+type recOrigin struct {
+	origin.Origin
+
+	// mu protects paths.
+	mu    sync.Mutex
+	paths []string
+}
+
+func (r *recOrigin) note(p string) {
+	r.mu.Lock()
+	r.paths = append(r.paths, p)
+	r.mu.Unlock()
+}
+
+// Paths returns the paths asked for so far.
+func (r *recOrigin) Paths() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.paths...)
+}
+
+func (r *recOrigin) Stat(ctx context.Context, p string) (origin.FileInfo, error) {
+	r.note(p)
+	return r.Origin.Stat(ctx, p)
+}
+
+func (r *recOrigin) Open(ctx context.Context, p string) (origin.File, error) {
+	r.note(p)
+	return r.Origin.Open(ctx, p)
+}
+
+func (r *recOrigin) List(ctx context.Context, p string, withStat bool) ([]origin.FileInfo, error) {
+	r.note(p)
+	return r.Origin.List(ctx, p, withStat)
+}
+
+func (r *recOrigin) Checksum(ctx context.Context, p, algo string) (string, error) {
+	r.note(p)
+	return r.Origin.Checksum(ctx, p, algo)
 }

@@ -1,0 +1,208 @@
+package security
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hepcache/hepcache/internal/authz"
+	httpfront "github.com/hepcache/hepcache/internal/frontend/http"
+	xrdfront "github.com/hepcache/hepcache/internal/frontend/xrootd"
+	"github.com/hepcache/hepcache/internal/realclient"
+	"github.com/hepcache/hepcache/internal/xrootd/client"
+	"github.com/hepcache/hepcache/internal/xrootd/proto"
+)
+
+// openAll lets everyone read and fetch everything, so that only path
+// handling stands between a client and the files outside the namespace.
+var openAll = func(c *Config) { c.Rules = []authz.Rule{{Path: "/", Read: []string{"anonymous"}}} }
+
+// TestPathAttacks sends paths that try to leave the namespace (.., //,
+// encoded slashes and dots, NUL bytes, over-long paths, forwarding to an
+// origin not on the allow-list) through both front ends, with real clients
+// where they can send them and a raw Go client where they cannot. None
+// reaches the origin outside the namespace, none is served, and nothing is
+// written outside the cache directory.
+func TestPathAttacks(t *testing.T) {
+	p := newPKI(t)
+	s := newStack(t, p, openAll)
+	ctx := context.Background()
+	long := "/public/" + strings.Repeat("a", 5000)
+
+	t.Run("http", func(t *testing.T) {
+		for _, tc := range []struct{ name, path string }{
+			{"dotdot", "/public/../../../etc/passwd"},
+			{"encoded dots", "/public/%2e%2e/%2e%2e/etc/passwd"},
+			{"encoded slashes", "/public%2F..%2F..%2Fetc%2Fpasswd"},
+			{"double encoded", "/public/%252e%252e/%252e%252e/etc/passwd"},
+			{"NUL", "/public/a.root%00/../../etc/passwd"},
+			{"over-long", long},
+			{"backslashes", "/public/..\\..\\etc\\passwd"},
+			{"forwarding elsewhere", "/root://evil.example:1094//etc/passwd"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				code, body := s.curl(t, tc.path, "--path-as-is")
+				if code < 400 || strings.Contains(body, "root:x:0:0") {
+					t.Fatalf("%s: %d %.200q", tc.path, code, body)
+				}
+			})
+		}
+		// Redundant slashes and dots are cleaned, not refused.
+		if code, body := s.curl(t, "//public//./a.root", "--path-as-is"); code != http.StatusOK || body != string(s.data["/public/a.root"]) {
+			t.Fatalf("//public//./a.root: %d", code)
+		}
+	})
+
+	t.Run("root raw", func(t *testing.T) {
+		c, err := client.New(&client.Config{DialTimeout: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		addr := strings.TrimPrefix(s.root, "root://")
+		for _, tc := range []struct {
+			name, path string
+			code       proto.ErrorCode
+		}{
+			{"dotdot", "/public/../../../etc/passwd", proto.ErrArgInvalid},
+			{"NUL", "/public/a.root\x00/../../../etc/passwd", proto.ErrArgInvalid},
+			{"over-long", long, proto.ErrArgTooLong},
+			{"relative", "etc/passwd", proto.ErrArgInvalid},
+			{"forwarding elsewhere", "/root://evil.example:1094//etc/passwd", proto.ErrNotAuthorized},
+			{"forwarding with dotdot", "/root://evil.example:1094//../etc/passwd", proto.ErrArgInvalid},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				f, err := c.Open(ctx, addr, tc.path)
+				if err == nil {
+					f.Close(ctx)
+					t.Fatalf("opened %q", tc.path)
+				}
+				var pe *proto.Error
+				if !errors.As(err, &pe) || pe.Code != tc.code {
+					t.Fatalf("open %q: %v, want %v", tc.path, err, tc.code)
+				}
+			})
+		}
+		// Cleaned, not refused: "//public/./x/../a.root" is /public/a.root.
+		f, err := c.Open(ctx, addr, "//public/./x/../a.root")
+		if err != nil {
+			t.Fatalf("cleanable path: %v", err)
+		}
+		f.Close(ctx)
+	})
+
+	t.Run("xrdcp", func(t *testing.T) {
+		for _, path := range []string{"//public/../../../etc/passwd", "//public/%2e%2e/%2e%2e/etc/passwd", "//root://evil.example:1094//etc/passwd"} {
+			got, r := s.xrdcp(t, s.xrdEnv(t), s.root+path)
+			if r.Err == nil {
+				t.Fatalf("xrdcp %s succeeded: %.100q", path, got)
+			}
+			t.Logf("xrdcp %s: %s", path, bytes.TrimSpace(append(r.Stdout, r.Stderr...)))
+		}
+	})
+
+	for _, p := range s.rec.Paths() {
+		if !strings.HasPrefix(p, "/public/") && !strings.HasPrefix(p, "/store/") {
+			t.Errorf("the origin was asked for %q", p)
+		}
+		if strings.Contains(p, "//") || strings.ContainsRune(p, 0) {
+			t.Errorf("the origin was asked for an unclean path %q", p)
+		}
+		for _, seg := range strings.Split(p, "/") {
+			// A backslash is an ordinary character in a POSIX name:
+			// "..\x" is one component, not a climb.
+			if seg == ".." || seg == "." {
+				t.Errorf("the origin was asked for %q, with a %q component", p, seg)
+			}
+		}
+	}
+	// Everything the cache wrote is below its directory.
+	root := filepath.Dir(s.cacheDir)
+	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && p != root && !strings.HasPrefix(p, s.cacheDir) {
+			t.Errorf("file outside the cache directory: %s", p)
+		}
+		return nil
+	})
+}
+
+// TestSlowClientsDoNotTieUpTheServer opens many connections that stall in
+// the handshake (root://, roots://) or trickle their headers (https://), as
+// a slowloris attack does. Real clients are served meanwhile, and the
+// server closes every stalled connection when its handshake timeout ends.
+func TestSlowClientsDoNotTieUpTheServer(t *testing.T) {
+	p := newPKI(t)
+	s := newStack(t, p, openAll, func(x *xrdfront.Config, h *httpfront.Config) {
+		x.HandshakeTimeout = time.Second
+		h.ReadHeaderTimeout = time.Second
+	})
+	s.fill(t, "/public/a.root")
+	xaddr := strings.TrimPrefix(s.root, "root://")
+	haddr := strings.TrimPrefix(s.https, "https://")
+	const n = 40
+	var conns []net.Conn
+	for i := 0; i < n; i++ {
+		// root://: half a handshake, then silence.
+		c, err := net.Dial("tcp", xaddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write([]byte{0, 0, 0, 0, 0, 0})
+		conns = append(conns, c)
+		// https://: TLS done, then a request line and headers trickled
+		// one byte at a time, never finished.
+		tc, err := tls.Dial("tcp", haddr, &tls.Config{InsecureSkipVerify: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc.Write([]byte("GET /public/a.root HTTP/1.1\r\nHost: x\r\n"))
+		conns = append(conns, tc)
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			for _, c := range conns {
+				if _, ok := c.(*tls.Conn); ok {
+					c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+					c.Write([]byte("X"))
+				}
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+
+	// Real clients get through while the slow ones hang on.
+	if got, r := s.xrdcp(t, s.xrdEnv(t), s.root+"//public/a.root"); r.Err != nil || !bytes.Equal(got, s.data["/public/a.root"]) {
+		t.Fatalf("xrdcp during the attack: %s", r)
+	}
+	if code, _ := s.curl(t, "/public/a.root"); code != http.StatusOK {
+		t.Fatalf("curl during the attack: %d", code)
+	}
+
+	// Every stalled connection is closed by the server.
+	for i, c := range conns {
+		c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		_, err := io.Copy(io.Discard, bufio.NewReader(c))
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Fatalf("connection %d (%T) still open after the handshake timeout", i, c)
+		}
+		c.Close()
+	}
+	realclient.Require(t, "xrdcp") // the test is meaningless without the real clients
+}
