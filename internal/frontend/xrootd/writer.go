@@ -126,11 +126,11 @@ func (w *respWriter) writeFile(hdr []byte, f *os.File, off int64, n int) error {
 	return err
 }
 
-// sendFileLocked does the work of writeFile. MUST be called with mu held.
+// sendFileLocked does the work of writeFile. The header goes out with
+// MSG_MORE so that the kernel sends it in the same segment as the data
+// instead of as an 8-byte packet of its own (the socket has TCP_NODELAY).
+// MUST be called with mu held.
 func (w *respWriter) sendFileLocked(hdr []byte, f *os.File, off int64, n int) error {
-	if _, err := w.nc.Write(hdr); err != nil {
-		return err
-	}
 	dst, err := w.nc.(*net.TCPConn).SyscallConn()
 	if err != nil {
 		return err
@@ -143,6 +143,20 @@ func (w *respWriter) sendFileLocked(hdr []byte, f *os.File, off int64, n int) er
 	var serr error
 	cerr := src.Control(func(sfd uintptr) {
 		werr := dst.Write(func(dfd uintptr) bool {
+			for len(hdr) > 0 {
+				k, err := syscall.SendmsgN(int(dfd), hdr, nil, nil, syscall.MSG_MORE)
+				if k > 0 {
+					hdr = hdr[k:]
+				}
+				switch {
+				case err == syscall.EAGAIN:
+					return false // wait until the socket is writable
+				case err == syscall.EINTR:
+				case err != nil:
+					serr = fmt.Errorf("send: %w", err)
+					return true
+				}
+			}
 			for remain > 0 {
 				k, err := syscall.Sendfile(int(dfd), int(sfd), &off, min(remain, 1<<30))
 				if k > 0 {
@@ -150,7 +164,7 @@ func (w *respWriter) sendFileLocked(hdr []byte, f *os.File, off int64, n int) er
 				}
 				switch {
 				case err == syscall.EAGAIN:
-					return false // wait until the socket is writable
+					return false
 				case err == syscall.EINTR:
 				case err != nil:
 					serr = fmt.Errorf("sendfile: %w", err)
