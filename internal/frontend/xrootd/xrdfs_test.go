@@ -52,6 +52,24 @@ func TestXrdfs(t *testing.T) {
 			t.Fatalf("xrdfs ls -l:\n%s", out)
 		}
 	})
+	t.Run("ls -l of a large directory", func(t *testing.T) {
+		// Long names make the listing span several kXR_oksofar parts.
+		for i := 0; i < 1500; i++ {
+			name := fmt.Sprintf("big/%04d-%s", i, strings.Repeat("n", 100))
+			writeRandom(t, ts.dir, name, i)
+		}
+		os.Mkdir(filepath.Join(ts.dir, "emptydir"), 0o755)
+		lines := strings.Split(strings.TrimSpace(run("ls", "-l", "/big")), "\n")
+		if len(lines) != 1500 || !strings.Contains(lines[1499], fmt.Sprintf(" 1499 ")) {
+			t.Fatalf("xrdfs ls -l /big: %d lines, last %q", len(lines), lines[len(lines)-1])
+		}
+		if out := run("ls", "/emptydir"); strings.TrimSpace(out) != "" {
+			t.Fatalf("xrdfs ls of an empty directory: %q", out)
+		}
+		if out := run("ls", "-l", "/emptydir"); strings.TrimSpace(out) != "" {
+			t.Fatalf("xrdfs ls -l of an empty directory: %q", out)
+		}
+	})
 	t.Run("query checksum", func(t *testing.T) {
 		out := run("query", "checksum", "/store/a.root")
 		if want := fmt.Sprintf("adler32 %08x", adler32.Checksum(data)); strings.TrimSpace(out) != want {
