@@ -39,6 +39,13 @@ type Server struct {
 type Options struct {
 	// WebDAV enables PROPFIND and OPTIONS (dav_ext_methods).
 	WebDAV bool
+	// TLSCert and TLSKey make nginx serve https:// with this certificate;
+	// URL is then "https://127.0.0.1:PORT".
+	TLSCert, TLSKey string
+	// ServerExtra and LocationExtra are nginx directives added to the
+	// server block and to its "location /" block (e.g. a check of the
+	// Authorization header or of $ssl_client_s_dn).
+	ServerExtra, LocationExtra string
 }
 
 // InCI reports whether tests run in CI (CI=true), where a missing tool fails.
@@ -77,7 +84,11 @@ func Start(tb testing.TB, root string, opt Options) *Server {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		s := &Server{URL: fmt.Sprintf("http://127.0.0.1:%d", port), Root: root, dir: dir}
+		scheme := "http"
+		if opt.TLSCert != "" {
+			scheme = "https"
+		}
+		s := &Server{URL: fmt.Sprintf("%s://127.0.0.1:%d", scheme, port), Root: root, dir: dir}
 		if last = s.run(tb, port, opt); last == nil {
 			return s
 		}
@@ -91,6 +102,10 @@ func (s *Server) run(tb testing.TB, port int, opt Options) error {
 	if opt.WebDAV {
 		load = "load_module " + davExtModule + ";"
 		dav = "dav_ext_methods PROPFIND OPTIONS;"
+	}
+	listen := fmt.Sprintf("127.0.0.1:%d", port)
+	if opt.TLSCert != "" {
+		listen += fmt.Sprintf(" ssl;\n        ssl_certificate %s;\n        ssl_certificate_key %s", opt.TLSCert, opt.TLSKey)
 	}
 	// Started as root, nginx would run its workers as nobody, who cannot
 	// enter the tests' 0700 temp dirs; keep them as root (test only).
@@ -117,15 +132,17 @@ http {
     scgi_temp_path %[2]s/scgi;
     keepalive_requests 10000;
     server {
-        listen 127.0.0.1:%[3]d;
+        listen %[7]s;
         root %[4]s;
+        %[8]s
         location / {
             autoindex on;
             %[5]s
+            %[9]s
         }
     }
 }
-`, load, s.dir, port, s.Root, dav, user)
+`, load, s.dir, port, s.Root, dav, user, listen, opt.ServerExtra, opt.LocationExtra)
 	cf := filepath.Join(s.dir, "nginx.conf")
 	if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
 		return err

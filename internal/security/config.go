@@ -1,9 +1,15 @@
 package security
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
 	"log/slog"
+	"net/http"
 	"time"
 
+	"github.com/hepcache/hepcache/internal/auth/credential"
 	"github.com/hepcache/hepcache/internal/auth/token"
 	"github.com/hepcache/hepcache/internal/authz"
 	"github.com/hepcache/hepcache/internal/config"
@@ -35,4 +41,51 @@ func FromConfig(c *config.SecurityConfig, log *slog.Logger) *Config {
 		out.Rules = append(out.Rules, authz.Rule{Path: r.Path, Read: r.Read, Fetch: r.Fetch})
 	}
 	return out
+}
+
+// OriginCredentials is the cache's own credential towards origins, built
+// from the [security] section: pass Authorize and TLS to origin/http, TLS
+// and Token to origin/xrootd. A client's credential is never used.
+type OriginCredentials struct {
+	// Authorize adds "Authorization: Bearer" with the cache's token; nil
+	// without origin_token_file.
+	Authorize func(*http.Request) error
+	// Token returns the cache's token (ztn); nil without one.
+	Token func() (string, error)
+	// TLS verifies origins with origin_ca_paths (or the system pool) and
+	// presents origin_cert/origin_key when set.
+	TLS *tls.Config
+}
+
+// NewOriginCredentials loads the files named in c.
+func NewOriginCredentials(c *config.SecurityConfig) (*OriginCredentials, error) {
+	oc := &OriginCredentials{}
+	var errs []error
+	if c.OriginTokenFile != "" {
+		tf, err := credential.NewTokenFile(c.OriginTokenFile)
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			oc.Authorize, oc.Token = tf.Authorize, tf.Token
+		}
+	}
+	var cert *credential.ClientCert
+	if c.OriginCert != "" {
+		var err error
+		if cert, err = credential.NewClientCert(c.OriginCert, c.OriginKey); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	var pool *x509.CertPool
+	if len(c.OriginCAPaths) > 0 {
+		var err error
+		if pool, _, err = tlsconf.LoadCAs(c.OriginCAPaths...); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("origin credentials: %w", err)
+	}
+	oc.TLS = credential.TLSConfig(cert, pool)
+	return oc, nil
 }

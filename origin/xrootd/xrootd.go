@@ -7,6 +7,7 @@ package xrootd
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -38,6 +39,12 @@ type Config struct {
 	Timeout time.Duration
 	// StallTimeout is the client's StallTimeout (zero: its default).
 	StallTimeout time.Duration
+	// TLS verifies roots:// servers (the CAs) and may carry the cache's
+	// client certificate. Nil: the system roots. root:// URLs ignore it.
+	TLS *tls.Config
+	// Token returns the cache's own bearer token, sent with ztn (over
+	// roots:// only) when the server asks for authentication. Nil: none.
+	Token func() (string, error)
 }
 
 const defaultTimeout = 60 * time.Second
@@ -55,11 +62,20 @@ var _ origin.Origin = (*Origin)(nil)
 // New returns an Origin for cfg.URL. It does not connect: the first call
 // does.
 func New(cfg *Config) (*Origin, error) {
-	addr, err := parseURL(cfg.URL)
+	addr, secure, err := parseURL(cfg.URL)
 	if err != nil {
 		return nil, err
 	}
 	ccfg := client.DefaultConfig()
+	scheme := "root"
+	if secure {
+		scheme = "roots"
+		ccfg.TLS = cfg.TLS
+		if ccfg.TLS == nil {
+			ccfg.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+	}
+	ccfg.Token = cfg.Token
 	if cfg.ConnsPerHost != 0 {
 		ccfg.ConnsPerHost = cfg.ConnsPerHost
 	}
@@ -77,7 +93,7 @@ func New(cfg *Config) (*Origin, error) {
 	if t == 0 {
 		t = defaultTimeout
 	}
-	return &Origin{url: "root://" + addr, addr: addr, timeout: t, c: c}, nil
+	return &Origin{url: scheme + "://" + addr, addr: addr, timeout: t, c: c}, nil
 }
 
 // Dial returns an Origin for url with default settings; it has the shape
@@ -86,22 +102,24 @@ func Dial(_ context.Context, url string) (origin.Origin, error) {
 	return New(&Config{URL: url})
 }
 
-func parseURL(raw string) (string, error) {
+// parseURL returns host:port and whether the URL asks for TLS (roots://).
+func parseURL(raw string) (string, bool, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return "", fmt.Errorf("root origin %q: %w: %w", raw, err, origin.ErrInvalid)
+		return "", false, fmt.Errorf("root origin %q: %w: %w", raw, err, origin.ErrInvalid)
 	}
-	if u.Scheme != "root" && u.Scheme != "xroot" {
-		return "", fmt.Errorf("root origin %q: scheme must be root:// or xroot://: %w", raw, origin.ErrInvalid)
+	secure := u.Scheme == "roots" || u.Scheme == "xroots"
+	if u.Scheme != "root" && u.Scheme != "xroot" && !secure {
+		return "", false, fmt.Errorf("root origin %q: scheme must be root://, roots://, xroot:// or xroots://: %w", raw, origin.ErrInvalid)
 	}
 	if u.Hostname() == "" {
-		return "", fmt.Errorf("root origin %q: no host: %w", raw, origin.ErrInvalid)
+		return "", false, fmt.Errorf("root origin %q: no host: %w", raw, origin.ErrInvalid)
 	}
 	port := u.Port()
 	if port == "" {
 		port = "1094"
 	}
-	return net.JoinHostPort(strings.ToLower(u.Hostname()), port), nil
+	return net.JoinHostPort(strings.ToLower(u.Hostname()), port), secure, nil
 }
 
 // String implements origin.Origin: "root://host:port".

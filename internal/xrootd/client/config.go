@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -52,6 +53,17 @@ type Config struct {
 	// MaxReadSize is the largest single kXR_read; longer ReadAt calls are
 	// split into requests of this size sent together. Default 8 MiB.
 	MaxReadSize int
+
+	// TLS, if set, makes every connection switch to TLS after kXR_protocol
+	// (roots://, kXR_wantTLS); a server that does not switch is refused.
+	// ServerName defaults to the host dialled. Default nil: plain TCP.
+	TLS *tls.Config
+	// Token, if set, returns the bearer token presented with the ztn
+	// security protocol when a server asks for authentication (on TLS
+	// connections only: ztn never sends a token in clear text). It is the
+	// cache's own credential, called at every login. Default nil: servers
+	// requiring ztn are refused; "unix" is answered anonymously.
+	Token func() (string, error)
 
 	// dial replaces net.Dialer.DialContext in tests.
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)

@@ -118,6 +118,7 @@ type conn struct {
 	cfg   *Config
 	flags proto.ServerFlags
 	pver  int32
+	tls   bool // the connection switched to TLS
 
 	sids chan uint16 // free stream ids
 
@@ -232,7 +233,11 @@ func (c *conn) login(ctx context.Context) error {
 
 	// The handshake and kXR_protocol go in one write, as XrdCl does.
 	b := proto.AppendClientHandshake(make([]byte, 0, 128))
-	b = (&proto.ProtocolRequest{ClientPV: proto.ProtocolVersion, Expect: proto.ExpectLogin}).Append(b, proto.StreamID{0, 1})
+	preq := proto.ProtocolRequest{ClientPV: proto.ProtocolVersion, Expect: proto.ExpectLogin}
+	if c.cfg.TLS != nil {
+		preq.Flags |= proto.ProtoAbleTLS | proto.ProtoWantTLS
+	}
+	b = preq.Append(b, proto.StreamID{0, 1})
 	if _, err := c.nc.Write(b); err != nil {
 		return fail("handshake with", err)
 	}
@@ -255,6 +260,11 @@ func (c *conn) login(ctx context.Context) error {
 		return fail("kXR_protocol to", err)
 	}
 	c.pver, c.flags = pr.PVal, pr.Flags
+	if c.cfg.TLS != nil {
+		if err := c.startTLS(ctx); err != nil {
+			return err
+		}
+	}
 
 	lr := proto.LoginRequest{
 		PID:      int32(os.Getpid()),
@@ -281,8 +291,7 @@ func (c *conn) login(ctx context.Context) error {
 		return fail("kXR_login to", err)
 	}
 	if len(resp.Sec) > 0 {
-		return fmt.Errorf("kXR_login to %s: server requires authentication (%q), which this client does not implement: %w",
-			c.addr, resp.Sec, origin.ErrNotAuthorized)
+		return c.authenticate(string(resp.Sec))
 	}
 	return nil
 }
