@@ -81,7 +81,7 @@ func (s *Security) verifyToken(ctx context.Context, tok string) (*token.Claims, 
 	if s.tokens == nil {
 		return nil, fmt.Errorf("bearer tokens are not accepted here (no token issuer configured): %w", ErrUnauthenticated)
 	}
-	c, err := s.tokens.Verify(ctx, tok)
+	c, err := s.tokc.get(tok, func() (*token.Claims, error) { return s.tokens.Verify(ctx, tok) })
 	if err != nil {
 		return nil, fmt.Errorf("invalid bearer token: %w: %w", ErrUnauthenticated, err)
 	}

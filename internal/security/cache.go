@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hepcache/hepcache/internal/auth/token"
 	"github.com/hepcache/hepcache/internal/authz"
 )
 
@@ -75,4 +76,52 @@ func (c *subjectCache) get(certs []*x509.Certificate, verify func() (*authz.Subj
 	c.m[k] = e
 	c.mu.Unlock()
 	return sub, err
+}
+
+// tokenCache remembers verified tokens by their hash, so that a client
+// sending many requests with one token (uproot's ranged GETs) costs one
+// signature verification. Entries live until the token expires or
+// subjectTTL passes; failures are not cached (they are cheap to repeat:
+// bad tokens fail before or at the signature).
+type tokenCache struct {
+	now func() time.Time
+
+	// mu protects m.
+	mu sync.Mutex
+	m  map[[32]byte]cachedToken
+}
+
+type cachedToken struct {
+	claims  *token.Claims
+	expires time.Time
+}
+
+func newTokenCache() *tokenCache {
+	return &tokenCache{now: time.Now, m: map[[32]byte]cachedToken{}}
+}
+
+func (c *tokenCache) get(tok string, verify func() (*token.Claims, error)) (*token.Claims, error) {
+	k := sha256.Sum256([]byte(tok))
+	now := c.now()
+	c.mu.Lock()
+	e, ok := c.m[k]
+	c.mu.Unlock()
+	if ok && now.Before(e.expires) {
+		return e.claims, nil
+	}
+	claims, err := verify()
+	if err != nil {
+		return nil, err
+	}
+	exp := now.Add(subjectTTL)
+	if claims.Expiry.Before(exp) {
+		exp = claims.Expiry
+	}
+	c.mu.Lock()
+	if len(c.m) >= subjectCacheSize {
+		clear(c.m)
+	}
+	c.m[k] = cachedToken{claims: claims, expires: exp}
+	c.mu.Unlock()
+	return claims, nil
 }

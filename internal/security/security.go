@@ -55,6 +55,7 @@ type Security struct {
 	log    *slog.Logger
 	tls    *tlsconf.Server
 	tokens *token.Verifier
+	tokc   *tokenCache
 	authz  *authz.Authorizer
 
 	// mu protects the X.509 verifiers, replaced by Reload.
@@ -66,7 +67,7 @@ type Security struct {
 
 // New builds the security layer from cfg.
 func New(cfg *Config) (*Security, error) {
-	s := &Security{cfg: *cfg, log: cfg.Logger}
+	s := &Security{cfg: *cfg, log: cfg.Logger, tokc: newTokenCache()}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
