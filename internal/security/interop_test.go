@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/hepcache/hepcache/internal/backend"
 	"github.com/hepcache/hepcache/internal/config"
 	xrdfront "github.com/hepcache/hepcache/internal/frontend/xrootd"
+	"github.com/hepcache/hepcache/internal/realclient"
 )
 
 // TestXrdcpBearerToken drives the real xrdcp over roots:// with the ztn
@@ -41,6 +43,23 @@ func TestXrdcpBearerToken(t *testing.T) {
 		got, r := s.xrdcp(t, s.xrdEnv(t, "BEARER_TOKEN_FILE="+f), roots+"//store/mc/f.root")
 		if r.Err != nil || !bytes.Equal(got, want) {
 			t.Fatalf("xrdcp with a token file: %s", r)
+		}
+	})
+	t.Run("xrdfs stat and ls", func(t *testing.T) {
+		realclient.Require(t, "xrdfs")
+		env := s.xrdEnv(t, "BEARER_TOKEN="+s.token(t, "storage.read:/store"))
+		host := strings.TrimPrefix(roots, "roots://")
+		r := realclient.Run(t, env, "xrdfs", "roots://"+host, "stat", "/store/mc/f.root")
+		if r.Err != nil || !strings.Contains(string(r.Stdout), "Size:   "+strconv.Itoa(len(want))) {
+			t.Fatalf("xrdfs stat with a token: %s", r)
+		}
+		r = realclient.Run(t, env, "xrdfs", "roots://"+host, "ls", "/store/mc")
+		if r.Err != nil || !strings.Contains(string(r.Stdout), "/store/mc/f.root") {
+			t.Fatalf("xrdfs ls with a token: %s", r)
+		}
+		r = realclient.Run(t, s.xrdEnv(t), "xrdfs", "roots://"+host, "stat", "/store/mc/f.root")
+		if r.Err == nil || !strings.Contains(string(r.Stdout)+string(r.Stderr), "3010") {
+			t.Fatalf("xrdfs stat without a token: %s", r)
 		}
 	})
 	t.Run("WLCG groups instead of scopes", func(t *testing.T) {
