@@ -136,6 +136,9 @@ func (ca *CA) Issue(tb testing.TB, tmpl *x509.Certificate, key crypto.Signer) *C
 	if key == nil {
 		key = ECKey(tb)
 	}
+	if tmpl.SubjectKeyId == nil {
+		tmpl.SubjectKeyId = ski(key.Public()) // VOMS tools need it (authorityKeyIdentifier of ACs)
+	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.Key)
 	if err != nil {
 		tb.Fatal(err)

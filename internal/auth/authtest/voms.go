@@ -140,7 +140,12 @@ func (s *VOMSServer) AC(tb testing.TB, holder *x509.Certificate, o ACOpts) []byt
 	ietf := seq(tagged(asn1.ClassContextSpecific, 0, true, tagged(asn1.ClassContextSpecific, 6, false, []byte(authority))), seq(vals...))
 	attrs := seq(seq(mustMarshal(asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 8005, 100, 100, 4}), set(ietf)))
 
-	var exts [][]byte
+	// noRevAvail and authorityKeyIdentifier, which the VOMS library
+	// requires of every AC.
+	exts := [][]byte{
+		seq(mustMarshal(asn1.ObjectIdentifier{2, 5, 29, 56}), mustMarshal(asn1.NullRawValue.FullBytes)),
+		seq(mustMarshal(asn1.ObjectIdentifier{2, 5, 29, 35}), mustMarshal(seq(tagged(asn1.ClassContextSpecific, 0, false, s.Cert.SubjectKeyId)))),
+	}
 	if !o.NoCerts {
 		var certs [][]byte
 		for _, c := range s.Chain {

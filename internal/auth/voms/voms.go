@@ -286,9 +286,14 @@ func (v *Verifier) VerifyAC(der []byte, holder *x509.Certificate) (*Attributes, 
 	if now.Before(ac.NotBefore) || now.After(ac.NotAfter) {
 		return nil, fail("valid from %s to %s, not now", ac.NotBefore.UTC().Format(time.RFC3339), ac.NotAfter.UTC().Format(time.RFC3339))
 	}
+	// The holder names the client's certificate by issuer and serial
+	// (RFC 3281). The VOMS C++ code's original AC format puts the
+	// certificate's subject where the issuer belongs (as voms-proxy-fake
+	// without -newformat does): accept both, with the serial.
 	hdn, _ := x509proxy.DN(ac.HolderIssuer)
 	edn, _ := x509proxy.DN(holder.RawIssuer)
-	if hdn == "" || hdn != edn || ac.HolderSerial.Cmp(holder.SerialNumber) != 0 {
+	sdn, _ := x509proxy.DN(holder.RawSubject)
+	if hdn == "" || (hdn != edn && hdn != sdn) || ac.HolderSerial.Cmp(holder.SerialNumber) != 0 {
 		return nil, fail("issued to certificate %s of %s, not to the client's certificate %s of %s", ac.HolderSerial, hdn, holder.SerialNumber, edn)
 	}
 	for _, f := range ac.FQANs {
