@@ -206,3 +206,32 @@ func TestSlowClientsDoNotTieUpTheServer(t *testing.T) {
 	}
 	realclient.Require(t, "xrdcp") // the test is meaningless without the real clients
 }
+
+// TestConnectionLimit: over server max connections, a real client is told
+// why (kXR_Overloaded, "server busy") instead of seeing a dropped
+// connection, and gets in once connections are free again.
+func TestConnectionLimit(t *testing.T) {
+	p := newPKI(t)
+	s := newStack(t, p, openAll, func(x *xrdfront.Config, h *httpfront.Config) { x.MaxConnections = 3 })
+	s.fill(t, "/public/a.root")
+	var conns []net.Conn
+	for i := 0; i < 3; i++ {
+		c, err := net.Dial("tcp", strings.TrimPrefix(s.root, "root://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write([]byte{0, 0, 0, 0})
+		conns = append(conns, c)
+	}
+	_, r := s.xrdcp(t, s.xrdEnv(t), s.root+"//public/a.root")
+	if out := string(r.Stdout) + string(r.Stderr); r.Err == nil || !strings.Contains(out, "server busy") {
+		t.Fatalf("xrdcp over the connection limit: %s", r)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	got, r := s.xrdcp(t, s.xrdEnv(t), s.root+"//public/a.root")
+	if r.Err != nil || !bytes.Equal(got, s.data["/public/a.root"]) {
+		t.Fatalf("xrdcp after the connections were freed: %s", r)
+	}
+}

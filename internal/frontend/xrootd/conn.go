@@ -57,6 +57,7 @@ type conn struct {
 	authFails  int
 	hsDeadline time.Time // login (and auth) must be done by then
 	hasSession bool      // sessID is registered with the server
+	refuse     bool      // over MaxConnections: answer refuseFull and close
 	sessID     [16]byte  // written before registration, then read-only
 }
 
@@ -114,6 +115,10 @@ func (c *conn) serve() {
 	c.netConn().SetReadDeadline(c.hsDeadline)
 	if err := c.handshake(); err != nil {
 		c.log.Debug("xrootd: handshake failed", "client", c.remote, "err", err)
+		return
+	}
+	if c.refuse {
+		c.refuseFull()
 		return
 	}
 	var hb [proto.RequestHeaderLen]byte

@@ -50,6 +50,7 @@ type Server struct {
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{}
 	sessions  map[[16]byte]*conn
+	refusing  int           // conns in conns that only get refuseFull's error
 	closing   bool          // Shutdown or Close called: accept nothing new
 	idle      chan struct{} // closed when closing and no connection is left
 
@@ -145,10 +146,16 @@ func (s *Server) track(c *conn) bool {
 	if s.closing {
 		return false
 	}
-	if s.cfg.MaxConnections > 0 && len(s.conns) >= s.cfg.MaxConnections {
+	if s.cfg.MaxConnections > 0 && len(s.conns)-s.refusing >= s.cfg.MaxConnections {
 		s.stats.Rejected.Add(1)
 		s.log.Warn("xrootd: too many connections; refusing", "client", c.remote, "max", s.cfg.MaxConnections)
-		return false
+		if s.refusing >= maxRefusing {
+			return false // too many to even explain: just close
+		}
+		// Served only to tell the client why (refuseFull), within the
+		// handshake timeout.
+		c.refuse = true
+		s.refusing++
 	}
 	s.conns[c] = struct{}{}
 	s.stats.Active.Add(1)
@@ -160,6 +167,9 @@ func (s *Server) track(c *conn) bool {
 func (s *Server) untrack(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
+	if c.refuse {
+		s.refusing--
+	}
 	if c.hasSession {
 		if s.sessions[c.sessID] == c {
 			delete(s.sessions, c.sessID)
