@@ -2,9 +2,62 @@ package main
 
 import (
 	"context"
-	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/hepcache/hepcache/internal/config"
+	"github.com/hepcache/hepcache/internal/server"
 )
 
 func runServe(ctx context.Context, args []string) error {
-	return errors.New("not implemented yet")
+	cfg, err := loadServeConfig(args)
+	if err != nil {
+		return err
+	}
+	var level slog.Level
+	level.UnmarshalText([]byte(cfg.Log.Level))
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	s, err := server.New(cfg, log)
+	if err != nil {
+		return err
+	}
+	return s.Run(ctx)
 }
+
+// loadServeConfig reads --config (if given) and applies the other flags on
+// top, whatever their order on the command line.
+func loadServeConfig(args []string) (*config.Config, error) {
+	pre := flag.NewFlagSet("serve", flag.ContinueOnError)
+	pre.SetOutput(new(discard))
+	cfgPath := pre.String("config", "", "")
+	config.Default().Flags(pre)
+	pre.Parse(args) // errors are reported by the real parse below
+
+	cfg := config.Default()
+	if *cfgPath != "" {
+		var err error
+		if cfg, err = config.Load(*cfgPath); err != nil {
+			return nil, err
+		}
+	}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.String("config", "", "TOML configuration file (every key is documented in docs/hepcache.toml); flags override it")
+	cfg.Flags(fs)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: hepcache serve [--config FILE] [--origin URL] [--cache-dir DIR] [--listen ADDR] [--forward-allow LIST] ...\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return cfg, nil
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
