@@ -1,0 +1,206 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hepcache/hepcache/internal/cache"
+	"github.com/hepcache/hepcache/internal/realclient"
+	"github.com/hepcache/hepcache/internal/wan"
+	"github.com/hepcache/hepcache/internal/xrdtest"
+)
+
+// proc is a hepcache server running as a separate process.
+type proc struct {
+	cmd  *exec.Cmd
+	addr string
+	log  *bytes.Buffer
+	done chan error
+}
+
+// startProc runs `hepcache serve` with args on a free port and waits until it
+// accepts connections.
+func startProc(tb testing.TB, args ...string) *proc {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	p := &proc{addr: addr, log: &bytes.Buffer{}, done: make(chan error, 1)}
+	p.cmd = exec.Command(hepcacheBin, append([]string{"serve", "--listen", addr}, args...)...)
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	if err := p.cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	tb.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.done
+		if tb.Failed() {
+			tb.Logf("hepcache log:\n%s", p.log.String())
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
+			c.Close()
+			return p
+		}
+		select {
+		case err := <-p.done:
+			tb.Fatalf("hepcache exited at start: %v\n%s", err, p.log.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	tb.Fatalf("hepcache did not listen on %s:\n%s", addr, p.log.String())
+	return nil
+}
+
+// TestCrashDuringDownloadsThenRestart kills the cache with SIGKILL in the
+// middle of 50 concurrent downloads, restarts it on the same directory, and
+// checks that every later read is byte-exact and that partial files resume.
+func TestCrashDuringDownloadsThenRestart(t *testing.T) {
+	realclient.Require(t, "xrdcp")
+	data := t.TempDir()
+	const files, size = 50, 6 << 20
+	sums := make([][32]byte, files)
+	for i := range sums {
+		sums[i] = writeFile(t, data, fmt.Sprintf("store/crash/f%02d.root", i), size, uint64(100+i))
+	}
+	origin := xrdtest.StartOrigin(t, data)
+	// A slow link keeps the downloads in progress when the kill comes.
+	link, err := wan.New(&wan.Config{Target: origin.Addr, RTT: 20 * time.Millisecond, Bandwidth: 40e6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer link.Close()
+	cacheDir := t.TempDir()
+	cfgFile := filepath.Join(t.TempDir(), "hepcache.toml")
+	os.WriteFile(cfgFile, []byte(fmt.Sprintf("[cache]\ndir = %q\nsync_interval = \"100ms\"\n[origin]\ndefault = \"root://%s\"\n", cacheDir, link.Addr())), 0o644)
+
+	p := startProc(t, "--config", cfgFile)
+	url := func(p *proc, i int) string { return fmt.Sprintf("root://%s//store/crash/f%02d.root", p.addr, i) }
+	var wg sync.WaitGroup
+	for i := 0; i < files; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			// Fails when the server dies; that is the point.
+			realclient.Run(t, realclient.Env(), "xrdcp", "-s", "-f", url(p, i), "/dev/null")
+		}(i)
+	}
+	// Kill once a good part, but not all, of the data has crossed the link.
+	for link.Stats.BytesDown.Load() < files*size/3 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-p.done
+	wg.Wait()
+	crossed := link.Stats.BytesDown.Load()
+	if crossed >= files*size {
+		t.Fatalf("all data crossed before the kill (%d bytes); the test proves nothing", crossed)
+	}
+
+	s, err := cache.Summarize(cacheDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Corrupt != 0 {
+		t.Fatalf("%d unreadable sidecars after the crash", s.Corrupt)
+	}
+	t.Logf("after kill -9: %d files, %d complete, %d partial, %d bytes recorded durable, %d bytes had crossed the link",
+		s.Files, s.Complete, s.Partial, s.Bytes, crossed)
+
+	p2 := startProc(t, "--config", cfgFile)
+	before := link.Stats.BytesDown.Load()
+	for i := 0; i < files; i++ {
+		r := realclient.MustRun(t, realclient.Env(), "xrdcp", "-s", "-f", url(p2, i), "-")
+		if got := sha256.Sum256(r.Stdout); got != sums[i] {
+			t.Fatalf("file %d after restart: sha256 %s, want %s", i, hex(got), hex(sums[i]))
+		}
+	}
+	refetched := link.Stats.BytesDown.Load() - before
+	if s.Bytes > 0 && refetched >= files*size {
+		t.Fatalf("restart refetched %d bytes of %d: partial files did not resume", refetched, files*size)
+	}
+	t.Logf("after restart: refetched %d of %d bytes (resumed %d recorded bytes)", refetched, files*size, s.Bytes)
+	// And again, now all from the cache.
+	before = link.Stats.BytesDown.Load()
+	for i := 0; i < files; i += 7 {
+		r := realclient.MustRun(t, realclient.Env(), "xrdcp", "-s", "-f", url(p2, i), "-")
+		if got := sha256.Sum256(r.Stdout); got != sums[i] {
+			t.Fatalf("hot file %d: sha256 %s", i, hex(got))
+		}
+	}
+	if d := link.Stats.BytesDown.Load() - before; d != 0 {
+		t.Fatalf("hot reads after restart moved %d bytes from the origin", d)
+	}
+}
+
+// TestGracefulShutdown sends SIGTERM during a slow read: the read completes,
+// the process exits cleanly, and the file is recorded complete.
+func TestGracefulShutdown(t *testing.T) {
+	realclient.Require(t, "xrdcp")
+	data := t.TempDir()
+	const size = 8 << 20
+	want := writeFile(t, data, "store/slow.root", size, 77)
+	origin := xrdtest.StartOrigin(t, data)
+	link, err := wan.New(&wan.Config{Target: origin.Addr, RTT: 10 * time.Millisecond, Bandwidth: 8e6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer link.Close()
+	cacheDir := t.TempDir()
+	p := startProc(t, "--cache-dir", cacheDir, "--origin", "root://"+link.Addr().String())
+	type result struct {
+		r   realclient.Result
+		sum [32]byte
+	}
+	res := make(chan result, 1)
+	go func() {
+		r := realclient.Run(t, realclient.Env(), "xrdcp", "-s", "-f", "root://"+p.addr+"//store/slow.root", "-")
+		res <- result{r, sha256.Sum256(r.Stdout)}
+	}()
+	for link.Stats.BytesDown.Load() < size/4 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	got := <-res
+	if got.r.Err != nil || got.sum != want {
+		t.Fatalf("read during graceful shutdown failed: %s", got.r)
+	}
+	select {
+	case err := <-p.done:
+		if err != nil {
+			t.Fatalf("hepcache exit after SIGTERM: %v", err)
+		}
+		p.done <- err // for the cleanup
+	case <-time.After(60 * time.Second):
+		t.Fatal("hepcache did not exit after SIGTERM")
+	}
+	infos, err := cache.Inspect(cacheDir, "", "/store/slow.root")
+	if err != nil || len(infos) != 1 || !infos[0].Complete() {
+		t.Fatalf("after graceful shutdown the file is not recorded complete: %v %v", infos, err)
+	}
+	sc := bufio.NewScanner(strings.NewReader(p.log.String()))
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), "level=ERROR") {
+			t.Errorf("error logged during shutdown: %s", sc.Text())
+		}
+	}
+}
