@@ -3,8 +3,43 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/hepcache/hepcache/internal/bench"
+	"github.com/hepcache/hepcache/internal/config"
 )
 
 func runBench(ctx context.Context, args []string) error {
-	return errors.New("not implemented yet")
+	if len(args) == 0 {
+		return errors.New("usage: hepcache bench throughput [flags]")
+	}
+	switch args[0] {
+	case "throughput":
+		return benchThroughput(ctx, args[1:])
+	}
+	return fmt.Errorf("unknown benchmark %q (have: throughput)", args[0])
+}
+
+func benchThroughput(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench throughput", flag.ContinueOnError)
+	var cfg bench.ThroughputConfig
+	big, par, mem := config.Size(1<<30), config.Size(64<<20), config.Size(16<<20)
+	fs.StringVar(&cfg.Dir, "dir", "results/throughput", "work and results directory")
+	fs.Var(&big, "big", "single-stream file size")
+	fs.IntVar(&cfg.ParFiles, "parallel", 16, "files read in parallel")
+	fs.Var(&par, "parallel-size", "size of each parallel file")
+	fs.Var(&mem, "mem-size", "file size per client in the memory test")
+	fs.IntVar(&cfg.Repeat, "repeat", 3, "repetitions per timing (median reported)")
+	fs.BoolVar(&cfg.NoXCache, "no-xcache", false, "skip the XCache anchor")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg.BigSize, cfg.ParSize, cfg.MemSize = int64(big), int64(par), int64(mem)
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return err
+	}
+	_, err := bench.Throughput(ctx, cfg)
+	return err
 }

@@ -1,0 +1,413 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hepcache/hepcache/internal/procstat"
+	"github.com/hepcache/hepcache/internal/xrdproc"
+)
+
+// ThroughputConfig configures the throughput benchmark: a C++ xrootd origin,
+// XCache 5.5.3 and hepcache on loopback, read with the real xrdcp.
+type ThroughputConfig struct {
+	// Dir holds the datasets and cache directories. Required.
+	Dir string
+	// BigSize is the single-stream file. Default 1 GiB.
+	BigSize int64
+	// ParFiles files of ParSize are read in parallel. Default 16 x 64 MiB.
+	ParFiles int
+	ParSize  int64
+	// MemClients are the numbers of concurrent cold clients, each on its
+	// own file of MemSize, at which memory is sampled. Default 16 and 128,
+	// 16 MiB each.
+	MemClients []int
+	MemSize    int64
+	// Repeat is how often each timing is taken (median reported).
+	// Default 3.
+	Repeat int
+	// HepcacheBin is the binary run as the cache. Default: this executable.
+	HepcacheBin string
+	// NoXCache skips the XCache anchor.
+	NoXCache bool
+	// Out receives the report, Progress the progress lines.
+	Out, Progress io.Writer
+}
+
+func (c *ThroughputConfig) defaults() error {
+	if c.Dir == "" {
+		return fmt.Errorf("bench: a results/work directory is required")
+	}
+	if c.BigSize == 0 {
+		c.BigSize = 1 << 30
+	}
+	if c.ParFiles == 0 {
+		c.ParFiles = 16
+	}
+	if c.ParSize == 0 {
+		c.ParSize = 64 << 20
+	}
+	if len(c.MemClients) == 0 {
+		c.MemClients = []int{16, 128}
+	}
+	if c.MemSize == 0 {
+		c.MemSize = 16 << 20
+	}
+	if c.Repeat == 0 {
+		c.Repeat = 3
+	}
+	if c.HepcacheBin == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		c.HepcacheBin = exe
+	}
+	if c.Out == nil {
+		c.Out = os.Stdout
+	}
+	if c.Progress == nil {
+		c.Progress = os.Stderr
+	}
+	return nil
+}
+
+// ThroughputResult holds every figure of one run.
+type ThroughputResult struct {
+	// Seconds[target][case] is the median wall time; targets are "direct",
+	// "hepcache", "xcache"; cases "single-cold", "single-hot",
+	// "parallel-cold", "parallel-hot" (direct has "single" and "parallel").
+	Seconds map[string]map[string]float64 `json:"seconds"`
+	// Ratios[target][case] is the time relative to the direct read.
+	Ratios map[string]map[string]float64 `json:"ratios"`
+	// MemoryGrowth[target][N] is the peak resident memory above the idle
+	// process with N concurrent cold clients, in bytes.
+	MemoryGrowth map[string]map[int]int64 `json:"memory_growth_bytes"`
+	// PerClient[target] is the growth per added client between the
+	// smallest and largest N, in bytes.
+	PerClient map[string]float64 `json:"memory_per_client_bytes"`
+	Config    ThroughputConfig   `json:"-"`
+}
+
+// cacheUnderTest is a running cache (hepcache or XCache).
+type cacheUnderTest struct {
+	url  string
+	pid  int
+	stop func()
+}
+
+// Throughput runs the benchmark and prints its report.
+func Throughput(ctx context.Context, cfg ThroughputConfig) (*ThroughputResult, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	for _, tool := range []string{"xrootd", "xrdcp"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return nil, fmt.Errorf("bench throughput needs %s (Debian xrootd-server, xrootd-client): %w", tool, err)
+		}
+	}
+	progress := func(format string, args ...any) { fmt.Fprintf(cfg.Progress, "bench: "+format+"\n", args...) }
+	data := filepath.Join(cfg.Dir, "origin")
+	progress("writing datasets under %s", data)
+	big, err := writeData(data, "big", 1, cfg.BigSize)
+	if err != nil {
+		return nil, err
+	}
+	par, err := writeData(data, "par", cfg.ParFiles, cfg.ParSize)
+	if err != nil {
+		return nil, err
+	}
+	maxN := 0
+	for _, n := range cfg.MemClients {
+		maxN = max(maxN, n)
+	}
+	mem, err := writeData(data, "mem", maxN+1, cfg.MemSize) // +1 for the warm-up
+	if err != nil {
+		return nil, err
+	}
+	origin, err := xrdproc.StartOrigin(data)
+	if err != nil {
+		return nil, err
+	}
+	defer origin.Remove()
+	progress("origin: C++ xrootd at %s", origin.Addr)
+
+	res := &ThroughputResult{
+		Seconds:      map[string]map[string]float64{"direct": {}},
+		Ratios:       map[string]map[string]float64{},
+		MemoryGrowth: map[string]map[int]int64{},
+		PerClient:    map[string]float64{},
+		Config:       cfg,
+	}
+	direct := "root://" + origin.Addr
+	for name, files := range map[string][]string{"single": big, "parallel": par} {
+		if res.Seconds["direct"][name], err = median(cfg.Repeat, func() (float64, error) { return xrdcpAll(ctx, direct, files) }); err != nil {
+			return nil, fmt.Errorf("direct %s: %w", name, err)
+		}
+	}
+	progress("direct: single %.2fs, parallel %.2fs", res.Seconds["direct"]["single"], res.Seconds["direct"]["parallel"])
+
+	targets := []string{"hepcache"}
+	if !cfg.NoXCache {
+		targets = append(targets, "xcache")
+	}
+	run := 0
+	start := func(target string) (*cacheUnderTest, error) {
+		run++
+		dir := filepath.Join(cfg.Dir, fmt.Sprintf("cache-%s-%d", target, run))
+		os.RemoveAll(dir)
+		if target == "xcache" {
+			s, err := xrdproc.StartXCache(origin.Addr, dir, xrdproc.XCacheOptions{BlockSize: "1m", Prefetch: 10})
+			if err != nil {
+				return nil, err
+			}
+			return &cacheUnderTest{url: "root://" + s.Addr, pid: s.PID(), stop: func() { s.Remove(); os.RemoveAll(dir) }}, nil
+		}
+		return startHepcache(cfg.HepcacheBin, dir, direct)
+	}
+	for _, target := range targets {
+		res.Seconds[target] = map[string]float64{}
+		for _, c := range []struct {
+			name  string
+			files []string
+		}{{"single", big}, {"parallel", par}} {
+			var colds, hots []float64
+			for i := 0; i < cfg.Repeat; i++ {
+				cu, err := start(target)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", target, err)
+				}
+				cold, err := xrdcpAll(ctx, cu.url, c.files)
+				var hot float64
+				if err == nil {
+					hot, err = xrdcpAll(ctx, cu.url, c.files)
+				}
+				cu.stop()
+				if err != nil {
+					return nil, fmt.Errorf("%s %s: %w", target, c.name, err)
+				}
+				colds, hots = append(colds, cold), append(hots, hot)
+			}
+			res.Seconds[target][c.name+"-cold"] = medianOf(colds)
+			res.Seconds[target][c.name+"-hot"] = medianOf(hots)
+			progress("%s %s: cold %.2fs, hot %.2fs", target, c.name, medianOf(colds), medianOf(hots))
+		}
+		res.MemoryGrowth[target] = map[int]int64{}
+		for _, n := range cfg.MemClients {
+			cu, err := start(target)
+			if err != nil {
+				return nil, err
+			}
+			// One small warm-up read so that lazily started pools count in
+			// the idle baseline, not in the per-client growth.
+			if _, err := xrdcpAll(ctx, cu.url, mem[:1]); err != nil {
+				cu.stop()
+				return nil, fmt.Errorf("%s warm-up: %w", target, err)
+			}
+			time.Sleep(300 * time.Millisecond)
+			idle, _ := procstat.RSS(cu.pid)
+			s := procstat.Start(cu.pid, 20*time.Millisecond)
+			_, err = xrdcpAll(ctx, cu.url, mem[1:min(n+1, len(mem))])
+			peak, _, _ := s.Stop()
+			cu.stop()
+			if err != nil {
+				return nil, fmt.Errorf("%s memory with %d clients: %w", target, n, err)
+			}
+			res.MemoryGrowth[target][n] = peak - idle
+			progress("%s memory: %d cold clients: idle %.1f MB, peak %.1f MB", target, n, float64(idle)/1e6, float64(peak)/1e6)
+		}
+		lo, hi := cfg.MemClients[0], cfg.MemClients[len(cfg.MemClients)-1]
+		if hi > lo {
+			res.PerClient[target] = float64(res.MemoryGrowth[target][hi]-res.MemoryGrowth[target][lo]) / float64(hi-lo)
+		}
+		res.Ratios[target] = map[string]float64{}
+		for k, v := range res.Seconds[target] {
+			base := res.Seconds["direct"][strings.Split(k, "-")[0]]
+			res.Ratios[target][k] = v / base
+		}
+	}
+	printThroughput(cfg.Out, res, targets)
+	if b, err := json.MarshalIndent(res, "", "  "); err == nil {
+		os.WriteFile(filepath.Join(cfg.Dir, "throughput.json"), b, 0o644)
+	}
+	return res, nil
+}
+
+func printThroughput(w io.Writer, r *ThroughputResult, targets []string) {
+	cfg := r.Config
+	fmt.Fprintf(w, "\nThroughput on loopback, real xrdcp (pgread), C++ xrootd origin; median of %d runs.\n", cfg.Repeat)
+	fmt.Fprintf(w, "single: one file of %d MiB; parallel: %d files of %d MiB at once.\n\n", cfg.BigSize>>20, cfg.ParFiles, cfg.ParSize>>20)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "case\tdirect [s]\t"+strings.Join(mapStrings(targets, func(t string) string { return t + " [s]\t" + t + "/direct" }), "\t")+"\t")
+	for _, c := range []string{"single-cold", "single-hot", "parallel-cold", "parallel-hot"} {
+		base := strings.Split(c, "-")[0]
+		fmt.Fprintf(tw, "%s\t%.2f\t", c, r.Seconds["direct"][base])
+		for _, t := range targets {
+			fmt.Fprintf(tw, "%.2f\t%.2fx\t", r.Seconds[t][c], r.Ratios[t][c])
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nMemory: peak resident memory above the idle cache with N concurrent cold clients (own file of %d MiB each).\n\n", cfg.MemSize>>20)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "N\t")
+	for _, t := range targets {
+		fmt.Fprintf(tw, "%s [MB]\t", t)
+	}
+	fmt.Fprintln(tw)
+	for _, n := range cfg.MemClients {
+		fmt.Fprintf(tw, "%d\t", n)
+		for _, t := range targets {
+			fmt.Fprintf(tw, "%.1f\t", float64(r.MemoryGrowth[t][n])/1e6)
+		}
+		fmt.Fprintln(tw)
+	}
+	fmt.Fprint(tw, "per added client\t")
+	for _, t := range targets {
+		fmt.Fprintf(tw, "%.2f\t", r.PerClient[t]/1e6)
+	}
+	fmt.Fprintln(tw)
+	tw.Flush()
+	fmt.Fprintln(w, "\nhepcache targets: cold <= 1.3x direct, hot <= 1.0x direct (single and parallel), <= 1.5 MB per added cold client.")
+}
+
+func mapStrings(in []string, f func(string) string) []string {
+	out := make([]string, len(in))
+	for i, s := range in {
+		out[i] = f(s)
+	}
+	return out
+}
+
+// startHepcache runs the hepcache binary as a cache process.
+func startHepcache(bin, dir, originURL string) (*cacheUnderTest, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cmd := exec.Command(bin, "serve", "--listen", addr, "--cache-dir", dir, "--origin", originURL, "--log-level", "warn")
+	logf, _ := os.Create(dir + ".log")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	stop := func() {
+		cmd.Process.Kill()
+		<-done
+		logf.Close()
+		os.RemoveAll(dir)
+	}
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
+		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
+			c.Close()
+			return &cacheUnderTest{url: "root://" + addr, pid: cmd.Process.Pid, stop: stop}, nil
+		}
+		select {
+		case <-done:
+			return nil, fmt.Errorf("hepcache exited at start, see %s.log", dir)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	stop()
+	return nil, fmt.Errorf("hepcache did not start listening")
+}
+
+// writeData writes n files of size under dir/name (kept across runs when
+// already complete) and returns their paths on the origin.
+func writeData(dir, name string, n int, size int64) ([]string, error) {
+	sub := filepath.Join(dir, "bench", name)
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		return nil, err
+	}
+	var paths []string
+	buf := make([]byte, 1<<20)
+	for i := 0; i < n; i++ {
+		fn := fmt.Sprintf("f%03d.root", i)
+		p := filepath.Join(sub, fn)
+		paths = append(paths, "/bench/"+name+"/"+fn)
+		if st, err := os.Stat(p); err == nil && st.Size() == size {
+			continue
+		}
+		f, err := os.Create(p)
+		if err != nil {
+			return nil, err
+		}
+		r := rand.New(rand.NewPCG(uint64(i), uint64(size)))
+		for left := size; left > 0; {
+			k := min(int64(len(buf)), left)
+			for j := 0; j+8 <= len(buf); j += 8 {
+				v := r.Uint64()
+				buf[j], buf[j+1], buf[j+2], buf[j+3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+				buf[j+4], buf[j+5], buf[j+6], buf[j+7] = byte(v>>32), byte(v>>40), byte(v>>48), byte(v>>56)
+			}
+			if _, err := f.Write(buf[:k]); err != nil {
+				f.Close()
+				return nil, err
+			}
+			left -= k
+		}
+		if err := f.Close(); err != nil {
+			return nil, err
+		}
+	}
+	return paths, xrdproc.GiveToServerUser(dir)
+}
+
+// xrdcpAll copies every file from base with one xrdcp process each, all at
+// once, to /dev/null, and returns the wall time in seconds.
+func xrdcpAll(ctx context.Context, base string, files []string) (float64, error) {
+	start := time.Now()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []string
+	for _, f := range files {
+		wg.Add(1)
+		go func(f string) {
+			defer wg.Done()
+			out, err := exec.CommandContext(ctx, "xrdcp", "-s", "-f", base+"/"+f, "/dev/null").CombinedOutput()
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Sprintf("xrdcp %s/%s: %v: %s", base, f, err, out))
+				mu.Unlock()
+			}
+		}(f)
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return 0, fmt.Errorf("%d of %d copies failed, first: %s", len(errs), len(files), errs[0])
+	}
+	return time.Since(start).Seconds(), nil
+}
+
+func median(n int, f func() (float64, error)) (float64, error) {
+	v := make([]float64, n)
+	for i := range v {
+		var err error
+		if v[i], err = f(); err != nil {
+			return 0, err
+		}
+	}
+	return medianOf(v), nil
+}
+
+func medianOf(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
