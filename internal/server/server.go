@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -19,10 +20,14 @@ import (
 	"github.com/hepcache/hepcache/internal/admin"
 	"github.com/hepcache/hepcache/internal/cache"
 	"github.com/hepcache/hepcache/internal/config"
+	"github.com/hepcache/hepcache/internal/dashboard"
+	httpfront "github.com/hepcache/hepcache/internal/frontend/http"
 	"github.com/hepcache/hepcache/internal/frontend/xrootd"
+	"github.com/hepcache/hepcache/internal/metrics"
 	"github.com/hepcache/hepcache/internal/policy"
 	"github.com/hepcache/hepcache/internal/upstream"
 	"github.com/hepcache/hepcache/origin"
+	httporigin "github.com/hepcache/hepcache/origin/http"
 	"github.com/hepcache/hepcache/origin/posix"
 	xrdorigin "github.com/hepcache/hepcache/origin/xrootd"
 )
@@ -37,9 +42,17 @@ type Server struct {
 	cache   *cache.Cache
 	alog    *accesslog.Log
 	admin   *admin.Server
+	metrics *metrics.Registry
+	dash    *dashboard.Dashboard
 
 	root   *xrootd.Server
 	rootLn net.Listener
+	http   *httpfront.Server
+	httpLn net.Listener
+	// adminHTTP serves /metrics, /health and the dashboard on
+	// server.metrics_listen.
+	adminHTTP *http.Server
+	adminLn   net.Listener
 
 	wg        sync.WaitGroup
 	serveErrs chan error
@@ -76,6 +89,12 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	}); err != nil {
 		return nil, fmt.Errorf("origins: %w", err)
 	}
+	if s.metrics, err = metrics.New(&metrics.Config{CacheDir: cfg.Cache.Dir, Logger: log}); err != nil {
+		return nil, err
+	}
+	if s.dash, err = dashboard.New(&dashboard.Config{Metrics: s.metrics, Logger: log}); err != nil {
+		return nil, err
+	}
 	pol, err := buildPolicy(cfg)
 	if err != nil {
 		return nil, err
@@ -83,7 +102,7 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	low, high, _ := cfg.Space.ParseWatermarks()
 	ccfg := &cache.Config{
 		Dir:                cfg.Cache.Dir,
-		Origins:            s.origins,
+		Origins:            s.metrics.WrapResolver(s.origins),
 		BlockSize:          int64(cfg.Cache.BlockSize),
 		PieceSize:          int64(cfg.Cache.PieceSize),
 		Prefetch:           cfg.Cache.Prefetch,
@@ -108,11 +127,18 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 		if s.alog, err = accesslog.Open(cfg.Log.AccessLog); err != nil {
 			return nil, err
 		}
-		ccfg.OnAccess = s.alog.Record
+		s.metrics.CounterFunc("hepcache_access_log_dropped_total", "Access records dropped because the log writer fell behind.", s.alog.Dropped.Load)
+	}
+	ccfg.OnAccess = func(r cache.AccessRecord) {
+		if s.alog != nil {
+			s.alog.Record(r)
+		}
+		s.dash.Record(r)
 	}
 	if s.cache, err = cache.New(ccfg); err != nil {
 		return nil, err
 	}
+	s.metrics.SetCache(s.cache)
 	if s.admin, err = admin.Listen(s.cache); err != nil {
 		return nil, err
 	}
@@ -123,9 +149,58 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 		return nil, fmt.Errorf("server.listen: %w", err)
 	}
 	s.serve("root", func() error { return s.root.Serve(s.rootLn) })
-	log.Info("hepcache serving", "root", s.rootLn.Addr().String(), "cache_dir", cfg.Cache.Dir,
-		"origin", cfg.Origin.Default, "forward_allow", strings.Join(cfg.Origin.ForwardAllow, ","))
+	if cfg.Server.HTTPListen != "" {
+		hc := &httpfront.Config{Backend: s.cache, Metrics: s.metrics, Logger: log}
+		if cfg.Server.MetricsListen == "" {
+			hc.Routes = dashboard.AdminRoutes(s.metrics, s.dash)
+		}
+		if s.http, err = httpfront.New(hc); err != nil {
+			return nil, fmt.Errorf("http front end: %w", err)
+		}
+		if s.httpLn, err = net.Listen("tcp", cfg.Server.HTTPListen); err != nil {
+			return nil, fmt.Errorf("server.http_listen: %w", err)
+		}
+		s.serve("http", func() error { return s.http.Serve(s.httpLn) })
+	}
+	if cfg.Server.MetricsListen != "" {
+		if s.adminLn, err = net.Listen("tcp", cfg.Server.MetricsListen); err != nil {
+			return nil, fmt.Errorf("server.metrics_listen: %w", err)
+		}
+		s.adminHTTP = &http.Server{Handler: dashboard.AdminHandler(s.metrics, s.dash), ReadHeaderTimeout: 10 * time.Second}
+		s.serve("metrics", func() error {
+			if err := s.adminHTTP.Serve(s.adminLn); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		})
+	}
+	log.Info("hepcache serving", "root", s.rootLn.Addr().String(), "http", addrOf(s.httpLn), "metrics", addrOf(s.adminLn),
+		"cache_dir", cfg.Cache.Dir, "origin", cfg.Origin.Default, "forward_allow", strings.Join(cfg.Origin.ForwardAllow, ","))
 	return s, nil
+}
+
+func addrOf(ln net.Listener) string {
+	if ln == nil {
+		return ""
+	}
+	return ln.Addr().String()
+}
+
+// HTTPAddr is the http:// listening address, nil if HTTP is off.
+func (s *Server) HTTPAddr() net.Addr {
+	if s.httpLn == nil {
+		return nil
+	}
+	return s.httpLn.Addr()
+}
+
+// MetricsAddr is the address serving /metrics, /health and the dashboard:
+// the metrics listener, else the HTTP listener, else nil.
+func (s *Server) MetricsAddr() net.Addr {
+	if s.adminLn != nil {
+		return s.adminLn.Addr()
+	}
+	return s.HTTPAddr()
 }
 
 func (s *Server) serve(name string, fn func() error) {
@@ -161,13 +236,36 @@ func (s *Server) Run(ctx context.Context) error {
 // ctx ends, then closes the cache so that every sidecar is consistent.
 func (s *Server) Shutdown(ctx context.Context) error {
 	var errs []error
-	if s.root != nil {
-		if err := s.root.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-			errs = append(errs, err)
-		}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for _, shut := range []func(context.Context) error{s.rootShutdown, s.httpShutdown} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := shut(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
 	}
+	wg.Wait()
 	errs = append(errs, s.Close())
 	return errors.Join(errs...)
+}
+
+func (s *Server) rootShutdown(ctx context.Context) error {
+	if s.root == nil {
+		return nil
+	}
+	return s.root.Shutdown(ctx)
+}
+
+func (s *Server) httpShutdown(ctx context.Context) error {
+	if s.http == nil {
+		return nil
+	}
+	return s.http.Shutdown(ctx)
 }
 
 // Close stops everything at once (Shutdown without the grace period).
@@ -179,7 +277,20 @@ func (s *Server) Close() error {
 		} else if s.rootLn != nil {
 			s.rootLn.Close()
 		}
+		if s.http != nil {
+			done, cancel := context.WithCancel(context.Background())
+			cancel()
+			s.http.Shutdown(done) // with an ended context: close at once
+		} else if s.httpLn != nil {
+			s.httpLn.Close()
+		}
+		if s.adminHTTP != nil {
+			s.adminHTTP.Close()
+		}
 		s.wg.Wait()
+		if s.dash != nil {
+			s.dash.Close()
+		}
 		if s.admin != nil {
 			s.admin.Close()
 		}
@@ -206,6 +317,8 @@ func dialers(cfg *config.Config, log *slog.Logger) map[string]upstream.DialFunc 
 		"file": func(ctx context.Context, canonical string) (origin.Origin, error) {
 			return posix.New(strings.TrimPrefix(canonical, "file://"))
 		},
+		"http":  httporigin.Dial(httporigin.Config{Logger: log}),
+		"https": httporigin.Dial(httporigin.Config{Logger: log}),
 		"root": func(ctx context.Context, canonical string) (origin.Origin, error) {
 			return xrdorigin.New(&xrdorigin.Config{
 				URL:         canonical,
