@@ -26,7 +26,9 @@ type proc struct {
 	cmd  *exec.Cmd
 	addr string
 	log  *bytes.Buffer
-	done chan error
+	// done is closed when the process has exited; err is then its exit.
+	done chan struct{}
+	err  error
 }
 
 // startProc runs `hepcache serve` with args on a free port and waits until it
@@ -39,13 +41,13 @@ func startProc(tb testing.TB, args ...string) *proc {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	p := &proc{addr: addr, log: &bytes.Buffer{}, done: make(chan error, 1)}
+	p := &proc{addr: addr, log: &bytes.Buffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(hepcacheBin, append([]string{"serve", "--listen", addr}, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}
-	go func() { p.done <- p.cmd.Wait() }()
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
 	tb.Cleanup(func() {
 		p.cmd.Process.Kill()
 		<-p.done
@@ -60,8 +62,8 @@ func startProc(tb testing.TB, args ...string) *proc {
 			return p
 		}
 		select {
-		case err := <-p.done:
-			tb.Fatalf("hepcache exited at start: %v\n%s", err, p.log.String())
+		case <-p.done:
+			tb.Fatalf("hepcache exited at start: %v\n%s", p.err, p.log.String())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -185,11 +187,10 @@ func TestGracefulShutdown(t *testing.T) {
 		t.Fatalf("read during graceful shutdown failed: %s", got.r)
 	}
 	select {
-	case err := <-p.done:
-		if err != nil {
-			t.Fatalf("hepcache exit after SIGTERM: %v", err)
+	case <-p.done:
+		if p.err != nil {
+			t.Fatalf("hepcache exit after SIGTERM: %v", p.err)
 		}
-		p.done <- err // for the cleanup
 	case <-time.After(60 * time.Second):
 		t.Fatal("hepcache did not exit after SIGTERM")
 	}

@@ -321,10 +321,9 @@ func dialers(cfg *config.Config, log *slog.Logger) map[string]upstream.DialFunc 
 		"https": httporigin.Dial(httporigin.Config{Logger: log}),
 		"root": func(ctx context.Context, canonical string) (origin.Origin, error) {
 			return xrdorigin.New(&xrdorigin.Config{
-				URL:         canonical,
-				Connections: cfg.Origin.Connections,
-				Timeout:     time.Duration(cfg.Origin.Timeout),
-				Logger:      log,
+				URL:          canonical,
+				ConnsPerHost: cfg.Origin.Connections,
+				Timeout:      time.Duration(cfg.Origin.Timeout),
 			})
 		},
 	}
