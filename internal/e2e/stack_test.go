@@ -63,8 +63,16 @@ func startStack(tb testing.TB, dataDir string, mut func(*config.Config)) *stack 
 	return &stack{dataDir: dataDir, origin: o, link: link, srv: srv, cfg: cfg, url: "root://" + srv.RootAddr().String()}
 }
 
-// originBytes is how many bytes the origin has sent so far.
-func (s *stack) originBytes() int64 { return s.link.Stats.BytesDown.Load() }
+// originBytes is how many bytes the origin has sent so far, once the cache
+// has finished with every file (the close and checksum exchanges with the
+// origin that follow a client's close are part of that file's cold read).
+func (s *stack) originBytes() int64 {
+	deadline := time.Now().Add(30 * time.Second)
+	for s.srv.Cache().Stats().OpenFiles.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return s.link.Stats.BytesDown.Load()
+}
 
 type testWriter struct{ tb testing.TB }
 
