@@ -197,7 +197,9 @@ type Stats struct {
 }
 
 // Stats returns the figures, with the samples taken after since (all when
-// since is zero).
+// since is zero). Times compare at millisecond resolution, the resolution of
+// the ?since parameter, so a client passing back the newest sample's time
+// gets nothing it already has.
 func (d *Dashboard) Stats(since time.Time) Stats {
 	st := Stats{IntervalS: d.cfg.Interval.Seconds(), MaxSamples: d.cfg.Samples, Now: d.cfg.Metrics.Snapshot(),
 		Clients: d.cfg.Metrics.Clients().List(), Health: d.cfg.Metrics.Health()}
@@ -206,7 +208,7 @@ func (d *Dashboard) Stats(since time.Time) Stats {
 	st.Samples = make([]metrics.Snapshot, 0, n)
 	for i := 0; i < n; i++ {
 		s := d.samples[(d.next+i)%n]
-		if s.Time.After(since) {
+		if since.IsZero() || s.Time.UnixMilli() > since.UnixMilli() {
 			st.Samples = append(st.Samples, s)
 		}
 	}
