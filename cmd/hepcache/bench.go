@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -13,13 +12,25 @@ import (
 
 func runBench(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: hepcache bench throughput [flags]")
+		return errBenchUsage
 	}
 	switch args[0] {
 	case "throughput":
 		return benchThroughput(ctx, args[1:])
+	case "workflow":
+		return benchWorkflow(ctx, args[1:])
+	case "resources":
+		return benchResources(ctx, args[1:])
+	case "scale":
+		return benchScale(ctx, args[1:])
+	case "layouts":
+		return benchLayouts(ctx, args[1:])
+	case "job":
+		return benchJob(ctx, args[1:])
+	case "generate":
+		return benchGenerate(ctx, args[1:])
 	}
-	return fmt.Errorf("unknown benchmark %q (have: throughput)", args[0])
+	return fmt.Errorf("unknown benchmark %q: %w", args[0], errBenchUsage)
 }
 
 func benchThroughput(ctx context.Context, args []string) error {
