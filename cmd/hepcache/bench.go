@@ -29,6 +29,8 @@ func runBench(ctx context.Context, args []string) error {
 		return benchJob(ctx, args[1:])
 	case "generate":
 		return benchGenerate(ctx, args[1:])
+	case "purge":
+		return benchPurge(args[1:])
 	}
 	return fmt.Errorf("unknown benchmark %q: %w", args[0], errBenchUsage)
 }
@@ -52,5 +54,17 @@ func benchThroughput(ctx context.Context, args []string) error {
 		return err
 	}
 	_, err := bench.Throughput(ctx, cfg)
+	return err
+}
+
+func benchPurge(args []string) error {
+	fs := flag.NewFlagSet("bench purge", flag.ContinueOnError)
+	var cfg bench.PurgeConfig
+	fs.StringVar(&cfg.Dir, "dir", "results/purge-cache", "cache directory to fill (removed first)")
+	fs.IntVar(&cfg.Files, "files", 100_000, "number of cached files")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	_, err := bench.Purge(cfg)
 	return err
 }

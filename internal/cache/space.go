@@ -137,7 +137,12 @@ func (c *Cache) Purge() (files int, bytes int64) {
 	if needBytes <= 0 && needFiles <= 0 && older.IsZero() {
 		return 0, 0
 	}
-	c.stats.PurgeRuns.Add(1)
+	start := time.Now()
+	defer func() {
+		c.stats.LastPurgeNanos.Store(int64(time.Since(start)))
+		c.stats.LastPurgeFiles.Store(int64(files))
+		c.stats.PurgeRuns.Add(1)
+	}()
 	for _, k := range c.index.victims(needBytes, needFiles, older) {
 		n, err := c.evict(k)
 		if err != nil {
