@@ -115,7 +115,7 @@ func TestXrdfsThroughCache(t *testing.T) {
 		t.Fatalf("cached checksum %q differs from the origin's %q", r2.Stdout, r.Stdout)
 	}
 	r = realclient.Run(t, env, "xrdfs", s.url, "stat", "/store/dir/missing.root")
-	if r.Err == nil || !strings.Contains(string(r.Stderr)+string(r.Stdout), "No such file") {
+	if r.Err == nil || !strings.Contains(string(r.Stderr)+string(r.Stdout), "[3011]") {
 		t.Fatalf("stat of a missing file: %s", r)
 	}
 }
