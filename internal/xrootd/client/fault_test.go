@@ -307,13 +307,15 @@ func TestStalledServer(t *testing.T) {
 		return ff.handle(h, data)
 	})
 	t.Cleanup(func() { close(hang) }) // runs before the fake's Close
-	c := newClient(t, func(c *Config) { c.StallTimeout = 200 * time.Millisecond; c.ConnsPerHost = 1 })
+	// Long enough that a loaded machine answers a stat in time, so only the
+	// hung read can trip it.
+	c := newClient(t, func(c *Config) { c.StallTimeout = time.Second; c.ConnsPerHost = 1 })
 	f, err := c.Open(context.Background(), fake.Addr, "/f")
 	if err != nil {
 		t.Fatal(err)
 	}
 	// An idle connection is not stalled.
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(1300 * time.Millisecond)
 	if _, err := f.Stat(context.Background()); err != nil {
 		t.Fatalf("stat on an idle connection: %v", err)
 	}
