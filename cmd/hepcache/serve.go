@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/hepcache/hepcache/internal/config"
 	"github.com/hepcache/hepcache/internal/server"
@@ -23,6 +25,26 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// SIGHUP re-reads the TLS certificate, CAs and vomsdir.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-hup:
+				if err := s.Reload(); err != nil {
+					log.Error("reload on SIGHUP failed; keeping what was loaded before", "err", err)
+				} else {
+					log.Info("reloaded on SIGHUP")
+				}
+			}
+		}
+	}()
 	return s.Run(ctx)
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/hepcache/hepcache/internal/frontend/xrootd"
 	"github.com/hepcache/hepcache/internal/metrics"
 	"github.com/hepcache/hepcache/internal/policy"
+	"github.com/hepcache/hepcache/internal/security"
 	"github.com/hepcache/hepcache/internal/upstream"
 	"github.com/hepcache/hepcache/origin"
 	httporigin "github.com/hepcache/hepcache/origin/http"
@@ -44,6 +45,9 @@ type Server struct {
 	admin   *admin.Server
 	metrics *metrics.Registry
 	dash    *dashboard.Dashboard
+	// sec authenticates and authorizes clients (the [security] section);
+	// with no security configured it allows everything.
+	sec *security.Security
 
 	root   *xrootd.Server
 	rootLn net.Listener
@@ -81,11 +85,18 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	if s.unlock, err = admin.Lock(cfg.Cache.Dir); err != nil {
 		return nil, err
 	}
+	if s.sec, err = security.New(security.FromConfig(&cfg.Security, log)); err != nil {
+		return nil, err
+	}
+	ocred, err := security.NewOriginCredentials(&cfg.Security)
+	if err != nil {
+		return nil, err
+	}
 	if s.origins, err = upstream.New(upstream.Config{
 		Default:      cfg.Origin.Default,
 		ForwardAllow: cfg.Origin.ForwardAllow,
 		Trusted:      mapOrigins(cfg.Map),
-		Dial:         dialers(cfg, log),
+		Dial:         dialers(cfg, log, ocred),
 	}); err != nil {
 		return nil, fmt.Errorf("origins: %w", err)
 	}
@@ -142,7 +153,9 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	if s.admin, err = admin.Listen(s.cache); err != nil {
 		return nil, err
 	}
-	if s.root, err = xrootd.New(&xrootd.Config{Backend: s.cache, Logger: log}); err != nil {
+	if s.root, err = xrootd.New(&xrootd.Config{Backend: s.cache, Logger: log,
+		Authenticator: s.sec.XRootDAuthenticator(), Authorizer: s.sec.XRootDAuthorizer(),
+		TLS: s.sec.TLSConfig(), RequireTLS: s.sec.RequireTLS()}); err != nil {
 		return nil, fmt.Errorf("root:// front end: %w", err)
 	}
 	if s.rootLn, err = net.Listen("tcp", cfg.Server.Listen); err != nil {
@@ -150,7 +163,8 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	}
 	s.serve("root", func() error { return s.root.Serve(s.rootLn) })
 	if cfg.Server.HTTPListen != "" {
-		hc := &httpfront.Config{Backend: s.cache, Metrics: s.metrics, Logger: log}
+		hc := &httpfront.Config{Backend: s.cache, Metrics: s.metrics, Logger: log,
+			Authorizer: s.sec.HTTPAuthorizer(), TLSConfig: s.sec.TLSConfig()}
 		if cfg.Server.MetricsListen == "" {
 			hc.Routes = dashboard.AdminRoutes(s.metrics, s.dash)
 		}
@@ -303,6 +317,9 @@ func (s *Server) Close() error {
 		if s.alog != nil {
 			errs = append(errs, s.alog.Close())
 		}
+		if s.sec != nil {
+			s.sec.Close()
+		}
 		if s.unlock != nil {
 			s.unlock()
 		}
@@ -311,23 +328,33 @@ func (s *Server) Close() error {
 	return errors.Join(errs...)
 }
 
-// dialers creates origins per URL scheme.
-func dialers(cfg *config.Config, log *slog.Logger) map[string]upstream.DialFunc {
+// dialers creates origins per URL scheme. Origins get the cache's own
+// credential (cred), never a client's: the token only over TLS (https://,
+// ztn on roots://), the client certificate and CAs on every TLS origin.
+func dialers(cfg *config.Config, log *slog.Logger, cred *security.OriginCredentials) map[string]upstream.DialFunc {
+	root := func(ctx context.Context, canonical string) (origin.Origin, error) {
+		return xrdorigin.New(&xrdorigin.Config{
+			URL:          canonical,
+			ConnsPerHost: cfg.Origin.Connections,
+			Timeout:      time.Duration(cfg.Origin.Timeout),
+			TLS:          cred.TLS,
+			Token:        cred.Token,
+		})
+	}
 	return map[string]upstream.DialFunc{
 		"file": func(ctx context.Context, canonical string) (origin.Origin, error) {
 			return posix.New(strings.TrimPrefix(canonical, "file://"))
 		},
 		"http":  httporigin.Dial(httporigin.Config{Logger: log}),
-		"https": httporigin.Dial(httporigin.Config{Logger: log}),
-		"root": func(ctx context.Context, canonical string) (origin.Origin, error) {
-			return xrdorigin.New(&xrdorigin.Config{
-				URL:          canonical,
-				ConnsPerHost: cfg.Origin.Connections,
-				Timeout:      time.Duration(cfg.Origin.Timeout),
-			})
-		},
+		"https": httporigin.Dial(httporigin.Config{Logger: log, TLSConfig: cred.TLS, Authorize: cred.Authorize}),
+		"root":  root,
+		"roots": root,
 	}
 }
+
+// Reload re-reads what may change while serving: the TLS certificate and
+// key, the CA certificates and the vomsdir (SIGHUP).
+func (s *Server) Reload() error { return s.sec.Reload() }
 
 func mapOrigins(maps []config.MapRule) []string {
 	var out []string

@@ -1,0 +1,107 @@
+package e2e
+
+import (
+	"bytes"
+	"crypto/tls"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hepcache/hepcache/internal/auth/authtest"
+	"github.com/hepcache/hepcache/internal/realclient"
+)
+
+// TestServeWithSecurity runs `hepcache serve` with a [security] section:
+// real xrdcp reads over roots:// with a bearer token (ztn) and is refused
+// without one, curl reads over https:// with the token, and SIGHUP makes
+// the server present a renewed certificate.
+func TestServeWithSecurity(t *testing.T) {
+	realclient.Require(t, "xrdcp")
+	realclient.Require(t, "curl")
+	realclient.RequireFile(t, "/usr/lib/x86_64-linux-gnu/libXrdSecztn-5.so")
+	dir := t.TempDir()
+	ca := authtest.NewCA(t, "hepcache e2e CA")
+	caDir := filepath.Join(dir, "certificates")
+	if !authtest.WriteCADir(t, caDir, ca) {
+		realclient.Require(t, "openssl")
+	}
+	certFile, keyFile := ca.Host(t, "localhost", "127.0.0.1").WriteFiles(t, dir, "hostcert")
+	is := authtest.NewIssuer(t, "https://issuer.e2e.test", 0)
+	jwks := is.WriteJWKS(t, dir, "jwks.json")
+	data := filepath.Join(dir, "data")
+	os.MkdirAll(filepath.Join(data, "store"), 0o755)
+	want := bytes.Repeat([]byte("hepcache security e2e "), 50000)
+	os.WriteFile(filepath.Join(data, "store", "f.root"), want, 0o644)
+
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	httpAddr := l.Addr().String()
+	l.Close()
+	cfg := `
+[server]
+http_listen = "` + httpAddr + `"
+[cache]
+dir = "` + filepath.Join(dir, "cache") + `"
+[origin]
+default = "file://` + data + `"
+[security]
+tls_cert = "` + certFile + `"
+tls_key = "` + keyFile + `"
+require_tls = true
+audiences = ["https://cache.e2e.test"]
+[[security.issuer]]
+issuer = "` + is.URL + `"
+jwks_file = "` + jwks + `"
+[[security.rule]]
+path = "/"
+read = ["scope"]
+`
+	cfgFile := filepath.Join(dir, "hepcache.toml")
+	os.WriteFile(cfgFile, []byte(cfg), 0o644)
+	p := startProc(t, "--config", cfgFile)
+
+	tok := is.Token(t, "alice", "storage.read:/store", "https://cache.e2e.test")
+	env := realclient.Env("X509_CERT_DIR="+caDir, "XDG_RUNTIME_DIR="+t.TempDir())
+	out := filepath.Join(dir, "out")
+	if r := realclient.Run(t, append(env, "BEARER_TOKEN="+tok), "xrdcp", "-f", "-N", "roots://"+p.addr+"//store/f.root", out); r.Err != nil {
+		t.Fatalf("xrdcp with a token: %s", r)
+	}
+	if got, _ := os.ReadFile(out); !bytes.Equal(got, want) {
+		t.Fatal("xrdcp read wrong bytes")
+	}
+	if r := realclient.Run(t, env, "xrdcp", "-f", "-N", "roots://"+p.addr+"//store/f.root", out); r.Err == nil || !strings.Contains(string(r.Stdout)+string(r.Stderr), "3010") {
+		t.Fatalf("xrdcp without a token: %s", r)
+	}
+	r := realclient.Run(t, realclient.Env(), "curl", "-sS", "-o", out, "-w", "%{http_code}", "--cacert", filepath.Join(caDir, "caa.pem"),
+		"-H", "Authorization: Bearer "+tok, "https://"+httpAddr+"/store/f.root")
+	if r.Err != nil || string(r.Stdout) != "200" {
+		t.Fatalf("curl with a token: %s", r)
+	}
+
+	serial := func() string {
+		t.Helper()
+		c, err := tls.Dial("tcp", httpAddr, &tls.Config{RootCAs: authtest.Pool(ca), ServerName: "127.0.0.1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		return c.ConnectionState().PeerCertificates[0].SerialNumber.String()
+	}
+	before := serial()
+	renewed := ca.Host(t, "localhost", "127.0.0.1")
+	renewed.WriteFiles(t, dir, "hostcert")
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	deadline := time.Now().Add(20 * time.Second)
+	for serial() == before {
+		if time.Now().After(deadline) {
+			t.Fatalf("SIGHUP did not reload the certificate:\n%s", p.log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := serial(); got != renewed.Cert.SerialNumber.String() {
+		t.Fatalf("after SIGHUP the server presents %s, want %s", got, renewed.Cert.SerialNumber)
+	}
+}
