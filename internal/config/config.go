@@ -32,6 +32,8 @@ type Config struct {
 	// Security is TLS, authentication, authorization and the cache's own
 	// credential (security.go, docs/security.md).
 	Security SecurityConfig `toml:"security"`
+	// Limits bound what one client may hold on the front ends.
+	Limits LimitsConfig `toml:"limits"`
 }
 
 // SpaceConfig is the [space] section: how much the cache may hold.
@@ -306,6 +308,7 @@ func (c *Config) Validate() error {
 	}
 	c.validateCluster(bad)
 	c.Security.validate(bad)
+	c.Limits.validate(bad)
 	return errors.Join(errs...)
 }
 

@@ -125,3 +125,58 @@ func (s *SecurityConfig) validate(bad func(key string, val any, allowed string))
 		bad("security.origin_cert/origin_key", fmt.Sprintf("%q/%q", s.OriginCert, s.OriginKey), "give both or neither (a proxy file may be both)")
 	}
 }
+
+// LimitsConfig is the [limits] section: what one client may hold on the
+// front ends. A zero value means the front end's default (in brackets).
+type LimitsConfig struct {
+	// MaxConnections bounds concurrent root:// connections; clients over
+	// it are told "server busy" (kXR_Overloaded). 0: no limit [0].
+	MaxConnections int `toml:"max_connections"`
+	// MaxRequestsPerConnection bounds root:// requests in progress on one
+	// connection; the server then stops reading from it [64].
+	MaxRequestsPerConnection int `toml:"max_requests_per_connection"`
+	// MaxReadVSegments and MaxReadVSegmentSize bound one kXR_readv
+	// (kXR_ArgTooLong beyond) [1024, 2097136].
+	MaxReadVSegments    int  `toml:"max_readv_segments"`
+	MaxReadVSegmentSize Size `toml:"max_readv_segment_size"`
+	// MaxRequestBody bounds a root:// request's data [64K].
+	MaxRequestBody Size `toml:"max_request_body"`
+	// HandshakeTimeout bounds root:// connect-to-login (slowloris) [30s];
+	// IdleTimeout closes root:// connections without open files [30m].
+	HandshakeTimeout Duration `toml:"handshake_timeout"`
+	IdleTimeout      Duration `toml:"idle_timeout"`
+	// HTTPHeaderTimeout bounds reading HTTP request headers [10s];
+	// HTTPIdleTimeout closes idle keep-alive connections [2m].
+	HTTPHeaderTimeout Duration `toml:"http_header_timeout"`
+	HTTPIdleTimeout   Duration `toml:"http_idle_timeout"`
+	// HTTPMaxHeaderBytes bounds HTTP request headers [256K].
+	HTTPMaxHeaderBytes Size `toml:"http_max_header_bytes"`
+}
+
+func (l *LimitsConfig) validate(bad func(key string, val any, allowed string)) {
+	for _, v := range []struct {
+		key string
+		val int64
+	}{
+		{"limits.max_connections", int64(l.MaxConnections)},
+		{"limits.max_requests_per_connection", int64(l.MaxRequestsPerConnection)},
+		{"limits.max_readv_segments", int64(l.MaxReadVSegments)},
+		{"limits.max_readv_segment_size", int64(l.MaxReadVSegmentSize)},
+		{"limits.max_request_body", int64(l.MaxRequestBody)},
+		{"limits.handshake_timeout", int64(l.HandshakeTimeout)},
+		{"limits.idle_timeout", int64(l.IdleTimeout)},
+		{"limits.http_header_timeout", int64(l.HTTPHeaderTimeout)},
+		{"limits.http_idle_timeout", int64(l.HTTPIdleTimeout)},
+		{"limits.http_max_header_bytes", int64(l.HTTPMaxHeaderBytes)},
+	} {
+		if v.val < 0 {
+			bad(v.key, v.val, "must not be negative (0: the default)")
+		}
+	}
+	if l.MaxReadVSegments > 1024 {
+		bad("limits.max_readv_segments", l.MaxReadVSegments, "at most 1024, the protocol's limit")
+	}
+	if l.MaxRequestBody != 0 && l.MaxRequestBody < 16<<10 {
+		bad("limits.max_request_body", l.MaxRequestBody, "0 (default) or at least 16K (a full readv list)")
+	}
+}

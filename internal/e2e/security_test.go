@@ -58,6 +58,9 @@ jwks_file = "` + jwks + `"
 [[security.rule]]
 path = "/"
 read = ["scope"]
+[limits]
+max_connections = 50
+handshake_timeout = "5s"
 `
 	cfgFile := filepath.Join(dir, "hepcache.toml")
 	os.WriteFile(cfgFile, []byte(cfg), 0o644)

@@ -153,9 +153,15 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	if s.admin, err = admin.Listen(s.cache); err != nil {
 		return nil, err
 	}
+	lim := cfg.Limits
 	if s.root, err = xrootd.New(&xrootd.Config{Backend: s.cache, Logger: log,
 		Authenticator: s.sec.XRootDAuthenticator(), Authorizer: s.sec.XRootDAuthorizer(),
-		TLS: s.sec.TLSConfig(), RequireTLS: s.sec.RequireTLS()}); err != nil {
+		TLS: s.sec.TLSConfig(), RequireTLS: s.sec.RequireTLS(),
+		MaxConnections: lim.MaxConnections, MaxInFlight: lim.MaxRequestsPerConnection,
+		MaxReadVSegments: lim.MaxReadVSegments, MaxReadVSegmentSize: int(lim.MaxReadVSegmentSize),
+		MaxRequestBody:   int(lim.MaxRequestBody),
+		HandshakeTimeout: time.Duration(lim.HandshakeTimeout), IdleTimeout: time.Duration(lim.IdleTimeout),
+	}); err != nil {
 		return nil, fmt.Errorf("root:// front end: %w", err)
 	}
 	if s.rootLn, err = net.Listen("tcp", cfg.Server.Listen); err != nil {
@@ -164,7 +170,9 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	s.serve("root", func() error { return s.root.Serve(s.rootLn) })
 	if cfg.Server.HTTPListen != "" {
 		hc := &httpfront.Config{Backend: s.cache, Metrics: s.metrics, Logger: log,
-			Authorizer: s.sec.HTTPAuthorizer(), TLSConfig: s.sec.TLSConfig()}
+			Authorizer: s.sec.HTTPAuthorizer(), TLSConfig: s.sec.TLSConfig(),
+			ReadHeaderTimeout: time.Duration(lim.HTTPHeaderTimeout), IdleTimeout: time.Duration(lim.HTTPIdleTimeout),
+			MaxHeaderBytes: int(lim.HTTPMaxHeaderBytes)}
 		if cfg.Server.MetricsListen == "" {
 			hc.Routes = dashboard.AdminRoutes(s.metrics, s.dash)
 		}
