@@ -102,11 +102,44 @@ type slot struct {
 	err     error         // of the last dial
 }
 
-// pick returns the next connection round-robin and its slot index.
+// pick returns the next live connection round-robin and its slot index;
+// if none is live yet, the next slot's (dialing it), and the other slots
+// are dialed in the background so the pool fills up.
 func (h *host) pick(ctx context.Context) (*conn, int, error) {
-	i := int(h.next.Add(1)-1) % len(h.slots)
-	c, err := h.conn(ctx, i)
-	return c, i, err
+	n := len(h.slots)
+	start := int(h.next.Add(1)-1) % n
+	for k := 0; k < n; k++ {
+		i := (start + k) % n
+		s := &h.slots[i]
+		s.mu.Lock()
+		c := s.c
+		s.mu.Unlock()
+		if c != nil && !c.failed() {
+			return c, i, nil
+		}
+	}
+	h.fill()
+	c, err := h.conn(ctx, start)
+	return c, start, err
+}
+
+// fill dials, in the background, every slot without a connection. A dial
+// belongs to the pool, not to whoever needed it first, so it is not
+// cancelled with a caller's context.
+func (h *host) fill() {
+	for i := range h.slots {
+		s := &h.slots[i]
+		s.mu.Lock()
+		idle := (s.c == nil || s.c.failed()) && s.dialing == nil
+		s.mu.Unlock()
+		if idle {
+			go func(i int) {
+				ctx, cancel := context.WithTimeout(context.Background(), h.cfg.DialTimeout)
+				defer cancel()
+				h.conn(ctx, i)
+			}(i)
+		}
+	}
 }
 
 // conn returns the live connection of slot i, dialing it if needed. One

@@ -37,6 +37,15 @@ type File struct {
 	handles []fileHandle
 	next    atomic.Uint32
 	closed  atomic.Bool
+
+	// warmOnce starts, at the first read, the opens on the pool's other
+	// connections; warmCtx ends them at Close, warmWG waits for them.
+	// warmMu orders warmWG.Add against Close's Wait.
+	warmOnce   sync.Once
+	warmCtx    context.Context
+	warmCancel context.CancelFunc
+	warmMu     sync.Mutex
+	warmWG     sync.WaitGroup
 }
 
 // fileHandle is the file's handle on one connection of the pool.
@@ -91,7 +100,64 @@ func (c *Client) Open(ctx context.Context, addr, path string) (*File, error) {
 	f := &File{c: c, h: h, addr: faddr, path: fpath, info: st, handles: make([]fileHandle, len(h.slots))}
 	f.handles[slot0].cn, f.handles[slot0].fh = cn0, fh0
 	f.next.Store(uint32(slot0))
+	f.warmCtx, f.warmCancel = context.WithCancel(context.Background())
 	return f, nil
+}
+
+// warm opens the file on the pool's other connections in the background
+// (dialing them if needed), once, at the first read. Until a connection has
+// its handle, reads go to connections that have one, so the first reads of a
+// file never wait for the extra round trips: on a 150 ms link, dialing,
+// logging in and opening on three more connections costs over half a
+// second.
+func (f *File) warm() {
+	f.warmOnce.Do(func() {
+		for i := range f.handles {
+			hd := &f.handles[i]
+			hd.mu.Lock()
+			has := hd.cn != nil || hd.opening != nil
+			hd.mu.Unlock()
+			if has {
+				continue
+			}
+			go func(i int) {
+				// The dial belongs to the pool and outlives this file.
+				dctx, cancel := context.WithTimeout(context.Background(), f.c.cfg.DialTimeout)
+				_, err := f.h.conn(dctx, i)
+				cancel()
+				if err != nil {
+					return // the slot is left to lazy opening
+				}
+				f.warmMu.Lock()
+				if f.closed.Load() {
+					f.warmMu.Unlock()
+					return
+				}
+				f.warmWG.Add(1)
+				f.warmMu.Unlock()
+				defer f.warmWG.Done()
+				f.handle(f.warmCtx, i)
+			}(i)
+		}
+	})
+}
+
+// readySlot returns the next slot, round-robin, whose connection already
+// has the file open; if none has, the next slot (opened lazily).
+func (f *File) readySlot() int {
+	n := len(f.handles)
+	start := int(f.next.Add(1)-1) % n
+	for k := 0; k < n; k++ {
+		i := (start + k) % n
+		hd := &f.handles[i]
+		hd.mu.Lock()
+		ready := hd.cn != nil && hd.opening == nil && !hd.cn.failed()
+		hd.mu.Unlock()
+		if ready {
+			return i
+		}
+	}
+	return start
 }
 
 // Info returns the stat information returned by the open.
@@ -205,8 +271,6 @@ func (cn *conn) closeHandle(ctx context.Context, fh proto.FHandle) error {
 	return nil
 }
 
-func (f *File) nextSlot() int { return int(f.next.Add(1)-1) % len(f.handles) }
-
 // ReadAt reads len(p) bytes at off into p, like io.ReaderAt: it returns
 // n < len(p) only with an error, io.EOF at the end of the file. The payload
 // is read from the socket straight into p. Reads longer than MaxReadSize
@@ -280,7 +344,8 @@ func rng(off int64, n int) string {
 
 // startRead sends one kXR_read for p at off on the next connection.
 func (f *File) startRead(ctx context.Context, p []byte, off int64) (*conn, *call, error) {
-	cn, fh, err := f.handle(ctx, f.nextSlot())
+	f.warm()
+	cn, fh, err := f.handle(ctx, f.readySlot())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -422,7 +487,8 @@ func (f *File) ReadV(ctx context.Context, segs []origin.Segment) error {
 }
 
 func (f *File) startReadV(ctx context.Context, segs []origin.Segment) (*conn, *call, error) {
-	cn, fh, err := f.handle(ctx, f.nextSlot())
+	f.warm()
+	cn, fh, err := f.handle(ctx, f.readySlot())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -482,7 +548,7 @@ func (f *File) Stat(ctx context.Context) (proto.StatInfo, error) {
 	if f.closed.Load() {
 		return proto.StatInfo{}, f.errorf("stat", ErrFileClosed)
 	}
-	cn, fh, err := f.handle(ctx, f.nextSlot())
+	cn, fh, err := f.handle(ctx, f.readySlot())
 	if err != nil {
 		return proto.StatInfo{}, f.errorf("stat", err)
 	}
@@ -507,6 +573,13 @@ func (f *File) Close(ctx context.Context) error {
 	if f.closed.Swap(true) {
 		return nil
 	}
+	// Stop the background opens and wait for them, so that every handle
+	// they made is closed below.
+	f.warmOnce.Do(func() {})
+	f.warmMu.Lock() // no open starts after this
+	f.warmMu.Unlock()
+	f.warmCancel()
+	f.warmWG.Wait()
 	type pend struct {
 		cn *conn
 		cl *call
