@@ -1,9 +1,8 @@
-// Package voms reads the VOMS attribute certificates embedded in a proxy
-// certificate (extension 1.3.6.1.4.1.8005.100.100.5) and verifies them
-// against the VOMS servers trusted in a vomsdir: LSC files naming the
-// server's DN chain (the server certificate travels in the AC and is
-// verified against the CAs) or the servers' certificates themselves. A
-// verified AC yields the VO and its FQANs: groups and roles.
+// Package voms reads the VOMS attribute certificates in a proxy's extension
+// 1.3.6.1.4.1.8005.100.100.5 and verifies them against the VOMS servers a
+// vomsdir trusts: LSC files naming the server's DN chain (its certificate
+// travels in the AC and must chain to the CAs) or the servers' certificates.
+// A verified AC yields the VO and its FQANs (groups and roles).
 package voms
 
 import (

@@ -1,9 +1,8 @@
-// Package ztn is the wire format of XRootD's "ztn" security protocol, which
-// carries a bearer token in kXR_auth over a TLS connection: the server
-// announces "&P=ztn,<opts>:<maxsize>:" in the kXR_login answer and the
-// client answers with a "ztn\0" credential holding the token. It also
-// reads the "unix" protocol's credentials (user and group names), which
-// clients without a token fall back to.
+// Package ztn is the wire format of XRootD's "ztn" security protocol: a
+// bearer token in kXR_auth over TLS. The server announces
+// "&P=ztn,<opts>:<maxsize>:" in the kXR_login answer and the client answers
+// with a "ztn\0" credential holding the token. It also reads the "unix"
+// protocol's credentials, which clients without a token fall back to.
 package ztn
 
 import (
