@@ -1,9 +1,10 @@
 // Package demo runs hepcache end to end on an embedded default: it generates
 // a small dataset, serves it from a real C++ xrootd (or hepcache's own file
 // origin when xrootd is not installed) behind an emulated WAN link, starts a
-// cache in front of it, reads every file with the real xrdcp directly, then
-// through the cache cold and hot, and prints the times and the bytes that
-// crossed the WAN each time.
+// cache in front of it, reads every file with the real xrdcp (or, on a
+// machine without the XRootD client tools, with hepcache's own root://
+// client) directly, then through the cache cold and hot, and prints the
+// times and the bytes that crossed the WAN each time.
 package demo
 
 import (
@@ -17,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -26,6 +28,7 @@ import (
 	"github.com/hepcache/hepcache/internal/server"
 	"github.com/hepcache/hepcache/internal/wan"
 	"github.com/hepcache/hepcache/internal/xrdproc"
+	xrdorigin "github.com/hepcache/hepcache/origin/xrootd"
 )
 
 // Config configures a demo run.
@@ -78,10 +81,7 @@ type Row struct {
 // Run runs the demo and returns its rows.
 func Run(ctx context.Context, cfg Config) ([]Row, error) {
 	cfg.ensureDefaults()
-	xrdcp, err := exec.LookPath("xrdcp")
-	if err != nil {
-		return nil, fmt.Errorf("the demo reads with the real xrdcp: install Debian's xrootd-client: %w", err)
-	}
+	read, client := readerFor(ctx)
 	if cfg.Dir == "" {
 		d, err := os.MkdirTemp("", "hepcache-demo-")
 		if err != nil {
@@ -140,7 +140,7 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 		before := link.Stats.BytesDown.Load()
 		start := time.Now()
 		for i, p := range paths {
-			got, err := copyAndSum(ctx, xrdcp, ph.base+"/"+p)
+			got, err := read(ph.base + "/" + p)
 			if err != nil {
 				return rows, fmt.Errorf("%s: %w", ph.name, err)
 			}
@@ -153,7 +153,7 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 		rows = append(rows, Row{Phase: ph.name, Seconds: secs, OriginBytes: link.Stats.BytesDown.Load() - before, MBps: total / secs / 1e6})
 	}
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "read with xrdcp\ttime [s]\tMB/s\tbytes from origin (over the WAN)\t")
+	fmt.Fprintf(w, "read with %s\ttime [s]\tMB/s\tbytes from origin (over the WAN)\t\n", client)
 	for _, r := range rows {
 		fmt.Fprintf(w, "%s\t%.2f\t%.1f\t%d\t\n", r.Phase, r.Seconds, r.MBps, r.OriginBytes)
 	}
@@ -229,6 +229,50 @@ func startOrigin(dir string, log *slog.Logger) (addr string, stop func(), kind s
 	}
 	go fe.Serve(ln)
 	return ln.Addr().String(), func() { fe.Close(); d.Close() }, "hepcache's own file origin (xrootd not installed)", nil
+}
+
+// readerFor returns how the demo reads a root:// URL (returning the
+// sha256): the real xrdcp when it is installed, else hepcache's own client.
+func readerFor(ctx context.Context) (func(url string) ([32]byte, error), string) {
+	if xrdcp, err := exec.LookPath("xrdcp"); err == nil {
+		return func(url string) ([32]byte, error) { return copyAndSum(ctx, xrdcp, url) }, "xrdcp"
+	}
+	return func(url string) ([32]byte, error) { return clientSum(ctx, url) }, "hepcache's client (xrdcp not installed)"
+}
+
+// clientSum reads url with hepcache's own root:// client.
+func clientSum(ctx context.Context, url string) ([32]byte, error) {
+	var sum [32]byte
+	i := strings.Index(url[len("root://"):], "/")
+	if i < 0 {
+		return sum, fmt.Errorf("bad URL %s", url)
+	}
+	base, p := url[:len("root://")+i], url[len("root://")+i:]
+	o, err := xrdorigin.New(&xrdorigin.Config{URL: base})
+	if err != nil {
+		return sum, err
+	}
+	defer o.Close()
+	f, err := o.Open(ctx, p)
+	if err != nil {
+		return sum, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	buf := make([]byte, 8<<20)
+	for off := int64(0); off < f.Info().Size; {
+		n, err := f.ReadAt(ctx, buf[:min(int64(len(buf)), f.Info().Size-off)], off)
+		h.Write(buf[:n])
+		off += int64(n)
+		if err != nil && err != io.EOF {
+			return sum, err
+		}
+		if n == 0 {
+			break
+		}
+	}
+	copy(sum[:], h.Sum(nil))
+	return sum, nil
 }
 
 // copyAndSum reads url with xrdcp to stdout and returns the sha256.
