@@ -74,9 +74,11 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 		log = slog.Default()
 	}
 	s = &Server{cfg: cfg, log: log, serveErrs: make(chan error, 4)}
+	// "return nil, err" sets s to nil: close what was built through a copy.
+	built := s
 	defer func() {
 		if err != nil {
-			s.Close()
+			built.Close()
 		}
 	}()
 	if err := os.MkdirAll(cfg.Cache.Dir, 0o755); err != nil {

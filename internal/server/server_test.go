@@ -1,0 +1,48 @@
+package server
+
+import (
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hepcache/hepcache/internal/config"
+)
+
+// TestNewFailsCleanly: errors after the cache is built (a bad TLS key, a
+// busy port) are returned, not a panic, and release the cache directory.
+func TestNewFailsCleanly(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		mut  func(*config.Config)
+		want string
+	}{
+		{"missing TLS files", func(c *config.Config) {
+			c.Security.TLSCert, c.Security.TLSKey = filepath.Join(dir, "none.pem"), filepath.Join(dir, "none.key")
+		}, "none.pem"},
+		{"port in use", func(c *config.Config) { c.Server.Listen = busy.Addr().String() }, "server.listen"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := config.Default()
+			c.Cache.Dir = filepath.Join(dir, "cache")
+			c.Origin.Default = "file://" + dir
+			c.Server.Listen = "127.0.0.1:0"
+			tc.mut(c)
+			s, err := New(c, slog.New(slog.DiscardHandler))
+			if err == nil {
+				s.Close()
+				t.Fatal("New succeeded")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not mention %q", err, tc.want)
+			}
+		})
+	}
+}
