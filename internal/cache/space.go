@@ -213,13 +213,24 @@ func (c *Cache) removeEmptyParents(dir, top string) {
 }
 
 // Evict removes a cached file; it fails with ErrBusy while clients have it
-// open. It is safe while the cache serves.
+// open. A file whose last client has just closed is evicted once its final
+// sync is done. It is safe while the cache serves.
 func (c *Cache) Evict(originURL, p string) (int64, error) {
 	cp, err := cleanPath(p)
 	if err != nil {
 		return 0, err
 	}
-	return c.evict(Key{Origin: originURL, Path: cp})
+	k := Key{Origin: originURL, Path: cp}
+	c.mu.Lock()
+	ch, closing := c.closing[k]
+	c.mu.Unlock()
+	if closing {
+		select {
+		case <-ch:
+		case <-time.After(30 * time.Second):
+		}
+	}
+	return c.evict(k)
 }
 
 // loadIndex rebuilds the index from the sidecars under Dir/meta. Corrupt

@@ -219,3 +219,69 @@ func quiet(link *wan.Proxy) int64 {
 	}
 	return last
 }
+
+// TestInspectAndEvictWhileServing runs the operator commands against a live
+// server: inspect shows the cached file, evict removes it through the
+// server's admin socket, and the next read fetches it again.
+func TestInspectAndEvictWhileServing(t *testing.T) {
+	realclient.Require(t, "xrdcp")
+	data := t.TempDir()
+	const size = 3<<20 + 5
+	want := writeFile(t, data, "store/ops/f.root", size, 55)
+	origin := xrdtest.StartOrigin(t, data)
+	cacheDir := t.TempDir()
+	p := startProc(t, "--cache-dir", cacheDir, "--origin", "root://"+origin.Addr)
+	url := "root://" + p.addr + "//store/ops/f.root"
+	if got := xrdcpSum(t, realclient.Env(), url); got != want {
+		t.Fatalf("read: sha256 %s", hex(got))
+	}
+	var info []byte
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		out, err := exec.Command(hepcacheBin, "inspect", "--cache-dir", cacheDir, "/store/ops/f.root").CombinedOutput()
+		if err != nil {
+			t.Fatalf("inspect: %v\n%s", err, out)
+		}
+		if info = out; strings.Contains(string(out), "(100.0% complete)") && strings.Contains(string(out), "verified") {
+			break
+		}
+	}
+	for _, want := range []string{"root://" + origin.Addr, fmt.Sprintf("size          %d", size), "4 of 4 (100.0% complete)", "checksum      verified adler32="} {
+		if !strings.Contains(string(info), want) {
+			t.Fatalf("inspect output lacks %q:\n%s", want, info)
+		}
+	}
+	out, err := exec.Command(hepcacheBin, "inspect", "--cache-dir", cacheDir, "--summary").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "1 (1 complete, 0 partial") {
+		t.Fatalf("inspect --summary: %v\n%s", err, out)
+	}
+	out, err = exec.Command(hepcacheBin, "evict", "--cache-dir", cacheDir, "/store/ops/f.root").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "evicted root://") {
+		t.Fatalf("evict while serving: %v\n%s\n%s", err, out, info)
+	}
+	if _, err := cache.Inspect(cacheDir, "", "/store/ops/f.root"); err == nil {
+		t.Fatal("file still in the cache after evict")
+	}
+	if got := xrdcpSum(t, realclient.Env(), url); got != want {
+		t.Fatalf("read after evict: sha256 %s", hex(got))
+	}
+	out, err = exec.Command(hepcacheBin, "evict", "--cache-dir", cacheDir, "/store/ops/missing.root").CombinedOutput()
+	if err == nil {
+		t.Fatalf("evict of a file not in the cache succeeded:\n%s", out)
+	}
+}
+
+// TestBadConfigFailsAtStartup checks that a bad value stops `hepcache serve`
+// with the key, the value and what is allowed.
+func TestBadConfigFailsAtStartup(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "bad.toml")
+	os.WriteFile(cfg, []byte("[cache]\ndir = \"/tmp/x\"\nblock_size = \"3000\"\nprefetch = -1\n[origin]\ndefault = \"root://o:1094\"\n"), 0o644)
+	out, err := exec.Command(hepcacheBin, "serve", "--config", cfg).CombinedOutput()
+	if err == nil {
+		t.Fatalf("serve with a bad config started:\n%s", out)
+	}
+	for _, want := range []string{"cache.block_size = 3000", "multiple of piece_size", "cache.prefetch = -1", "0 (off) to 1024"} {
+		if !strings.Contains(string(out), want) {
+			t.Fatalf("error does not mention %q:\n%s", want, out)
+		}
+	}
+}
