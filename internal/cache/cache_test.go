@@ -453,3 +453,52 @@ func waitIdle(tb testing.TB, c *Cache) {
 	}
 	tb.Fatal("cache never went idle")
 }
+
+func TestOSFileOnlyForPresentBlocks(t *testing.T) {
+	m := origin.NewMem("mem://o")
+	data := randomData(61, 3*testBlock)
+	m.Put("/f", data, time.Now())
+	c := newTestCache(t, t.TempDir(), m, nil)
+	f, err := c.Open(context.Background(), backend.Request{Path: "/f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	osf := f.(backend.OSFiler)
+	if _, ok := osf.OSFile(0, 10); ok {
+		t.Fatal("OSFile offered for a block not fetched yet")
+	}
+	buf := make([]byte, testBlock)
+	if _, err := f.ReadAt(context.Background(), buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := osf.OSFile(testBlock-10, 20); ok {
+		t.Fatal("OSFile offered for a range reaching into a missing block")
+	}
+	// The reader got its bytes as the pieces landed; the block is marked
+	// present when its fetch ends, just after.
+	waitBlocks(t, c, 1)
+	before := c.Stats().BytesHit.Load()
+	of, ok := osf.OSFile(100, 1000)
+	if !ok {
+		t.Fatal("OSFile refused for a present block")
+	}
+	got := make([]byte, 1000)
+	if _, err := of.ReadAt(got, 100); err != nil || !bytes.Equal(got, data[100:1100]) {
+		t.Fatalf("OSFile's file holds other bytes: %v", err)
+	}
+	if c.Stats().BytesHit.Load()-before != 1000 {
+		t.Fatal("bytes sent by sendfile not counted as hits")
+	}
+}
+
+// waitBlocks waits until n block fetches have completed (their bits set).
+func waitBlocks(tb testing.TB, c *Cache, n int64) {
+	tb.Helper()
+	for i := 0; c.Stats().BlocksFetched.Load() < n; i++ {
+		if i > 10000 {
+			tb.Fatalf("only %d of %d blocks fetched", c.Stats().BlocksFetched.Load(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

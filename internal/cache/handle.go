@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync/atomic"
 	"time"
 
+	"github.com/hepcache/hepcache/disk"
 	"github.com/hepcache/hepcache/internal/backend"
 	"github.com/hepcache/hepcache/internal/sidecar"
 	"github.com/hepcache/hepcache/origin"
@@ -85,4 +87,32 @@ func (h *handle) Close() error {
 	}
 	e.c.release(e, rec, true)
 	return nil
+}
+
+var _ backend.OSFiler = (*handle)(nil)
+
+// OSFile implements backend.OSFiler: when every block of [off, off+n) is
+// present, the front end may send them straight from the data file with
+// sendfile(2). The bytes count as hits, and read-ahead is scheduled as for
+// any other read.
+func (h *handle) OSFile(off, n int64) (*os.File, bool) {
+	e := h.e
+	f := disk.OSFile(e.data)
+	if f == nil || h.closed.Load() || off < 0 || n <= 0 || off+n > e.size {
+		return nil, false
+	}
+	bs := e.c.cfg.BlockSize
+	first, last := int(off/bs), int((off+n-1)/bs)
+	e.mu.Lock()
+	for b := first; b <= last; b++ {
+		if !e.present.Test(b) {
+			e.mu.Unlock()
+			return nil, false
+		}
+	}
+	e.schedulePrefetchLocked(last)
+	e.mu.Unlock()
+	h.hit.Add(n)
+	e.c.stats.BytesHit.Add(n)
+	return f, true
 }
