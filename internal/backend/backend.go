@@ -36,6 +36,12 @@ type Request struct {
 	// download; a read that would need one fails with an error wrapping
 	// ErrForbidden. Metadata (stat, list, checksum) is not affected.
 	NoFetch bool
+	// FollowsFileRedirect says the client can follow a redirect to a local
+	// file (a RedirectError whose URL is file://localhost/...): XrdCl can,
+	// HTTP clients cannot. The root:// front end sets it; the cache then
+	// may send the client to a complete file in a cache space the client
+	// mounts (seed 000's local redirect) instead of serving it.
+	FollowsFileRedirect bool
 }
 
 // String renders the request for error messages.
@@ -96,7 +102,8 @@ var (
 // point a client at the node that owns a file, or at a local file.
 type RedirectError struct {
 	// URL is the full target ("root://host:port//path?opaque" or
-	// "file:///local/path"). Host and Port are set for root:// targets.
+	// "file://localhost/local/path", which XrdCl opens itself). Host and
+	// Port are set for root:// targets.
 	URL  string
 	Host string
 	Port int

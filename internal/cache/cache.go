@@ -313,6 +313,9 @@ func (c *Cache) Open(ctx context.Context, req backend.Request) (backend.File, er
 		}
 		return f, err
 	}
+	if re := c.localRedirect(k, req, d); re != nil {
+		return nil, re
+	}
 	e, err := c.acquire(ctx, o, k, d.Mutable, req.NoFetch)
 	if err != nil {
 		c.stats.OpenErrors.Add(1)

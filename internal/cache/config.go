@@ -102,6 +102,17 @@ type Config struct {
 	FS disk.FS
 	// Logger receives operational messages. Default slog.Default().
 	Logger *slog.Logger
+	// LocalRedirect is the path under which clients see this cache's data
+	// directory (Dir/data), e.g. "/mnt/cache-space/data" on worker nodes
+	// that mount the cache space (seed 000). When set, an open of a file
+	// that is complete and checksummed in the cache, by a client that can
+	// follow a redirect to a local file (backend.Request.FollowsFileRedirect),
+	// fails with a *backend.RedirectError to
+	// "file://localhost" + LocalRedirect + "/" + the file's path under
+	// Dir/data, so that the client reads the file itself and the proxy
+	// serves none of its bytes. Default "": off. Clients without the mount
+	// cannot open the target (docs/xrootd-frontend.md).
+	LocalRedirect string
 	// OnAccess, if set, is called once per closed file with its access
 	// record (the access log). It must not block.
 	OnAccess func(AccessRecord)
@@ -218,6 +229,9 @@ func (c *Config) Validate() error {
 	}
 	if c.OriginTimeout < 0 {
 		errs = append(errs, fmt.Errorf("origin timeout %v: must not be negative", c.OriginTimeout))
+	}
+	if err := validLocalRedirect(c.LocalRedirect); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -117,6 +117,20 @@ func (x *index) closed(k Key, now time.Time) {
 	x.pushFrontLocked(it)
 }
 
+// touch records a use of k that is not an open (a client redirected to
+// its own copy): k becomes the most recently used.
+func (x *index) touch(k Key, now time.Time) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	it := x.items[k]
+	if it == nil {
+		return
+	}
+	it.lastAccess = now
+	x.unlinkLocked(it)
+	x.pushFrontLocked(it)
+}
+
 // grow adds n bytes to k (a block was written) and returns the total.
 func (x *index) grow(k Key, n int64) int64 {
 	x.mu.Lock()

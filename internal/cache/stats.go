@@ -10,6 +10,10 @@ type Stats struct {
 	// Opens by outcome: a hit is an open of a complete file, a partial hit of
 	// a file with some blocks, a miss of a file with none.
 	Hits, PartialHits, Misses atomic.Int64
+	// LocalRedirects counts opens answered with a redirect to the client's
+	// own copy of a complete file (Config.LocalRedirect): the client reads
+	// it without the cache, so these opens are in no other counter.
+	LocalRedirects atomic.Int64
 	// OpenErrors counts opens that failed.
 	OpenErrors atomic.Int64
 	// Bytes served to clients by where they came from.

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path"
 	"strconv"
 	"strings"
 
@@ -107,6 +108,12 @@ type CacheConfig struct {
 	// CompleteAfterClose keeps downloading a file after its last client
 	// left. Default false: the partial file stays and is resumed later.
 	CompleteAfterClose bool `toml:"complete_after_close"`
+	// LocalRedirect is the path under which clients see the cache
+	// directory's data/ tree (seed 000: worker nodes mount the cache
+	// space). root:// opens of complete files are then redirected to
+	// file://localhost/<local_redirect>/<path under data/>, so that the
+	// client reads them itself. Default "": off.
+	LocalRedirect string `toml:"local_redirect"`
 }
 
 // OriginConfig is the [origin] section: where data comes from.
@@ -255,6 +262,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Cache.SyncInterval <= 0 {
 		bad("cache.sync_interval", c.Cache.SyncInterval, "a positive duration")
+	}
+	if p := c.Cache.LocalRedirect; p != "" && (!strings.HasPrefix(p, "/") || path.Clean(p) != p || strings.ContainsAny(p, "?#")) {
+		bad("cache.local_redirect", fmt.Sprintf("%q", p), "a clean absolute path (where clients see cache.dir/data), or empty for off")
 	}
 	if c.Space.Capacity < 0 {
 		bad("space.capacity", c.Space.Capacity, "a size, e.g. 500G")

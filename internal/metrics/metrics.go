@@ -302,6 +302,7 @@ func (r *Registry) WriteTo(w io.Writer) (int64, error) {
 		e.sample("hepcache_opens_total", `result="partial"`, s.PartialHits)
 		e.sample("hepcache_opens_total", `result="miss"`, s.Misses)
 		e.counter("hepcache_open_errors_total", "File opens that failed.", s.OpenErrors)
+		e.counter("hepcache_local_redirects_total", "Opens of complete files answered with a redirect to the client's own copy in the cache space it mounts (cache.local_redirect); the client read the file without the cache.", st.LocalRedirects.Load())
 		e.family("hepcache_served_bytes_total", "counter", "Bytes sent to clients by source: hit (from disk), miss (fetched for the read), bypass (read straight from the origin after a disk error).")
 		e.sample("hepcache_served_bytes_total", `source="hit"`, s.BytesHit)
 		e.sample("hepcache_served_bytes_total", `source="miss"`, s.BytesMissed)

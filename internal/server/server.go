@@ -122,6 +122,7 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 		FetchMemory:        int64(cfg.Cache.FetchMemory),
 		SyncInterval:       time.Duration(cfg.Cache.SyncInterval),
 		CompleteAfterClose: cfg.Cache.CompleteAfterClose,
+		LocalRedirect:      cfg.Cache.LocalRedirect,
 		OriginTimeout:      time.Duration(cfg.Origin.Timeout),
 		Capacity:           int64(cfg.Space.Capacity),
 		LowWatermark:       low,
@@ -156,13 +157,16 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 		return nil, err
 	}
 	lim := cfg.Limits
-	if s.root, err = xrootd.New(&xrootd.Config{Backend: s.cache, Logger: log,
+	if s.root, err = xrootd.New(&xrootd.Config{Backend: s.cache, Metrics: s.metrics, Logger: log,
 		Authenticator: s.sec.XRootDAuthenticator(), Authorizer: s.sec.XRootDAuthorizer(),
 		TLS: s.sec.TLSConfig(), RequireTLS: s.sec.RequireTLS(),
 		MaxConnections: lim.MaxConnections, MaxInFlight: lim.MaxRequestsPerConnection,
 		MaxReadVSegments: lim.MaxReadVSegments, MaxReadVSegmentSize: int(lim.MaxReadVSegmentSize),
 		MaxRequestBody:   int(lim.MaxRequestBody),
 		HandshakeTimeout: time.Duration(lim.HandshakeTimeout), IdleTimeout: time.Duration(lim.IdleTimeout),
+		// With local redirects, XrdCl must come back here when it cannot
+		// open the local file (no mount): it does so only to a manager.
+		Manager: cfg.Cache.LocalRedirect != "",
 	}); err != nil {
 		return nil, fmt.Errorf("root:// front end: %w", err)
 	}

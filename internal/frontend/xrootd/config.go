@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hepcache/hepcache/internal/backend"
+	"github.com/hepcache/hepcache/internal/metrics"
 )
 
 // Defaults. A zero Config field means "use the default".
@@ -57,6 +58,11 @@ type Config struct {
 	Backend backend.Backend
 	// Logger receives connection and error events. Default: discard.
 	Logger *slog.Logger
+
+	// Metrics receives a count per request (protocol "root" or "roots",
+	// the operation, its outcome) and the connected clients, from login to
+	// disconnect. Default nil: none.
+	Metrics *metrics.Registry
 
 	// Authorizer is called before every operation on a path (see Op).
 	// Default nil: everything is allowed (the backend still applies its own

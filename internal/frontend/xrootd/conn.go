@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hepcache/hepcache/internal/backend"
+	"github.com/hepcache/hepcache/internal/metrics"
 	"github.com/hepcache/hepcache/internal/xrootd/proto"
 )
 
@@ -39,6 +40,16 @@ type conn struct {
 	// inflight is the number of requests in progress (for the idle timer).
 	inflight atomic.Int32
 	draining atomic.Bool
+
+	// client is the connection in Config.Metrics' client list, from login
+	// until finish; nil without metrics.
+	client *metrics.Client
+
+	// localMu protects local.
+	localMu sync.Mutex
+	// local lists the redirects to local files sent on this connection,
+	// oldest first, at most maxLocalRedirects (see takeLocalFallback).
+	local []localRedirect
 
 	// ncMu protects nc, which the reader swaps for a tls.Conn.
 	ncMu sync.Mutex
@@ -177,6 +188,9 @@ func (c *conn) finish() {
 			c.log.Warn("xrootd: close file at disconnect", "client", c.remote, "path", of.req.String(), "err", err)
 		}
 	}
+	if c.client != nil {
+		c.cfg.Metrics.Clients().Remove(c.client)
+	}
 	c.srv.untrack(c)
 }
 
@@ -311,6 +325,7 @@ func (c *conn) handle(ctx context.Context, h proto.RequestHeader, bp *[]byte) {
 		if r := recover(); r != nil {
 			c.log.Error("xrootd: panic serving request", "client", c.remote, "request", h.RequestID.String(), "panic", r, "stack", string(debug.Stack()))
 			c.sendError(h.StreamID, proto.ErrServerError, "internal server error")
+			c.observe(h.RequestID, errPanic)
 		}
 		putBody(bp)
 		c.inflight.Add(-1)
@@ -318,36 +333,67 @@ func (c *conn) handle(ctx context.Context, h proto.RequestHeader, bp *[]byte) {
 		c.handlers.Done()
 	}()
 	body := *bp
+	// Every handler answers the client and returns the error it answered
+	// with (nil for success), for the metrics.
+	var err error
+	defer func() { c.observe(h.RequestID, err) }()
 	switch h.RequestID {
 	case proto.ReqOpen:
-		c.doOpen(ctx, h, body)
+		err = c.doOpen(ctx, h, body)
 	case proto.ReqRead:
-		c.doRead(ctx, h, body)
+		err = c.doRead(ctx, h, body)
 	case proto.ReqPgRead:
-		c.doPgRead(ctx, h, body)
+		err = c.doPgRead(ctx, h, body)
 	case proto.ReqReadV:
-		c.doReadV(ctx, h, body)
+		err = c.doReadV(ctx, h, body)
 	case proto.ReqClose:
-		c.doClose(ctx, h, body)
+		err = c.doClose(ctx, h, body)
 	case proto.ReqStat:
-		c.doStat(ctx, h, body)
+		err = c.doStat(ctx, h, body)
 	case proto.ReqDirlist:
-		c.doDirlist(ctx, h, body)
+		err = c.doDirlist(ctx, h, body)
 	case proto.ReqQuery:
-		c.doQuery(ctx, h, body)
+		err = c.doQuery(ctx, h, body)
 	case proto.ReqLocate:
-		c.doLocate(ctx, h, body)
+		err = c.doLocate(ctx, h, body)
 	case proto.ReqSet:
 		c.sendOK(h.StreamID, nil)
 	case proto.ReqSync:
-		c.doSync(ctx, h)
+		err = c.doSync(ctx, h)
 	case proto.ReqPrepare:
-		c.sendError(h.StreamID, proto.ErrUnsupported, "kXR_prepare is not supported: hepcache fetches files when they are opened")
+		err = c.fail(h.StreamID, proto.ErrUnsupported, "kXR_prepare is not supported: hepcache fetches files when they are opened")
 	case proto.ReqMkdir, proto.ReqMv, proto.ReqRm, proto.ReqRmdir, proto.ReqChmod, proto.ReqTruncate:
-		c.sendError(h.StreamID, proto.ErrFSReadOnly, fmt.Sprintf("%v refused: hepcache serves files read-only", h.RequestID))
+		err = c.fail(h.StreamID, proto.ErrFSReadOnly, fmt.Sprintf("%v refused: hepcache serves files read-only", h.RequestID))
 	default:
-		c.sendError(h.StreamID, proto.ErrUnsupported, fmt.Sprintf("%v is not supported by hepcache", h.RequestID))
+		err = c.fail(h.StreamID, proto.ErrUnsupported, fmt.Sprintf("%v is not supported by hepcache", h.RequestID))
 	}
+}
+
+// errPanic is the outcome of a request whose handler panicked.
+var errPanic = errors.New("xrootd: internal error")
+
+// observe counts a finished request in Config.Metrics: protocol root or
+// roots, the operation (open, read, pgread, ...; "other" for requests
+// hepcache does not know) and the outcome of err.
+func (c *conn) observe(id proto.RequestID, err error) {
+	if c.cfg.Metrics == nil {
+		return
+	}
+	op, ok := strings.CutPrefix(id.String(), "kXR_")
+	if !ok {
+		op = "other"
+	}
+	c.cfg.Metrics.ObserveRequest(c.protocol(), op, err)
+}
+
+// protocol is "roots" once the connection uses TLS, else "root". Called
+// from the reader, or from handlers (which the reader started after any
+// switch to TLS).
+func (c *conn) protocol() string {
+	if c.tlsOn {
+		return "roots"
+	}
+	return "root"
 }
 
 // connInfo describes the connection to the security layer.
@@ -477,6 +523,9 @@ func (c *conn) doLogin(h proto.RequestHeader, body []byte) bool {
 	c.srv.registerSession(c)
 	c.hasSession = true
 	c.loggedIn = true
+	if c.cfg.Metrics != nil {
+		c.client = c.cfg.Metrics.Clients().Add(c.protocol(), c.remote)
+	}
 	c.needAuth = params != ""
 	if !c.needAuth {
 		c.setIdentity(&Identity{Name: c.loginName})
@@ -573,10 +622,10 @@ func (c *conn) request(ctx context.Context, pp parsedPath) backend.Request {
 		Path:     pp.Path,
 		Opaque:   pp.Opaque,
 		Client:   c.remote,
-		Protocol: "root",
-	}
-	if c.tlsOn {
-		req.Protocol = "roots"
+		Protocol: c.protocol(),
+		// XrdCl opens a file://localhost redirect itself
+		// (XrdClLocalFileHandler).
+		FollowsFileRedirect: true,
 	}
 	if id := IdentityFrom(ctx); id != nil {
 		req.User = id.Name
@@ -585,12 +634,11 @@ func (c *conn) request(ctx context.Context, pp parsedPath) backend.Request {
 }
 
 // pathRequest parses a request path and asks the Authorizer about op. On
-// failure it answers the client and returns false.
-func (c *conn) pathRequest(ctx context.Context, sid proto.StreamID, op Op, raw string) (backend.Request, bool) {
+// failure it answers the client and returns the error it answered with.
+func (c *conn) pathRequest(ctx context.Context, sid proto.StreamID, op Op, raw string) (backend.Request, error) {
 	pp, err := parsePath(raw, c.cfg.MaxPathLength)
 	if err != nil {
-		c.sendErr(sid, err)
-		return backend.Request{}, false
+		return backend.Request{}, c.sendErr(sid, err)
 	}
 	req := c.request(ctx, pp)
 	if a := c.cfg.Authorizer; a != nil {
@@ -604,11 +652,10 @@ func (c *conn) pathRequest(ctx context.Context, sid proto.StreamID, op Op, raw s
 			if errorCode(err) == proto.ErrServerError && !errors.Is(err, backend.ErrForbidden) {
 				err = fmt.Errorf("%s %s: %w", op, req.String(), errors.Join(backend.ErrForbidden, err))
 			}
-			c.sendErr(sid, err)
-			return req, false
+			return req, c.sendErr(sid, err)
 		}
 	}
-	return req, true
+	return req, nil
 }
 
 // sendOK sends kXR_ok with data.
@@ -625,6 +672,13 @@ func (c *conn) sendError(sid proto.StreamID, code proto.ErrorCode, msg string) e
 	return c.w.write(proto.AppendError(nil, sid, code, msg))
 }
 
+// fail answers a request with kXR_error and returns the error it sent (a
+// codedError), which the request's handler returns for the metrics.
+func (c *conn) fail(sid proto.StreamID, code proto.ErrorCode, msg string) error {
+	c.sendError(sid, code, msg)
+	return &codedError{code: code, msg: msg}
+}
+
 // sendErr answers a failed request: kXR_redirect and kXR_wait for the
 // backend's RedirectError and WaitError, else kXR_error with the mapped
 // code.
@@ -639,6 +693,7 @@ func (c *conn) errResponse(dst []byte, sid proto.StreamID, err error) []byte {
 	var we *backend.WaitError
 	switch {
 	case errors.As(err, &re):
+		c.srv.stats.Redirects.Add(1)
 		return appendRedirect(dst, sid, re)
 	case errors.As(err, &we):
 		secs := we.Seconds

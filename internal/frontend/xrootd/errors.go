@@ -56,3 +56,24 @@ func errorMessage(err error) string {
 	}
 	return err.Error()
 }
+
+// Unwrap returns the backend or origin sentinel of the error's class, so
+// that errors the front end detects itself are classified (metrics.Outcome,
+// errors.Is) like the backend's. Codes of no class unwrap to nil.
+func (e *codedError) Unwrap() error {
+	switch e.code {
+	case proto.ErrNotFound:
+		return origin.ErrNotFound
+	case proto.ErrNotAuthorized, proto.ErrFSReadOnly:
+		return backend.ErrForbidden
+	case proto.ErrArgInvalid, proto.ErrArgMissing, proto.ErrArgTooLong, proto.ErrFileNotOpen, proto.ErrInvalidRequest:
+		return backend.ErrInvalidPath
+	case proto.ErrOverloaded:
+		return backend.ErrBusy
+	case proto.ErrUnsupported:
+		return origin.ErrUnsupported
+	case proto.ErrIsDirectory:
+		return origin.ErrIsDir
+	}
+	return nil
+}

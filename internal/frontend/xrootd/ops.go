@@ -78,39 +78,42 @@ func (c *conn) statInfo(originURL, path string, fi origin.FileInfo) proto.StatIn
 }
 
 // decodeErr answers a request whose body does not decode.
-func (c *conn) decodeErr(sid proto.StreamID, err error) {
+func (c *conn) decodeErr(sid proto.StreamID, err error) error {
 	code := proto.ErrArgInvalid
 	if errors.Is(err, proto.ErrMalformed) && strings.Contains(err.Error(), "without a path") {
 		code = proto.ErrArgMissing
 	}
-	c.sendError(sid, code, err.Error())
+	return c.fail(sid, code, err.Error())
 }
 
-func (c *conn) doOpen(ctx context.Context, h proto.RequestHeader, body []byte) {
+func (c *conn) doOpen(ctx context.Context, h proto.RequestHeader, body []byte) error {
 	var r proto.OpenRequest
 	if err := r.Decode(&h, body); err != nil {
-		c.decodeErr(h.StreamID, err)
-		return
+		return c.decodeErr(h.StreamID, err)
 	}
 	if r.Options&writeModes != 0 {
 		p, _, _ := strings.Cut(r.Path, "?")
-		c.sendError(h.StreamID, proto.ErrFSReadOnly, fmt.Sprintf("open %s for writing refused: hepcache serves files read-only", p))
-		return
+		return c.fail(h.StreamID, proto.ErrFSReadOnly, fmt.Sprintf("open %s for writing refused: hepcache serves files read-only", p))
 	}
-	req, ok := c.pathRequest(ctx, h.StreamID, OpOpen, r.Path)
-	if !ok {
-		return
+	raw, retry := c.localFallback(r.Path)
+	req, err := c.pathRequest(ctx, h.StreamID, OpOpen, raw)
+	if err != nil {
+		return err
+	}
+	if retry {
+		// The client failed where it was sent (perhaps the local file
+		// of a redirect, without the mount): serve it here.
+		req.FollowsFileRedirect = false
 	}
 	f, err := c.cfg.Backend.Open(ctx, req)
 	if err != nil {
-		c.sendErr(h.StreamID, err)
-		return
+		c.noteLocalRedirect(err, raw)
+		return c.sendErr(h.StreamID, err)
 	}
 	of := c.files.add(f, req)
 	if of == nil {
 		f.Close()
-		c.sendError(h.StreamID, proto.ErrOverloaded, fmt.Sprintf("too many open files on this connection (at most %d)", c.cfg.MaxOpenFiles))
-		return
+		return c.fail(h.StreamID, proto.ErrOverloaded, fmt.Sprintf("too many open files on this connection (at most %d)", c.cfg.MaxOpenFiles))
 	}
 	var st *proto.StatInfo
 	if r.Options&proto.OpenRetStat != 0 {
@@ -118,37 +121,40 @@ func (c *conn) doOpen(ctx context.Context, h proto.RequestHeader, body []byte) {
 		st = &s
 	}
 	c.w.write(proto.AppendOpenResponse(nil, h.StreamID, of.fh, st))
+	c.client.SetActivity("read " + req.String())
+	return nil
 }
 
-func (c *conn) doClose(ctx context.Context, h proto.RequestHeader, body []byte) {
+func (c *conn) doClose(ctx context.Context, h proto.RequestHeader, body []byte) error {
 	var r proto.CloseRequest
 	if err := r.Decode(&h, body); err != nil {
-		c.decodeErr(h.StreamID, err)
-		return
+		return c.decodeErr(h.StreamID, err)
 	}
 	of := c.files.remove(r.FHandle)
 	if of == nil {
-		c.sendError(h.StreamID, proto.ErrFileNotOpen, "close does not refer to an open file")
-		return
+		return c.fail(h.StreamID, proto.ErrFileNotOpen, "close does not refer to an open file")
 	}
 	of.ops.Wait()
+	if c.files.count() == 0 {
+		c.client.SetActivity("")
+	}
 	if err := of.f.Close(); err != nil {
-		c.sendErr(h.StreamID, fmt.Errorf("close %s: %w", of.req.String(), err))
-		return
+		return c.sendErr(h.StreamID, fmt.Errorf("close %s: %w", of.req.String(), err))
 	}
 	c.sendOK(h.StreamID, nil)
+	return nil
 }
 
-func (c *conn) doSync(ctx context.Context, h proto.RequestHeader) {
+func (c *conn) doSync(ctx context.Context, h proto.RequestHeader) error {
 	var fh proto.FHandle
 	copy(fh[:], h.Body[0:4])
 	of := c.files.acquire(fh)
 	if of == nil {
-		c.sendError(h.StreamID, proto.ErrFileNotOpen, "sync does not refer to an open file")
-		return
+		return c.fail(h.StreamID, proto.ErrFileNotOpen, "sync does not refer to an open file")
 	}
 	of.ops.Done()
 	c.sendOK(h.StreamID, nil) // nothing to sync on a read-only file
+	return nil
 }
 
 // appendStatText appends the stat text and its NUL as a kXR_ok response.
@@ -156,62 +162,57 @@ func appendStatResponse(dst []byte, sid proto.StreamID, st *proto.StatInfo) []by
 	return proto.AppendStatResponse(dst, sid, st)
 }
 
-func (c *conn) doStat(ctx context.Context, h proto.RequestHeader, body []byte) {
+func (c *conn) doStat(ctx context.Context, h proto.RequestHeader, body []byte) error {
 	var r proto.StatRequest
 	if err := r.Decode(&h, body); err != nil {
-		c.decodeErr(h.StreamID, err)
-		return
+		return c.decodeErr(h.StreamID, err)
 	}
 	if r.ByHandle() {
 		if r.Options&proto.StatVFS != 0 {
-			c.sendError(h.StreamID, proto.ErrArgMissing, "Required argument not present")
-			return
+			return c.fail(h.StreamID, proto.ErrArgMissing, "Required argument not present")
 		}
 		of := c.files.acquire(r.FHandle)
 		if of == nil {
-			c.sendError(h.StreamID, proto.ErrFileNotOpen, "stat does not refer to an open file")
-			return
+			return c.fail(h.StreamID, proto.ErrFileNotOpen, "stat does not refer to an open file")
 		}
 		st := c.statInfo(of.req.Origin, of.req.Path, of.f.Info())
 		of.ops.Done()
 		c.w.write(appendStatResponse(nil, h.StreamID, &st))
-		return
+		return nil
 	}
-	req, ok := c.pathRequest(ctx, h.StreamID, OpStat, r.Path)
-	if !ok {
-		return
+	req, err := c.pathRequest(ctx, h.StreamID, OpStat, r.Path)
+	if err != nil {
+		return err
 	}
 	if r.Options&proto.StatVFS != 0 {
 		// "nodes free utilisation" for writable and staging space, in MB
 		// and %, as XrdOss reports it. A cache has no space for clients
 		// to write to: XRootD answers a read-only export the same way.
 		c.w.write(proto.AppendOKString(nil, h.StreamID, "0 0 0 0 0 0"))
-		return
+		return nil
 	}
 	fi, err := c.cfg.Backend.Stat(ctx, req)
 	if err != nil {
-		c.sendErr(h.StreamID, err)
-		return
+		return c.sendErr(h.StreamID, err)
 	}
 	st := c.statInfo(req.Origin, req.Path, fi)
 	c.w.write(appendStatResponse(nil, h.StreamID, &st))
+	return nil
 }
 
-func (c *conn) doDirlist(ctx context.Context, h proto.RequestHeader, body []byte) {
+func (c *conn) doDirlist(ctx context.Context, h proto.RequestHeader, body []byte) error {
 	var r proto.DirlistRequest
 	if err := r.Decode(&h, body); err != nil {
-		c.decodeErr(h.StreamID, err)
-		return
+		return c.decodeErr(h.StreamID, err)
 	}
-	req, ok := c.pathRequest(ctx, h.StreamID, OpList, r.Path)
-	if !ok {
-		return
+	req, err := c.pathRequest(ctx, h.StreamID, OpList, r.Path)
+	if err != nil {
+		return err
 	}
 	withStat := r.WantStat()
 	list, err := c.cfg.Backend.List(ctx, req, withStat)
 	if err != nil {
-		c.sendErr(h.StreamID, err)
-		return
+		return c.sendErr(h.StreamID, err)
 	}
 	dir := strings.TrimSuffix(req.Path, "/")
 	entries := make([]proto.DirEntry, 0, len(list))
@@ -238,7 +239,7 @@ func (c *conn) doDirlist(ctx context.Context, h proto.RequestHeader, body []byte
 		final := n == len(entries)
 		buf = proto.AppendDirlist(buf[:0], h.StreamID, final, first && withStat, withStat, entries[:n])
 		if c.w.write(buf) != nil || final {
-			return
+			return nil
 		}
 		entries = entries[n:]
 		first = false
@@ -259,11 +260,10 @@ func (c *conn) localAddr() string {
 	return a.String()
 }
 
-func (c *conn) doLocate(ctx context.Context, h proto.RequestHeader, body []byte) {
+func (c *conn) doLocate(ctx context.Context, h proto.RequestHeader, body []byte) error {
 	var r proto.LocateRequest
 	if err := r.Decode(&h, body); err != nil {
-		c.decodeErr(h.StreamID, err)
-		return
+		return c.decodeErr(h.StreamID, err)
 	}
 	addr := c.localAddr()
 	if r.Options&proto.LocatePrefName != 0 && c.cfg.AdvertiseHost != "" {
@@ -274,35 +274,34 @@ func (c *conn) doLocate(ctx context.Context, h proto.RequestHeader, body []byte)
 	// for any server at all.
 	p := strings.TrimPrefix(r.Path, "*")
 	if p != "" {
-		req, ok := c.pathRequest(ctx, h.StreamID, OpLocate, p)
-		if !ok {
-			return
+		req, err := c.pathRequest(ctx, h.StreamID, OpLocate, p)
+		if err != nil {
+			return err
 		}
 		if _, err := c.cfg.Backend.Stat(ctx, req); err != nil {
 			// A cluster backend names the node that owns the file.
 			var re *backend.RedirectError
 			if !errors.As(err, &re) || re.Host == "" || re.Port <= 0 {
-				c.sendErr(h.StreamID, err)
-				return
+				return c.sendErr(h.StreamID, err)
 			}
 			addr = net.JoinHostPort(re.Host, strconv.Itoa(re.Port))
 		}
 	}
 	loc := []proto.LocateEntry{{Type: 'S', Access: 'r', Addr: addr}}
 	c.w.write(proto.AppendLocateResponse(nil, h.StreamID, loc))
+	return nil
 }
 
-func (c *conn) doQuery(ctx context.Context, h proto.RequestHeader, body []byte) {
+func (c *conn) doQuery(ctx context.Context, h proto.RequestHeader, body []byte) error {
 	var r proto.QueryRequest
 	if err := r.Decode(&h, body); err != nil {
-		c.decodeErr(h.StreamID, err)
-		return
+		return c.decodeErr(h.StreamID, err)
 	}
 	switch r.Type {
 	case proto.QueryConfig:
-		c.queryConfig(h.StreamID, r.Args)
+		return c.queryConfig(h.StreamID, r.Args)
 	case proto.QueryChecksum:
-		c.queryChecksum(ctx, h.StreamID, r.Args)
+		return c.queryChecksum(ctx, h.StreamID, r.Args)
 	case proto.QueryCkscan:
 		c.sendOK(h.StreamID, nil) // cancel a checksum: nothing to cancel
 	case proto.QuerySpace:
@@ -310,27 +309,26 @@ func (c *conn) doQuery(ctx context.Context, h proto.RequestHeader, body []byte) 
 		c.w.write(proto.AppendOKString(nil, h.StreamID, "oss.cgroup=default&oss.space=0&oss.free=0&oss.maxf=0&oss.used=0&oss.quota=-1"))
 	case proto.QueryStats, proto.QueryPrep, proto.QueryXattr,
 		proto.QueryVisa, proto.QueryOpaque, proto.QueryOpaquf, proto.QueryOpaqug:
-		c.sendError(h.StreamID, proto.ErrUnsupported, fmt.Sprintf("query type %d is not supported by hepcache", r.Type))
+		return c.fail(h.StreamID, proto.ErrUnsupported, fmt.Sprintf("query type %d is not supported by hepcache", r.Type))
 	default:
-		c.sendError(h.StreamID, proto.ErrArgInvalid, "Invalid information query type code")
+		return c.fail(h.StreamID, proto.ErrArgInvalid, "Invalid information query type code")
 	}
+	return nil
 }
 
 // queryConfig answers "query config KEY..." with one line per key, as
 // XRootD does; unknown keys are echoed, which clients read as "not set".
-func (c *conn) queryConfig(sid proto.StreamID, args string) {
+func (c *conn) queryConfig(sid proto.StreamID, args string) error {
 	keys := strings.Fields(args)
 	if len(keys) == 0 {
-		c.sendError(sid, proto.ErrArgMissing, "query config argument not specified.")
-		return
+		return c.fail(sid, proto.ErrArgMissing, "query config argument not specified.")
 	}
 	if keys[0] == "xrootd" || keys[0] == "cmsd" {
 		if len(keys) > 1 {
-			c.sendError(sid, proto.ErrArgInvalid, "too many query config arguments.")
-			return
+			return c.fail(sid, proto.ErrArgInvalid, "too many query config arguments.")
 		}
 		c.sendOK(sid, []byte("\n\x00"))
-		return
+		return nil
 	}
 	var b strings.Builder
 	for _, k := range keys {
@@ -367,16 +365,17 @@ func (c *conn) queryConfig(sid proto.StreamID, args string) {
 		b.WriteByte('\n')
 	}
 	c.sendOK(sid, []byte(b.String()))
+	return nil
 }
 
 // queryChecksum answers "query checksum PATH[?cks.type=ALG]". When the
 // backend needs longer than ChecksumWait (it may have to read a whole
 // file), the client gets kXR_waitresp and the answer later as kXR_attn
 // with kXR_asynresp, so that the connection is not held up.
-func (c *conn) queryChecksum(ctx context.Context, sid proto.StreamID, args string) {
-	req, ok := c.pathRequest(ctx, sid, OpChecksum, args)
-	if !ok {
-		return
+func (c *conn) queryChecksum(ctx context.Context, sid proto.StreamID, args string) error {
+	req, err := c.pathRequest(ctx, sid, OpChecksum, args)
+	if err != nil {
+		return err
 	}
 	algo := c.cfg.ChecksumAlgorithms[0]
 	for _, kv := range strings.Split(req.Opaque, "&") {
@@ -385,8 +384,7 @@ func (c *conn) queryChecksum(ctx context.Context, sid proto.StreamID, args strin
 		}
 	}
 	if !slices.Contains(c.cfg.ChecksumAlgorithms, algo) {
-		c.sendError(sid, proto.ErrServerError, fmt.Sprintf("%s checksum not supported.", algo))
-		return
+		return c.fail(sid, proto.ErrServerError, fmt.Sprintf("%s checksum not supported.", algo))
 	}
 	type result struct {
 		sum string
@@ -397,32 +395,37 @@ func (c *conn) queryChecksum(ctx context.Context, sid proto.StreamID, args strin
 		sum, err := c.cfg.Backend.Checksum(ctx, req, algo)
 		done <- result{sum, err}
 	}()
-	answer := func(res result) []byte {
+	// answer returns the response to res and the error it reports.
+	answer := func(res result) ([]byte, error) {
 		if res.err != nil {
-			return c.errResponse(nil, sid, fmt.Errorf("checksum %s of %s: %w", algo, req.String(), res.err))
+			err := fmt.Errorf("checksum %s of %s: %w", algo, req.String(), res.err)
+			return c.errResponse(nil, sid, err), err
 		}
-		return proto.AppendOKString(nil, sid, algo+" "+res.sum)
+		return proto.AppendOKString(nil, sid, algo+" "+res.sum), nil
 	}
 	if !c.asyncOK {
-		c.w.write(answer(<-done))
-		return
+		b, err := answer(<-done)
+		c.w.write(b)
+		return err
 	}
 	t := time.NewTimer(c.cfg.ChecksumWait)
 	defer t.Stop()
 	select {
 	case res := <-done:
-		c.w.write(answer(res))
-		return
+		b, err := answer(res)
+		c.w.write(b)
+		return err
 	case <-t.C:
 	}
 	if c.w.write(proto.AppendWaitResp(nil, sid, waitRespSeconds)) != nil {
-		return
+		return nil
 	}
 	if hook := c.srv.afterWaitResp; hook != nil {
 		hook()
 	}
-	res := <-done // the backend honours ctx, which ends with the connection
-	c.w.write(appendAsynResp(nil, answer(res)))
+	b, err := answer(<-done) // the backend honours ctx, which ends with the connection
+	c.w.write(appendAsynResp(nil, b))
+	return err
 }
 
 // appendAsynResp wraps a complete response (header and body) into the

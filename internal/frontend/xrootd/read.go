@@ -36,28 +36,26 @@ func (c *conn) streamFailed(err error) bool { return err != nil && c.w.failed() 
 // arrives: each chunk goes out as a kXR_oksofar message (at most MaxMessage
 // bytes), the last one as kXR_ok. The path id of read_args is ignored: the
 // server grants no kXR_bind, so every answer goes on this connection.
-func (c *conn) doRead(ctx context.Context, h proto.RequestHeader, body []byte) {
+func (c *conn) doRead(ctx context.Context, h proto.RequestHeader, body []byte) error {
 	var r proto.ReadRequest
 	if err := r.Decode(&h, body); err != nil {
-		c.decodeErr(h.StreamID, err)
-		return
+		return c.decodeErr(h.StreamID, err)
 	}
 	of := c.files.acquire(r.FHandle)
 	if of == nil {
-		c.sendError(h.StreamID, proto.ErrFileNotOpen, "read does not refer to an open file")
-		return
+		return c.fail(h.StreamID, proto.ErrFileNotOpen, "read does not refer to an open file")
 	}
 	defer of.ops.Done()
 	n := readLength(r.Offset, int64(r.Length), of.f.Info().Size)
 	if n == 0 {
 		c.sendOK(h.StreamID, nil)
-		return
+		return nil
 	}
 	var sent int64
 	var hdr [proto.ResponseHeaderLen]byte
 	max := int64(c.cfg.MaxMessage)
 	if c.sendFile(of, h.StreamID, r.Offset, n) {
-		return
+		return nil
 	}
 	_, err := of.f.Stream(ctx, r.Offset, n, func(p []byte) error {
 		for len(p) > 0 && sent < n {
@@ -78,11 +76,13 @@ func (c *conn) doRead(ctx context.Context, h proto.RequestHeader, body []byte) {
 	c.srv.stats.BytesSent.Add(sent)
 	switch {
 	case err != nil && c.streamFailed(err):
+		return errClientGone
 	case err != nil:
-		c.sendErr(h.StreamID, fmt.Errorf("read %d@%d of %s: %w", r.Length, r.Offset, of.req.String(), err))
+		return c.sendErr(h.StreamID, fmt.Errorf("read %d@%d of %s: %w", r.Length, r.Offset, of.req.String(), err))
 	case sent < n:
 		c.sendOK(h.StreamID, nil) // the file ended early: close the answer
 	}
+	return nil
 }
 
 // sendFile answers a read of n bytes at off with sendfile(2) when the
@@ -240,38 +240,37 @@ func (s *pgSender) finish() error {
 // their CRC32C, streamed as the data arrives. kXR_pgRetry (a client asking
 // again for a page whose checksum failed) needs nothing special: every
 // answer is computed from the data just read.
-func (c *conn) doPgRead(ctx context.Context, h proto.RequestHeader, body []byte) {
+func (c *conn) doPgRead(ctx context.Context, h proto.RequestHeader, body []byte) error {
 	var r proto.PgReadRequest
 	if err := r.Decode(&h, body); err != nil {
-		c.decodeErr(h.StreamID, err)
-		return
+		return c.decodeErr(h.StreamID, err)
 	}
 	if r.Length <= 0 {
-		c.sendError(h.StreamID, proto.ErrArgInvalid, "Read length is invalid")
-		return
+		return c.fail(h.StreamID, proto.ErrArgInvalid, "Read length is invalid")
 	}
 	of := c.files.acquire(r.FHandle)
 	if of == nil {
-		c.sendError(h.StreamID, proto.ErrFileNotOpen, "pgread does not refer to an open file")
-		return
+		return c.fail(h.StreamID, proto.ErrFileNotOpen, "pgread does not refer to an open file")
 	}
 	defer of.ops.Done()
 	n := readLength(r.Offset, int64(r.Length), of.f.Info().Size)
 	if n == 0 {
 		c.w.write(proto.AppendPgReadHeader(nil, h.StreamID, true, r.Offset, 0))
-		return
+		return nil
 	}
 	s := newPgSender(c, h.StreamID, r.Offset, r.Offset+n)
 	defer s.release()
 	_, err := of.f.Stream(ctx, r.Offset, n, s.feed)
+	c.srv.stats.BytesSent.Add(s.sent)
 	switch {
 	case err != nil && c.streamFailed(err):
+		return errClientGone
 	case err != nil:
-		c.sendErr(h.StreamID, fmt.Errorf("pgread %d@%d of %s: %w", r.Length, r.Offset, of.req.String(), err))
+		return c.sendErr(h.StreamID, fmt.Errorf("pgread %d@%d of %s: %w", r.Length, r.Offset, of.req.String(), err))
 	case s.off < s.end:
 		s.finish()
 	}
-	c.srv.stats.BytesSent.Add(s.sent)
+	return nil
 }
 
 // Buffers for readv answers, in size classes (powers of two from 4 KiB).
@@ -307,31 +306,26 @@ func putReadvBuf(bp *[]byte) {
 // (XrdCl matches each header to a requested chunk), so a message holds
 // whole segments up to MaxMessage bytes, or one larger segment. A segment
 // that reaches past the end of its file fails the request, as in XRootD.
-func (c *conn) doReadV(ctx context.Context, h proto.RequestHeader, body []byte) {
+func (c *conn) doReadV(ctx context.Context, h proto.RequestHeader, body []byte) error {
 	if h.Dlen == 0 || h.Dlen%proto.ReadListItemLen != 0 {
-		c.sendError(h.StreamID, proto.ErrArgInvalid, "Read vector is invalid")
-		return
+		return c.fail(h.StreamID, proto.ErrArgInvalid, "Read vector is invalid")
 	}
 	if n := int(h.Dlen) / proto.ReadListItemLen; n > c.cfg.MaxReadVSegments {
-		c.sendError(h.StreamID, proto.ErrArgTooLong, fmt.Sprintf("Read vector is too long: %d segments, at most %d (readv_iov_max)", n, c.cfg.MaxReadVSegments))
-		return
+		return c.fail(h.StreamID, proto.ErrArgTooLong, fmt.Sprintf("Read vector is too long: %d segments, at most %d (readv_iov_max)", n, c.cfg.MaxReadVSegments))
 	}
 	var r proto.ReadVRequest
 	if err := r.Decode(&h, body); err != nil {
-		c.decodeErr(h.StreamID, err)
-		return
+		return c.decodeErr(h.StreamID, err)
 	}
 	var total int64
 	for _, s := range r.Segs {
 		if int(s.Length) > c.cfg.MaxReadVSegmentSize {
-			c.sendError(h.StreamID, proto.ErrArgTooLong, fmt.Sprintf("readv segment of %d bytes is longer than %d (readv_ior_max)", s.Length, c.cfg.MaxReadVSegmentSize))
-			return
+			return c.fail(h.StreamID, proto.ErrArgTooLong, fmt.Sprintf("readv segment of %d bytes is longer than %d (readv_ior_max)", s.Length, c.cfg.MaxReadVSegmentSize))
 		}
 		total += int64(s.Length) + proto.ReadListItemLen
 	}
 	if total > 1<<31-1 {
-		c.sendError(h.StreamID, proto.ErrArgTooLong, fmt.Sprintf("readv of %d bytes in total is longer than 2 GiB", total))
-		return
+		return c.fail(h.StreamID, proto.ErrArgTooLong, fmt.Sprintf("readv of %d bytes in total is longer than 2 GiB", total))
 	}
 	// Hold every file for the whole request.
 	files := make(map[proto.FHandle]*openFile, 1)
@@ -346,8 +340,7 @@ func (c *conn) doReadV(ctx context.Context, h proto.RequestHeader, body []byte) 
 		}
 		of := c.files.acquire(s.FHandle)
 		if of == nil {
-			c.sendError(h.StreamID, proto.ErrFileNotOpen, "readv does not refer to an open file")
-			return
+			return c.fail(h.StreamID, proto.ErrFileNotOpen, "readv does not refer to an open file")
 		}
 		files[s.FHandle] = of
 	}
@@ -365,8 +358,7 @@ func (c *conn) doReadV(ctx context.Context, h proto.RequestHeader, body []byte) 
 		err := c.fillReadV(ctx, files, segs[:n], (*bp)[proto.ResponseHeaderLen:])
 		if err != nil {
 			putReadvBuf(bp)
-			c.sendErr(h.StreamID, err)
-			return
+			return c.sendErr(h.StreamID, err)
 		}
 		status := proto.StatusOKSoFar
 		if final {
@@ -376,12 +368,13 @@ func (c *conn) doReadV(ctx context.Context, h proto.RequestHeader, body []byte) 
 		err = c.w.write(*bp)
 		putReadvBuf(bp)
 		if err != nil {
-			return
+			return errClientGone
 		}
 		sent += int64(size - n*proto.ReadListItemLen)
 		segs = segs[n:]
 	}
 	c.srv.stats.BytesSent.Add(sent)
+	return nil
 }
 
 // fillReadV reads segs into out: per segment its header and data.
@@ -426,6 +419,10 @@ func (c *conn) fillReadV(ctx context.Context, files map[proto.FHandle]*openFile,
 	}
 	return nil
 }
+
+// errClientGone is the outcome of a request whose answer could not be
+// written: the client went away.
+var errClientGone = fmt.Errorf("xrootd: writing the answer failed: %w", context.Canceled)
 
 // errPastEOF is a read that the file cannot satisfy completely.
 var errPastEOF = &codedError{code: proto.ErrIOError, msg: "read past the end of the file"}

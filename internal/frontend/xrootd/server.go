@@ -30,6 +30,12 @@ type Stats struct {
 	BytesSent atomic.Int64
 	// Rejected counts connections refused because of MaxConnections.
 	Rejected atomic.Int64
+	// Redirects counts kXR_redirect answers (the backend's RedirectError),
+	// of which LocalRedirects sent the client to a local file.
+	Redirects, LocalRedirects atomic.Int64
+	// LocalFallbacks counts clients that came back after failing to open
+	// the local file they were redirected to, and were served here.
+	LocalFallbacks atomic.Int64
 }
 
 // Server is the root:// front end: it accepts XRootD client connections
