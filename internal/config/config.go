@@ -88,6 +88,10 @@ type ServerConfig struct {
 	// ShutdownTimeout is how long SIGTERM waits for reads to finish.
 	// Default 30s.
 	ShutdownTimeout Duration `toml:"shutdown_timeout"`
+	// HealthWindow is how long an origin or disk error keeps /health
+	// "degraded". Default 5m: long enough for a load balancer polling
+	// every minute to see it.
+	HealthWindow Duration `toml:"health_window"`
 }
 
 // CacheConfig is the [cache] section: the block cache.
@@ -153,7 +157,7 @@ type LogConfig struct {
 // Default returns the defaults of every key.
 func Default() *Config {
 	return &Config{
-		Server: ServerConfig{Listen: ":1094", ShutdownTimeout: Duration(30e9)},
+		Server: ServerConfig{Listen: ":1094", ShutdownTimeout: Duration(30e9), HealthWindow: Duration(300e9)},
 		Cache: CacheConfig{BlockSize: 1 << 20, PieceSize: 128 << 10, Prefetch: 10,
 			FetchMemory: 128 << 20, SyncInterval: Duration(2e9)},
 		Space:    SpaceConfig{Watermarks: "0.90,0.95", PurgeInterval: Duration(30e9), VerifyChecksum: "adler32"},
@@ -244,6 +248,9 @@ func (c *Config) Validate() error {
 	addr("server.metrics_listen", c.Server.MetricsListen, true)
 	if c.Server.ShutdownTimeout < 0 {
 		bad("server.shutdown_timeout", c.Server.ShutdownTimeout, "must not be negative")
+	}
+	if c.Server.HealthWindow <= 0 {
+		bad("server.health_window", c.Server.HealthWindow, "a positive duration")
 	}
 	if c.Cache.Dir == "" && !(c.Cluster.Enabled && c.Cluster.Role == "redirector") {
 		bad("cache.dir", `""`, "required: the directory holding cached files (--cache-dir)")

@@ -3,8 +3,9 @@
 // origin when xrootd is not installed) behind an emulated WAN link, starts a
 // cache in front of it, reads every file with the real xrdcp (or, on a
 // machine without the XRootD client tools, with hepcache's own root://
-// client) directly, then through the cache cold and hot, and prints the
-// times and the bytes that crossed the WAN each time.
+// client) directly, then through the cache cold and hot, over HTTP with curl
+// and with local redirects, and prints the times, the bytes that crossed the
+// WAN and the bytes the cache sent each time.
 package demo
 
 import (
@@ -75,7 +76,10 @@ type Row struct {
 	Phase       string
 	Seconds     float64
 	OriginBytes int64
-	MBps        float64
+	// CacheBytes is what the cache sent to the clients (0 when they read
+	// from the origin or, after a local redirect, from the cache space).
+	CacheBytes int64
+	MBps       float64
 }
 
 // Run runs the demo and returns its rows.
@@ -119,6 +123,7 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 
 	sc := config.Default()
 	sc.Server.Listen = "127.0.0.1:0"
+	sc.Server.HTTPListen = "127.0.0.1:0"
 	sc.Cache.Dir = filepath.Join(cfg.Dir, "cache")
 	sc.Origin.Default = "root://" + link.Addr().String()
 	sc.Log.AccessLog = filepath.Join(cfg.Dir, "access.log")
@@ -126,41 +131,91 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start cache: %w", err)
 	}
-	defer srv.Close()
+	defer func() { srv.Close() }()
 	cacheURL := "root://" + srv.RootAddr().String()
-	fmt.Fprintf(out, "cache: %s, cache dir %s\n\n", cacheURL, sc.Cache.Dir)
+	httpURL := "http://" + srv.HTTPAddr().String()
+	fmt.Fprintf(out, "cache: %s and %s, cache dir %s\n", cacheURL, httpURL, sc.Cache.Dir)
+	fmt.Fprintf(out, "dashboard: %s/dashboard (metrics: %s/metrics, health: %s/health)\n\n", httpURL, httpURL, httpURL)
 
-	phases := []struct{ name, base string }{
-		{"direct from origin (WAN)", "root://" + link.Addr().String()},
-		{"through cache, cold", cacheURL},
-		{"through cache, hot", cacheURL},
+	type phase struct {
+		name string
+		base string
+		read func(url string) ([32]byte, error)
+	}
+	phases := []phase{
+		{"direct from origin (WAN), " + client, "root://" + link.Addr().String(), read},
+		{"through cache, cold, " + client, cacheURL, read},
+		{"through cache, hot, " + client, cacheURL, read},
+	}
+	curl, curlErr := exec.LookPath("curl")
+	if curlErr == nil {
+		phases = append(phases, phase{"through cache, hot, HTTP (curl)", httpURL, func(url string) ([32]byte, error) {
+			return readAndSum(ctx, []string{curl, "-sS", "--fail", url})
+		}})
 	}
 	var rows []Row
-	for _, ph := range phases {
-		before := link.Stats.BytesDown.Load()
+	run := func(ph phase) error {
+		st := srv.Cache().Stats()
+		served := func() int64 { return st.BytesHit.Load() + st.BytesMissed.Load() + st.BytesBypassed.Load() }
+		before, servedBefore := link.Stats.BytesDown.Load(), served()
 		start := time.Now()
 		for i, p := range paths {
-			got, err := read(ph.base + "/" + p)
+			got, err := ph.read(ph.base + "/" + p)
 			if err != nil {
-				return rows, fmt.Errorf("%s: %w", ph.name, err)
+				return fmt.Errorf("%s: %w", ph.name, err)
 			}
 			if got != sums[i] {
-				return rows, fmt.Errorf("%s: %s: sha256 differs from the origin's file", ph.name, p)
+				return fmt.Errorf("%s: %s: sha256 differs from the origin's file", ph.name, p)
 			}
 		}
 		secs := time.Since(start).Seconds()
 		total := float64(cfg.Files) * float64(cfg.FileSize)
-		rows = append(rows, Row{Phase: ph.name, Seconds: secs, OriginBytes: link.Stats.BytesDown.Load() - before, MBps: total / secs / 1e6})
+		rows = append(rows, Row{Phase: ph.name, Seconds: secs, OriginBytes: link.Stats.BytesDown.Load() - before,
+			CacheBytes: served() - servedBefore, MBps: total / secs / 1e6})
+		return nil
 	}
+	for _, ph := range phases {
+		if err := run(ph); err != nil {
+			return rows, err
+		}
+	}
+	st := srv.Cache().Stats()
+	misses, hits, fetched, fromDisk := st.Misses.Load(), st.Hits.Load(), st.BytesFetched.Load(), st.BytesHit.Load()
+
+	// Seed 000's shared cache space: restart the cache with local redirects
+	// (the client "mounts" the cache directory at the same path) and read
+	// again: xrdcp is sent to the cached files and reads them itself.
+	// hepcache's own client does not follow redirects to local files.
+	var redirects int64
+	if client == "xrdcp" {
+		srv.Close()
+		sc.Cache.LocalRedirect = filepath.Join(sc.Cache.Dir, "data")
+		if srv, err = server.New(sc, cfg.Logger); err != nil {
+			return rows, fmt.Errorf("restart cache with local redirect: %w", err)
+		}
+		if err := run(phase{"through cache, hot, local redirect, xrdcp", "root://" + srv.RootAddr().String(), read}); err != nil {
+			return rows, err
+		}
+		redirects = srv.Cache().Stats().LocalRedirects.Load()
+	}
+
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(w, "read with %s\ttime [s]\tMB/s\tbytes from origin (over the WAN)\t\n", client)
+	fmt.Fprintln(w, "read every file\ttime [s]\tMB/s\tbytes from origin (over the WAN)\tbytes sent by the cache\t")
 	for _, r := range rows {
-		fmt.Fprintf(w, "%s\t%.2f\t%.1f\t%d\t\n", r.Phase, r.Seconds, r.MBps, r.OriginBytes)
+		fmt.Fprintf(w, "%s\t%.2f\t%.1f\t%d\t%d\t\n", r.Phase, r.Seconds, r.MBps, r.OriginBytes, r.CacheBytes)
 	}
 	w.Flush()
-	st := srv.Cache().Stats()
 	fmt.Fprintf(out, "\ncache: %d misses, %d hits; %d bytes fetched, %d served from disk; every file sha256-verified.\n",
-		st.Misses.Load(), st.Hits.Load(), st.BytesFetched.Load(), st.BytesHit.Load())
+		misses, hits, fetched, fromDisk)
+	if client == "xrdcp" {
+		fmt.Fprintf(out, "local redirect (cache.local_redirect = %q): %d opens sent to the cached file, which xrdcp read itself.\n",
+			sc.Cache.LocalRedirect, redirects)
+	}
+	if curlErr == nil {
+		fmt.Fprintf(out, "one file over HTTP: curl -o file00.root %s%s\n", httpURL, paths[0])
+	} else {
+		fmt.Fprintf(out, "(curl not installed: no HTTP row; try %s%s in a browser while a cache runs)\n", httpURL, paths[0])
+	}
 	fmt.Fprintf(out, "access log: %s\n", sc.Log.AccessLog)
 	return rows, nil
 }
@@ -277,8 +332,14 @@ func clientSum(ctx context.Context, url string) ([32]byte, error) {
 
 // copyAndSum reads url with xrdcp to stdout and returns the sha256.
 func copyAndSum(ctx context.Context, xrdcp, url string) ([32]byte, error) {
+	return readAndSum(ctx, []string{xrdcp, "-s", "-f", url, "-"})
+}
+
+// readAndSum runs a client that writes a file to stdout (argv) and returns
+// the sha256 of what it wrote.
+func readAndSum(ctx context.Context, argv []string) ([32]byte, error) {
 	var sum [32]byte
-	cmd := exec.CommandContext(ctx, xrdcp, "-s", "-f", url, "-")
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return sum, err
@@ -291,7 +352,7 @@ func copyAndSum(ctx context.Context, xrdcp, url string) ([32]byte, error) {
 	h := sha256.New()
 	_, cerr := io.Copy(h, stdout)
 	if err := cmd.Wait(); err != nil {
-		return sum, fmt.Errorf("xrdcp %s: %w: %s", url, err, stderr.String())
+		return sum, fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, stderr.String())
 	}
 	if cerr != nil {
 		return sum, cerr
