@@ -39,26 +39,14 @@ func (c *Cache) localRedirect(k Key, req backend.Request, d policy.Decision) *ba
 	if c.cfg.LocalRedirect == "" || !req.FollowsFileRedirect || d.Action != policy.Cache || d.Mutable {
 		return nil
 	}
-	c.mu.Lock()
-	e := c.files[k]
-	c.mu.Unlock()
-	var in *sidecar.Info
-	if e != nil && e.initialized() {
-		e.syncMu.Lock()
-		ok := e.side.Complete() && e.side.ChecksumState != sidecar.ChecksumNone
-		size := e.side.FileSize
-		e.syncMu.Unlock()
-		if !ok {
-			return nil
-		}
-		in = &sidecar.Info{FileSize: size}
-	} else if in = c.readSidecar(k); in == nil || !in.Complete() || in.ChecksumState == sidecar.ChecksumNone {
+	size, ok := c.completeChecksummed(k)
+	if !ok {
 		return nil
 	}
 	// The data file must be there with its full size (an admin may have
 	// deleted it; the proxy then fetches it again).
 	dp := c.dataPath(k)
-	if st, err := c.cfg.FS.Stat(dp); err != nil || !st.Mode().IsRegular() || st.Size() != in.FileSize {
+	if st, err := c.cfg.FS.Stat(dp); err != nil || !st.Mode().IsRegular() || st.Size() != size {
 		return nil
 	}
 	rel, err := filepath.Rel(filepath.Join(c.cfg.Dir, "data"), dp)
@@ -73,8 +61,26 @@ func (c *Cache) localRedirect(k Key, req backend.Request, d policy.Decision) *ba
 	if fn := c.cfg.OnAccess; fn != nil {
 		// The access-log line of the access, whose bytes the cache does
 		// not see: status "redirect", bytes_read 0 (docs/access-log.md).
-		fn(AccessRecord{Time: now.UTC(), OpenTime: now.UTC(), Path: k.Path, Origin: k.Origin, Size: in.FileSize,
+		fn(AccessRecord{Time: now.UTC(), OpenTime: now.UTC(), Path: k.Path, Origin: k.Origin, Size: size,
 			Client: req.Client, User: req.User, Protocol: req.Protocol, Status: "redirect"})
 	}
 	return &backend.RedirectError{URL: "file://localhost" + path.Join(c.cfg.LocalRedirect, filepath.ToSlash(rel))}
+}
+
+// completeChecksummed returns the size of k if its durable state (the open
+// entry's, else the sidecar's) is complete with a known checksum.
+func (c *Cache) completeChecksummed(k Key) (size int64, ok bool) {
+	c.mu.Lock()
+	e := c.files[k]
+	c.mu.Unlock()
+	if e != nil && e.initialized() {
+		e.syncMu.Lock()
+		defer e.syncMu.Unlock()
+		return e.side.FileSize, e.side.Complete() && e.side.ChecksumState != sidecar.ChecksumNone
+	}
+	in := c.readSidecar(k)
+	if in == nil {
+		return 0, false
+	}
+	return in.FileSize, in.Complete() && in.ChecksumState != sidecar.ChecksumNone
 }
