@@ -157,7 +157,7 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 	run := func(ph phase) error {
 		st := srv.Cache().Stats()
 		served := func() int64 { return st.BytesHit.Load() + st.BytesMissed.Load() + st.BytesBypassed.Load() }
-		before, servedBefore := link.Stats.BytesDown.Load(), served()
+		before, servedBefore := link.Quiet(300*time.Millisecond), served()
 		start := time.Now()
 		for i, p := range paths {
 			got, err := ph.read(ph.base + "/" + p)

@@ -143,7 +143,7 @@ func TestCrashDuringDownloadsThenRestart(t *testing.T) {
 	t.Logf("after restart: refetched %d of %d bytes (resumed %d recorded bytes)", refetched, files*size, s.Bytes)
 	// And again, now all from the cache (once the origin has answered the
 	// closes and checksum queries of the reads above).
-	before = quiet(link)
+	before = link.Quiet(500 * time.Millisecond)
 	for i := 0; i < files; i += 7 {
 		r := realclient.MustRun(t, realclient.Env(), "xrdcp", "-s", "-f", url(p2, i), "-")
 		if got := sha256.Sum256(r.Stdout); got != sums[i] {
@@ -205,19 +205,6 @@ func TestGracefulShutdown(t *testing.T) {
 			t.Errorf("error logged during shutdown: %s", sc.Text())
 		}
 	}
-}
-
-// quiet waits until the link has carried nothing for half a second and
-// returns its byte count.
-func quiet(link *wan.Proxy) int64 {
-	last := link.Stats.BytesDown.Load()
-	for stable := time.Now(); time.Since(stable) < 500*time.Millisecond; {
-		time.Sleep(50 * time.Millisecond)
-		if n := link.Stats.BytesDown.Load(); n != last {
-			last, stable = n, time.Now()
-		}
-	}
-	return last
 }
 
 // TestInspectAndEvictWhileServing runs the operator commands against a live

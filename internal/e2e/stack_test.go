@@ -72,7 +72,7 @@ func (s *stack) originBytes() int64 {
 		time.Sleep(5 * time.Millisecond)
 	}
 	// The origin's answers to the closes come just after.
-	return quiet(s.link)
+	return s.link.Quiet(500 * time.Millisecond)
 }
 
 type testWriter struct{ tb testing.TB }

@@ -219,3 +219,20 @@ func abort(c net.Conn) {
 		tc.SetLinger(0)
 	}
 }
+
+// Quiet waits until no byte has crossed the link, in either direction, for
+// d, and returns the bytes sent down (from the target) so far. Benchmarks
+// and tests use it to attribute the tail of one phase (closes, late
+// answers) to that phase and not to the next.
+func (p *Proxy) Quiet(d time.Duration) int64 {
+	total := func() int64 { return p.Stats.BytesDown.Load() + p.Stats.BytesUp.Load() }
+	last := total()
+	step := max(d/10, time.Millisecond)
+	for stable := time.Now(); time.Since(stable) < d; {
+		time.Sleep(step)
+		if n := total(); n != last {
+			last, stable = n, time.Now()
+		}
+	}
+	return p.Stats.BytesDown.Load()
+}
