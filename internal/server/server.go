@@ -21,6 +21,7 @@ import (
 	"github.com/hepcache/hepcache/internal/cache"
 	"github.com/hepcache/hepcache/internal/config"
 	"github.com/hepcache/hepcache/internal/dashboard"
+	"github.com/hepcache/hepcache/internal/federation"
 	httpfront "github.com/hepcache/hepcache/internal/frontend/http"
 	"github.com/hepcache/hepcache/internal/frontend/xrootd"
 	"github.com/hepcache/hepcache/internal/metrics"
@@ -57,6 +58,8 @@ type Server struct {
 	// server.metrics_listen.
 	adminHTTP *http.Server
 	adminLn   net.Listener
+	// cl is the cluster layer, nil when cluster mode is off (cluster.go).
+	cl *clusterNode
 
 	wg        sync.WaitGroup
 	serveErrs chan error
@@ -94,11 +97,15 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
+	dial, err := federationDialers(cfg, dialers(cfg, log, ocred), log)
+	if err != nil {
+		return nil, err
+	}
 	if s.origins, err = upstream.New(upstream.Config{
 		Default:      cfg.Origin.Default,
 		ForwardAllow: cfg.Origin.ForwardAllow,
 		Trusted:      mapOrigins(cfg.Map),
-		Dial:         dialers(cfg, log, ocred),
+		Dial:         dial,
 	}); err != nil {
 		return nil, fmt.Errorf("origins: %w", err)
 	}
@@ -137,6 +144,10 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	if cfg.Cache.Prefetch == 0 {
 		ccfg.Prefetch = -1 // config 0 means off; cache 0 means default
 	}
+	s.cl = newClusterNode(cfg, log)
+	if ccfg.Origins, err = s.cl.resolver(ccfg.Origins); err != nil {
+		return nil, err
+	}
 	if cfg.Log.AccessLog != "" {
 		if s.alog, err = accesslog.Open(cfg.Log.AccessLog); err != nil {
 			return nil, err
@@ -156,8 +167,16 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	if s.admin, err = admin.Listen(s.cache); err != nil {
 		return nil, err
 	}
+	// The front ends call the loop guard, then the cluster's Router,
+	// then the cache.
+	be, err := s.cl.backend(s.cache)
+	if err != nil {
+		return nil, err
+	}
+	be = federation.NewGuard(be, cfg.NodeName(), cfg.Origin.MaxHops)
+	s.cl.register(s.metrics)
 	lim := cfg.Limits
-	if s.root, err = xrootd.New(&xrootd.Config{Backend: s.cache, Metrics: s.metrics, Logger: log,
+	if s.root, err = xrootd.New(&xrootd.Config{Backend: be, Metrics: s.metrics, Logger: log,
 		Authenticator: s.sec.XRootDAuthenticator(), Authorizer: s.sec.XRootDAuthorizer(),
 		TLS: s.sec.TLSConfig(), RequireTLS: s.sec.RequireTLS(),
 		MaxConnections: lim.MaxConnections, MaxInFlight: lim.MaxRequestsPerConnection,
@@ -166,7 +185,9 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 		HandshakeTimeout: time.Duration(lim.HandshakeTimeout), IdleTimeout: time.Duration(lim.IdleTimeout),
 		// With local redirects, XrdCl must come back here when it cannot
 		// open the local file (no mount): it does so only to a manager.
-		Manager: cfg.Cache.LocalRedirect != "",
+		// A cluster node that redirects is a manager too: XrdCl comes back
+		// after failing at the node it was sent to.
+		Manager: cfg.Cache.LocalRedirect != "" || s.cl != nil,
 	}); err != nil {
 		return nil, fmt.Errorf("root:// front end: %w", err)
 	}
@@ -175,7 +196,7 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	}
 	s.serve("root", func() error { return s.root.Serve(s.rootLn) })
 	if cfg.Server.HTTPListen != "" {
-		hc := &httpfront.Config{Backend: s.cache, Metrics: s.metrics, Logger: log,
+		hc := &httpfront.Config{Backend: be, Metrics: s.metrics, Logger: log,
 			Authorizer: s.sec.HTTPAuthorizer(), TLSConfig: s.sec.TLSConfig(),
 			ReadHeaderTimeout: time.Duration(lim.HTTPHeaderTimeout), IdleTimeout: time.Duration(lim.HTTPIdleTimeout),
 			MaxHeaderBytes: int(lim.HTTPMaxHeaderBytes)}
@@ -201,6 +222,9 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 			}
 			return nil
 		})
+	}
+	if err := s.cl.join(s.rootLn, s.httpLn); err != nil {
+		return nil, err
 	}
 	log.Info("hepcache serving", "root", s.rootLn.Addr().String(), "http", addrOf(s.httpLn), "metrics", addrOf(s.adminLn),
 		"cache_dir", cfg.Cache.Dir, "origin", cfg.Origin.Default, "forward_allow", strings.Join(cfg.Origin.ForwardAllow, ","))
@@ -264,6 +288,11 @@ func (s *Server) Run(ctx context.Context) error {
 // ctx ends, then closes the cache so that every sidecar is consistent.
 func (s *Server) Shutdown(ctx context.Context) error {
 	var errs []error
+	// Leave the cluster first: the other nodes stop sending clients here
+	// while the reads in progress finish.
+	if err := s.cl.leave(); err != nil {
+		errs = append(errs, err)
+	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	for _, shut := range []func(context.Context) error{s.rootShutdown, s.httpShutdown} {
@@ -316,6 +345,7 @@ func (s *Server) Close() error {
 			s.adminHTTP.Close()
 		}
 		s.wg.Wait()
+		s.cl.close()
 		if s.dash != nil {
 			s.dash.Close()
 		}
