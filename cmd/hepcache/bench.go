@@ -31,6 +31,8 @@ func runBench(ctx context.Context, args []string) error {
 		return benchGenerate(ctx, args[1:])
 	case "purge":
 		return benchPurge(args[1:])
+	case "cluster":
+		return benchCluster(ctx, args[1:])
 	}
 	return fmt.Errorf("unknown benchmark %q: %w", args[0], errBenchUsage)
 }
