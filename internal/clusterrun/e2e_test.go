@@ -133,6 +133,32 @@ func TestClusterRedirectsToOwners(t *testing.T) {
 	}
 }
 
+// TestClusterHTTPRedirect: curl at any node is sent to the owner with a
+// 307 and gets the file; through a redirector too.
+func TestClusterHTTPRedirect(t *testing.T) {
+	curl := xrdtest.RequireTool(t, "curl")
+	c, files, _ := startCluster(t, 3, true, nil)
+	redirects := 0
+	for p, want := range files {
+		for _, entry := range c.Nodes {
+			out, err := exec.Command(curl, "-sSfL", "-o", "-", "-w", "%{stderr}%{num_redirects}", entry.HTTP+p).Output()
+			if err != nil {
+				t.Fatalf("curl %s via %s: %v", p, entry.Name, err)
+			}
+			if sha256.Sum256(out) != want {
+				t.Fatalf("curl %s via %s: wrong data", p, entry.Name)
+			}
+		}
+		if v, _ := c.Nodes[0].Metric("hepcache_cluster_redirected_total"); v > 0 {
+			redirects = int(v)
+		}
+	}
+	if redirects == 0 {
+		t.Fatal("the redirector sent no 307")
+	}
+	t.Logf("the redirector answered %d requests with 307", redirects)
+}
+
 // ranking returns the node names in rendezvous order for p as the cluster
 // computes it (nodes are the running cache nodes).
 func ranking(c *Cluster, origin, p string) []string {

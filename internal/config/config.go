@@ -252,7 +252,7 @@ func (c *Config) Validate() error {
 	if c.Server.HealthWindow <= 0 {
 		bad("server.health_window", c.Server.HealthWindow, "a positive duration")
 	}
-	if c.Cache.Dir == "" && !(c.Cluster.Enabled && c.Cluster.Role == "redirector") {
+	if c.Cache.Dir == "" {
 		bad("cache.dir", `""`, "required: the directory holding cached files (--cache-dir)")
 	}
 	if c.Cache.PieceSize < 4096 || c.Cache.PieceSize%4096 != 0 {

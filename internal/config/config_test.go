@@ -148,9 +148,9 @@ func TestClusterValidate(t *testing.T) {
 		{"local redirector", func(c *Config) {
 			c.Cluster.Enabled, c.Cluster.Role, c.Cluster.Mode = true, "redirector", "local"
 		}, "cluster.mode"},
-		{"redirector needs no cache dir", func(c *Config) {
+		{"redirector still needs a cache dir (lock, admin socket)", func(c *Config) {
 			c.Cluster.Enabled, c.Cluster.Role, c.Cache.Dir = true, "redirector", ""
-		}, ""},
+		}, "cache.dir"},
 		{"bad seed", func(c *Config) { c.Cluster.Enabled = true; c.Cluster.Join = []string{"nohost"} }, "gossip address"},
 		{"bad http", func(c *Config) { c.Cluster.Enabled = true; c.Cluster.AdvertiseHTTP = "host:80" }, "cluster.advertise_http"},
 		{"bad weight", func(c *Config) { c.Cluster.Enabled = true; c.Cluster.Weight = 0 }, "cluster.weight"},
