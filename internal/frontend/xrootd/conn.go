@@ -516,10 +516,8 @@ func (c *conn) doLogin(h proto.RequestHeader, body []byte) bool {
 	if c.cfg.Authenticator != nil {
 		params = c.cfg.Authenticator.Params(c.connInfo())
 	}
-	resp := proto.LoginResponse{SessID: c.sessID, Sec: []byte(params)}
-	if err := c.w.write(proto.AppendLoginResponse(nil, h.StreamID, &resp)); err != nil {
-		return false
-	}
+	// The session exists before the client hears of it: whatever the
+	// client does next (or a scrape of the clients) already sees it.
 	c.srv.registerSession(c)
 	c.hasSession = true
 	c.loggedIn = true
@@ -529,6 +527,10 @@ func (c *conn) doLogin(h proto.RequestHeader, body []byte) bool {
 	c.needAuth = params != ""
 	if !c.needAuth {
 		c.setIdentity(&Identity{Name: c.loginName})
+	}
+	resp := proto.LoginResponse{SessID: c.sessID, Sec: []byte(params)}
+	if err := c.w.write(proto.AppendLoginResponse(nil, h.StreamID, &resp)); err != nil {
+		return false
 	}
 	c.log.Debug("xrootd: login", "client", c.remote, "user", c.loginName, "auth", c.needAuth, "tls", c.tlsOn)
 	return true
