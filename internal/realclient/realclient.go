@@ -1,5 +1,5 @@
 // Package realclient runs the real XRootD clients (xrdcp, xrdfs, the Python
-// bindings, uproot) and a real C++ xrootd server from tests, with a clean
+// bindings, uproot) and the hepcache binary from tests, with a clean
 // environment. A missing tool fails the test when CI=true and skips it
 // otherwise, so that interop tests never pass by not running.
 package realclient

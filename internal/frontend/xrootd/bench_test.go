@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hepcache/hepcache/internal/realclient"
+	"github.com/hepcache/hepcache/internal/xrdtest"
 )
 
 // BenchmarkHotRead compares hot reads through this front end (over a Dir
@@ -34,7 +35,7 @@ func BenchmarkHotRead(b *testing.B) {
 	for i := 0; i < 16; i++ {
 		writeFast(b, filepath.Join(dir, fmt.Sprintf("p%02d", i)), size<<20/16)
 	}
-	cpp := realclient.StartXrootd(b, dir)
+	cpp := xrdtest.StartOrigin(b, dir)
 	hep := startServer(b, dir, nil)
 	servers := []struct{ name, url string }{{"cpp", cpp.URL}, {"hep", hep.url}}
 
