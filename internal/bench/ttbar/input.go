@@ -116,7 +116,10 @@ func openInput(ctx context.Context, name string, readAhead int) (*input, error) 
 	if err != nil {
 		return nil, err
 	}
-	c, err := client.New(nil)
+	// One connection, as XrdCl gives a ROOT job: each further pooled
+	// connection would cost the job a dial, a login and an open, three
+	// round trips on a WAN link, before its first read.
+	c, err := client.New(&client.Config{ConnsPerHost: 1})
 	if err != nil {
 		return nil, fmt.Errorf("ttbar: %w", err)
 	}
