@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -276,6 +277,19 @@ func meanSD(v []float64) Stat {
 		sd = math.Sqrt(q / float64(len(v)-1))
 	}
 	return Stat{Mean: m, SD: sd, N: len(v)}
+}
+
+// medianOf64 returns the median of v (0 for none).
+func medianOf64(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // fmtSeconds prints a time with three significant digits, the paper's
