@@ -3,10 +3,8 @@ package bench
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,29 +17,7 @@ import (
 // job: $HEPCACHE_BIN (set by `make test`) or one built for this test run.
 var hepcacheBin string
 
-func TestMain(m *testing.M) {
-	hepcacheBin = os.Getenv("HEPCACHE_BIN")
-	var tmp string
-	if hepcacheBin == "" {
-		var err error
-		if tmp, err = os.MkdirTemp("", "hepcache-bench-"); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		hepcacheBin = filepath.Join(tmp, "hepcache")
-		cmd := exec.Command("go", "build", "-o", hepcacheBin, "github.com/hepcache/hepcache/cmd/hepcache")
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "build hepcache:", err)
-			os.Exit(1)
-		}
-	}
-	code := m.Run()
-	if tmp != "" {
-		os.RemoveAll(tmp)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { realclient.HepcacheMain(m, &hepcacheBin) }
 
 // smokeDir is a results directory the server user (nobody) can traverse.
 func smokeDir(t *testing.T) string {
