@@ -8,6 +8,7 @@ package origin
 import (
 	"context"
 	"errors"
+	"io"
 	"io/fs"
 	"time"
 )
@@ -95,6 +96,33 @@ type File interface {
 	ReadV(ctx context.Context, segs []Segment) error
 	// Close releases the handle.
 	Close() error
+}
+
+// AllocReader is implemented by origin files that can take a read's buffer
+// only when its bytes start to arrive (see client.File.ReadAtAlloc): a
+// request waiting at the origin then holds no memory. alloc must not block
+// and returns a buffer with a capacity of at least n; it may be called once
+// per attempt when a read is retried, and only the buffer returned with
+// success belongs to the caller. On success the buffer (nil if no byte
+// came) and the bytes read are returned, fewer than n only at the end of the
+// file with io.EOF.
+type AllocReader interface {
+	ReadAtAlloc(ctx context.Context, n int, off int64, alloc func() []byte) ([]byte, int, error)
+}
+
+// ReadAtAlloc reads n bytes at off from f with f's ReadAtAlloc when it has
+// one, else into a buffer taken from alloc first and filled by ReadAt.
+// Decorators of File forward it so the optional interface is not lost.
+func ReadAtAlloc(ctx context.Context, f File, n int, off int64, alloc func() []byte) ([]byte, int, error) {
+	if ar, ok := f.(AllocReader); ok {
+		return ar.ReadAtAlloc(ctx, n, off, alloc)
+	}
+	buf := alloc()[:n]
+	k, err := f.ReadAt(ctx, buf, off)
+	if err != nil && err != io.EOF {
+		return nil, k, err
+	}
+	return buf, k, err
 }
 
 // Resolver maps an origin URL ("root://host:port", "file:///dir",

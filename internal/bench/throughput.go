@@ -299,7 +299,8 @@ func startHepcache(bin, dir, originURL string) (*cacheUnderTest, error) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	cmd := exec.Command(bin, "serve", "--listen", addr, "--cache-dir", dir, "--origin", originURL, "--log-level", "warn")
+	args := []string{"serve", "--listen", addr, "--cache-dir", dir, "--origin", originURL, "--log-level", "warn"}
+	cmd := exec.Command(bin, append(args, strings.Fields(os.Getenv("HEPCACHE_BENCH_ARGS"))...)...)
 	logf, _ := os.Create(dir + ".log")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {

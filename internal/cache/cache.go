@@ -17,6 +17,7 @@ import (
 
 	"github.com/hepcache/hepcache/disk"
 	"github.com/hepcache/hepcache/internal/backend"
+	"github.com/hepcache/hepcache/internal/bufpool"
 	"github.com/hepcache/hepcache/internal/checksum"
 	"github.com/hepcache/hepcache/internal/membudget"
 	"github.com/hepcache/hepcache/internal/policy"
@@ -44,9 +45,11 @@ type Cache struct {
 	cfg    Config
 	budget *membudget.Budget
 	stats  Stats
-	// pieces holds PieceSize buffers for origin reads; bufs holds buffers
-	// for reads from the data files.
-	pieces, bufs sync.Pool
+	// pieces holds PieceSize buffers for origin reads (kept across
+	// garbage collections, trimmed when idle); bufs holds buffers for
+	// reads from the data files.
+	pieces *bufpool.Pool
+	bufs   sync.Pool
 	// diskWrites bounds concurrent pwrites: dozens of writers on one file
 	// make ext4 ten times slower than a few (inode lock contention).
 	diskWrites chan struct{}
@@ -112,7 +115,7 @@ func New(cfg *Config) (*Cache, error) {
 	}
 	files, bytes := ca.index.totals()
 	c.Logger.Info("cache index rebuilt", "files", files, "bytes", bytes, "took", c.now().Sub(start).Round(time.Millisecond))
-	ca.pieces.New = func() any { b := make([]byte, c.PieceSize); return &b }
+	ca.pieces = bufpool.New(int(c.PieceSize), int(c.FetchMemory/c.PieceSize))
 	ca.bufs.New = func() any { b := make([]byte, readBufSize); return &b }
 	ca.wg.Add(2)
 	go ca.syncLoop()
@@ -154,6 +157,7 @@ func (c *Cache) syncLoop() {
 			return
 		case <-t.C:
 			c.syncDirty()
+			c.pieces.Trim() // give back buffers no fetch needed lately
 		}
 	}
 }

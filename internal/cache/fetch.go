@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/hepcache/hepcache/internal/checksum"
+	"github.com/hepcache/hepcache/origin"
 )
 
 // errWriteFailed marks a piece that arrived but could not be written to disk.
@@ -41,6 +42,28 @@ type fetch struct {
 
 	// waiters counts readers that joined this fetch; guarded by entry.mu.
 	waiters int
+}
+
+// readPiece reads n bytes at off from the origin into a pooled piece
+// buffer. Where the origin supports it, the buffer is taken only when the
+// bytes start arriving, so the requests queued at the origin (up to
+// FetchMemory of them) hold no memory. On error no buffer is returned: an
+// abandoned read may still be filling it, so it is left to the garbage
+// collector.
+func (e *entry) readPiece(ctx context.Context, of origin.File, n, off int64) (*[]byte, int, error) {
+	c := e.c
+	var bp *[]byte
+	_, k, err := origin.ReadAtAlloc(ctx, of, int(n), off, func() []byte {
+		bp = c.pieces.Get()
+		return *bp
+	})
+	if err != nil && err != io.EOF {
+		return nil, k, err
+	}
+	if bp == nil { // nothing arrived: an empty range at the end
+		bp = c.pieces.Get()
+	}
+	return bp, k, err
 }
 
 // hold registers interest in piece i's buffer; false if it is already gone.
@@ -146,18 +169,19 @@ func (e *entry) runFetch(f *fetch) {
 		wg.Add(1)
 		go func(i int, poff, pn int64) {
 			defer wg.Done()
-			bp := c.pieces.Get().(*[]byte)
-			buf := (*bp)[:pn]
 			rctx, cancel := context.WithTimeout(ctx, c.cfg.OriginTimeout)
-			k, err := of.ReadAt(rctx, buf, poff)
+			bp, k, err := e.readPiece(rctx, of, pn, poff)
 			cancel()
 			if err != nil && !(err == io.EOF && int64(k) == pn) {
-				c.pieces.Put(bp)
+				if bp != nil {
+					c.pieces.Put(bp)
+				}
 				c.budget.Release(pn)
 				fail(i, fmt.Errorf("fetch %s %d@%d: %w", e.key, pn, poff, err))
 				e.unhold(f, i)
 				return
 			}
+			buf := (*bp)[:pn]
 			f.sums[i] = checksum.Of(buf)
 			c.stats.BytesFetched.Add(pn)
 			if f.prefetch {

@@ -208,6 +208,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Cache.Dir, "cache-dir", c.Cache.Dir, "cache directory (cache.dir)")
 	fs.Var(&c.Cache.BlockSize, "block-size", "cache block size (cache.block_size)")
 	fs.IntVar(&c.Cache.Prefetch, "prefetch", c.Cache.Prefetch, "blocks read ahead, 0 = off (cache.prefetch)")
+	fs.Var(&c.Cache.FetchMemory, "fetch-memory", "bound on bytes in flight from origins (cache.fetch_memory)")
 	fs.BoolVar(&c.Cache.CompleteAfterClose, "complete-after-close", c.Cache.CompleteAfterClose, "finish downloads after the last client closes (cache.complete_after_close)")
 	fs.StringVar(&c.Origin.Default, "origin", c.Origin.Default, "default origin, root://host:port or file:///dir (origin.default)")
 	fs.Func("forward-allow", "comma-separated origins allowed in forwarding mode: host, host:port, .domain (origin.forward_allow)", func(v string) error {

@@ -322,6 +322,22 @@ func (ff *failoverFile) ReadAt(ctx context.Context, p []byte, off int64) (int, e
 	return cur.ReadAt(ctx, p, off)
 }
 
+var _ origin.AllocReader = (*failoverFile)(nil)
+
+// ReadAtAlloc implements origin.AllocReader with the same failover as
+// ReadAt; alloc may then be called once per attempt.
+func (ff *failoverFile) ReadAtAlloc(ctx context.Context, n int, off int64, alloc func() []byte) ([]byte, int, error) {
+	cur, at := ff.current()
+	b, k, err := origin.ReadAtAlloc(ctx, cur, n, off, alloc)
+	if err == nil || err == io.EOF || !errSwitch(ctx, err) {
+		return b, k, err
+	}
+	if cur, err = ff.reopen(ctx, at, err); err != nil {
+		return nil, 0, err
+	}
+	return origin.ReadAtAlloc(ctx, cur, n, off, alloc)
+}
+
 // ReadV implements origin.File.
 func (ff *failoverFile) ReadV(ctx context.Context, segs []origin.Segment) error {
 	cur, at := ff.current()

@@ -216,6 +216,16 @@ func (f *instrumentedFile) ReadAt(ctx context.Context, p []byte, off int64) (int
 	return n, err
 }
 
+var _ origin.AllocReader = (*instrumentedFile)(nil)
+
+// ReadAtAlloc implements origin.AllocReader, forwarding to the wrapped file.
+func (f *instrumentedFile) ReadAtAlloc(ctx context.Context, n int, off int64, alloc func() []byte) ([]byte, int, error) {
+	start := f.o.r.cfg.now()
+	b, k, err := origin.ReadAtAlloc(ctx, f.File, n, off, alloc)
+	f.o.r.observeOrigin(f.o.s, opRead, start, err)
+	return b, k, err
+}
+
 // ReadV implements origin.File.
 func (f *instrumentedFile) ReadV(ctx context.Context, segs []origin.Segment) error {
 	start := f.o.r.cfg.now()

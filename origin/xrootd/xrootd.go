@@ -224,6 +224,17 @@ func (f *file) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	return n, err
 }
 
+var _ origin.AllocReader = (*file)(nil)
+
+// ReadAtAlloc implements origin.AllocReader.
+func (f *file) ReadAtAlloc(ctx context.Context, n int, off int64, alloc func() []byte) ([]byte, int, error) {
+	buf, k, err := f.f.ReadAtAlloc(ctx, n, off, alloc)
+	if err != nil && err != io.EOF {
+		return nil, 0, classify(err)
+	}
+	return buf, k, err
+}
+
 // ReadV implements origin.File with kXR_readv; segments must lie within
 // the file.
 func (f *file) ReadV(ctx context.Context, segs []origin.Segment) error {

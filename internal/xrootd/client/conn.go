@@ -59,9 +59,13 @@ type call struct {
 	body   []byte
 	err    error
 
-	// kindRead: the payload goes to dst[n:].
-	dst []byte
-	n   int
+	// kindRead: the payload goes to dst[n:]. With alloc set and dst nil,
+	// the read loop calls alloc for a buffer of want bytes when the first
+	// payload byte arrives.
+	dst   []byte
+	n     int
+	alloc func() []byte
+	want  int
 
 	// kindReadV: segments in request order, parsing state.
 	segs   []origin.Segment
@@ -103,7 +107,7 @@ func putCall(cl *call) {
 		cl.body = nil // do not keep a huge listing around
 	}
 	cl.body = cl.body[:0]
-	cl.dst, cl.n = nil, 0
+	cl.dst, cl.n, cl.alloc, cl.want = nil, 0, nil, 0
 	cl.segs, cl.seg, cl.segN, cl.segLen, cl.hdrN, cl.short = nil, 0, 0, 0, 0, false
 	callPool.Put(cl)
 }
@@ -501,6 +505,11 @@ func (c *conn) response(h proto.ResponseHeader) error {
 	case data && discard:
 		_, err = c.br.Discard(int(h.Dlen))
 	case data && cl.kind == kindRead:
+		if cl.dst == nil && cl.alloc != nil && h.Dlen > 0 {
+			if b := cl.alloc(); cap(b) >= cl.want {
+				cl.dst = b[:cl.want]
+			}
+		}
 		if int(h.Dlen) > len(cl.dst)-cl.n {
 			err = fmt.Errorf("read answer of %d bytes for %d wanted: %w", cl.n+int(h.Dlen), len(cl.dst), proto.ErrMalformed)
 			break

@@ -345,3 +345,52 @@ func TestClientClose(t *testing.T) {
 		t.Fatalf("%d opens: the closed client reconnected", ff.opens.Load())
 	}
 }
+
+// TestReadAtAllocTakesBufferOnArrival: the buffer is taken once, when the
+// answer comes, never for a read that gets no bytes or an error.
+func TestReadAtAllocTakesBufferOnArrival(t *testing.T) {
+	ff := &fakeFile{content: bytes.Repeat([]byte("0123456789"), 1000)}
+	hold := make(chan struct{})
+	fake := xrdtest.StartFake(t, func(h proto.RequestHeader, data []byte) ([]byte, bool) {
+		if h.RequestID == proto.ReqRead {
+			var r proto.ReadRequest
+			if err := r.Decode(&h, data); err == nil && r.Offset == 5000 {
+				<-hold // a request queued at the server
+			}
+		}
+		return ff.handle(h, data)
+	})
+	c := newClient(t, func(c *Config) { c.ConnsPerHost = 1 })
+	f, err := c.Open(ctxT(t), fake.Addr, "/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var allocs atomic.Int32
+	alloc := func() []byte { allocs.Add(1); return make([]byte, 4096) }
+
+	buf, n, err := f.ReadAtAlloc(ctxT(t), 100, 20, alloc)
+	if err != nil || n != 100 || !bytes.Equal(buf[:n], ff.content[20:120]) || allocs.Load() != 1 {
+		t.Fatalf("read: n=%d err=%v allocs=%d", n, err, allocs.Load())
+	}
+	buf, n, err = f.ReadAtAlloc(ctxT(t), 100, int64(len(ff.content)), alloc)
+	if err != io.EOF || n != 0 || buf != nil || allocs.Load() != 1 {
+		t.Fatalf("read at EOF: buf=%v n=%d err=%v allocs=%d", buf != nil, n, err, allocs.Load())
+	}
+	done := make(chan error, 1)
+	go func() { _, _, err := f.ReadAtAlloc(ctxT(t), 100, 5000, alloc); done <- err }()
+	select {
+	case err := <-done:
+		t.Fatalf("queued read returned early: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if allocs.Load() != 1 {
+		t.Fatal("a read still queued at the server took a buffer")
+	}
+	close(hold)
+	if err := <-done; err != nil || allocs.Load() != 2 {
+		t.Fatalf("queued read: %v, allocs %d", err, allocs.Load())
+	}
+	if _, _, err := f.ReadAtAlloc(ctxT(t), 1<<30, 0, alloc); err == nil {
+		t.Fatal("read longer than MaxReadSize accepted")
+	}
+}

@@ -338,6 +338,71 @@ func (f *File) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	return total, nil
 }
 
+// ReadAtAlloc reads n bytes at off into a buffer obtained from alloc only
+// when the server's answer starts to arrive, so that a request queued at
+// the server holds no memory: a cache with many blocks requested at once
+// uses buffers for the bytes in transit only. alloc is called at most once,
+// from the connection's read goroutine, must not block, and returns a
+// buffer with a capacity of at least n. On success ReadAtAlloc returns that
+// buffer (nil if no byte came) and the bytes read, fewer than n only at the
+// end of the file (with io.EOF). On error the buffer, if one was taken, is
+// not returned (it may still be in use by an abandoned read). n must not
+// exceed Config.MaxReadSize.
+func (f *File) ReadAtAlloc(ctx context.Context, n int, off int64, alloc func() []byte) ([]byte, int, error) {
+	if f.closed.Load() {
+		return nil, 0, f.errorf("read", ErrFileClosed)
+	}
+	if off < 0 || n < 0 || n > f.c.cfg.MaxReadSize {
+		return nil, 0, f.errorf("read", fmt.Errorf("bad range %d@%d (at most %d bytes)", n, off, f.c.cfg.MaxReadSize))
+	}
+	if n == 0 {
+		return nil, 0, nil
+	}
+	f.warm()
+	for waits := 1; ; waits++ {
+		cn, fh, err := f.handle(ctx, f.readySlot())
+		if err != nil {
+			return nil, 0, f.errorf("read "+rng(off, n), err)
+		}
+		cl := getCall(kindRead)
+		cl.alloc, cl.want = alloc, n
+		err = cn.start(ctx, cl, func(dst []byte, sid proto.StreamID) []byte {
+			r := proto.ReadRequest{FHandle: fh, Offset: off, Length: int32(n)}
+			return r.Append(dst, sid)
+		})
+		if err != nil {
+			putCall(cl)
+			return nil, 0, f.errorf("read "+rng(off, n), err)
+		}
+		owned, err := cn.wait(ctx, cl)
+		if err != nil {
+			if owned {
+				putCall(cl)
+			}
+			return nil, 0, f.errorf("read "+rng(off, n), err)
+		}
+		switch cl.status {
+		case proto.StatusOK:
+			buf, k := cl.dst, cl.n
+			putCall(cl)
+			if k < n {
+				return buf, k, io.EOF
+			}
+			return buf, k, nil
+		case proto.StatusWait:
+			secs, _, _ := proto.DecodeWait(cl.body)
+			putCall(cl)
+			if err := f.c.sleepWait(ctx, waits, secs); err != nil {
+				return nil, 0, f.errorf("read "+rng(off, n), err)
+			}
+		default:
+			err := answerError(cl)
+			putCall(cl)
+			return nil, 0, f.errorf("read "+rng(off, n), err)
+		}
+	}
+}
+
 func rng(off int64, n int) string {
 	return strconv.Itoa(n) + "@" + strconv.FormatInt(off, 10)
 }
