@@ -8,8 +8,8 @@ import (
 	"net/http"
 	_ "net/http/pprof"
 	"os"
-	"runtime/debug"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/hepcache/hepcache/internal/config"
