@@ -209,7 +209,7 @@ func Layouts(ctx context.Context, cfg LayoutsConfig) (*LayoutsResult, error) {
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", layout, cache, err)
 		}
-		j, err := runJob(ctx, cfg.HepcacheBin, dst, 0, jobOpts{})
+		j, err := runJob(ctx, cfg.HepcacheBin, dst, 0, jobOpts{Hist: filepath.Join(scratch, "hist.root")})
 		os.Remove(dst)
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", layout, cache, err)

@@ -207,6 +207,8 @@ func startHepcacheProc(bin, dir, originURL, listen string, extra []string) (*cac
 type jobOpts struct {
 	Work      int
 	ReadAhead int
+	// Hist is where the job writes its histograms ("": nowhere).
+	Hist string
 }
 
 // jobResult is one analysis job as its parent saw it.
@@ -221,6 +223,9 @@ type jobResult struct {
 func runJob(ctx context.Context, bin, input string, events int64, o jobOpts) (*jobResult, error) {
 	args := []string{"bench", "job", "--input", input, "--events", strconv.FormatInt(events, 10),
 		"--work", strconv.Itoa(o.Work), "--readahead", strconv.Itoa(o.ReadAhead)}
+	if o.Hist != "" {
+		args = append(args, "--hist", o.Hist)
+	}
 	cmd := exec.CommandContext(ctx, bin, args...)
 	// One core, like a batch slot: CPU efficiency is then at most 100 %
 	// (groot decompresses in goroutines, which on two cores would count

@@ -229,7 +229,7 @@ func Workflow(ctx context.Context, cfg WorkflowConfig) (*WorkflowResult, error) 
 		return nil, err
 	}
 	defer os.RemoveAll(scratch)
-	jo := jobOpts{Work: cfg.Work, ReadAhead: cfg.ReadAhead}
+	jo := jobOpts{Work: cfg.Work, ReadAhead: cfg.ReadAhead, Hist: filepath.Join(scratch, "hist.root")}
 	job := func(input string, n int64) (*jobResult, error) { return runJob(ctx, cfg.HepcacheBin, input, n, jo) }
 	add := func(r WorkflowRun) {
 		res.Runs = append(res.Runs, r)
