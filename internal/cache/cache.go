@@ -395,6 +395,7 @@ func (c *Cache) release(e *entry, rec sidecar.Access, record bool) {
 		delete(c.dirty, e)
 		c.mu.Unlock()
 		close(done)
+		e.closeOrigin()
 	})
 }
 

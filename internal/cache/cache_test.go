@@ -447,6 +447,7 @@ func waitIdle(tb testing.TB, c *Cache) {
 		n := len(c.files) + len(c.closing)
 		c.mu.Unlock()
 		if n == 0 {
+			c.bg.Wait() // verification and final syncs in the background
 			return
 		}
 		time.Sleep(time.Millisecond)

@@ -328,14 +328,21 @@ func (e *entry) syncLocked(recs []sidecar.Access) {
 			e.side.LastAccess = r.Close
 		}
 	}
-	if err := disk.WriteFileAtomic(c.cfg.FS, c.metaPath(e.key), e.side.Marshal(), false); err != nil {
-		c.stats.SyncErrors.Add(1)
-		c.cfg.Logger.Warn("sidecar write failed", "key", e.key.String(), "err", err)
+	e.writeSidecarLocked()
+}
+
+// writeSidecarLocked replaces the sidecar on disk with e.side. MUST be called
+// with syncMu held.
+func (e *entry) writeSidecarLocked() {
+	if err := disk.WriteFileAtomic(e.c.cfg.FS, e.c.metaPath(e.key), e.side.Marshal(), false); err != nil {
+		e.c.stats.SyncErrors.Add(1)
+		e.c.cfg.Logger.Warn("sidecar write failed", "key", e.key.String(), "err", err)
 	}
 }
 
 // finish runs after the last close: stop fetches, sync, record the accesses
-// and release file handles.
+// and close the data file. Only local work: opens of the key wait for it.
+// The origin file is closed afterwards by closeOrigin.
 func (e *entry) finish() {
 	e.cancel()
 	e.fetchWG.Wait()
@@ -351,12 +358,18 @@ func (e *entry) finish() {
 		e.data.Close()
 		c.stats.OpenFiles.Add(-1)
 	}
+}
+
+// closeOrigin closes the origin file (a round trip to a possibly distant
+// origin) after the entry has finished.
+func (e *entry) closeOrigin() {
 	e.ofMu.Lock()
-	if e.of != nil {
-		e.of.Close()
-		e.of = nil
-	}
+	of := e.of
+	e.of = nil
 	e.ofMu.Unlock()
+	if of != nil {
+		of.Close()
+	}
 }
 
 // completeInBackground fetches every missing block after the last client has

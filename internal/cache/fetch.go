@@ -233,10 +233,8 @@ func (e *entry) runFetch(f *fetch) {
 	close(f.done)
 	if complete {
 		// Record the complete file at once rather than at the next tick,
-		// then verify it. This goroutine is in fetchWG, so the entry's
-		// final sync waits for it; clients closing meanwhile do not (the
-		// final sync runs in the background).
+		// then verify it in the background.
 		e.sync()
-		e.verify()
+		e.scheduleVerify()
 	}
 }

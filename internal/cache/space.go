@@ -181,6 +181,12 @@ func (c *Cache) evict(k Key) (int64, error) {
 		c.mu.Unlock()
 		close(done)
 	}()
+	return c.removeCopyLocked(k)
+}
+
+// removeCopyLocked deletes k's sidecar and data and forgets it. MUST be
+// called with k marked in c.closing by the caller (no open can start).
+func (c *Cache) removeCopyLocked(k Key) (int64, error) {
 	// Sidecar first: a crash between the two leaves an orphan data file,
 	// never a sidecar claiming blocks that are gone.
 	var errs []error

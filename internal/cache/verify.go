@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"time"
 
 	"github.com/hepcache/hepcache/disk"
 	"github.com/hepcache/hepcache/internal/checksum"
@@ -11,18 +13,13 @@ import (
 	"github.com/hepcache/hepcache/origin"
 )
 
-// verify runs once a file is complete: it combines the checksums of the
-// blocks fetched in this session (reading back from disk only blocks that
-// came from an earlier session), compares with the origin's checksum when
-// the origin offers one, and records the result in the sidecar. On a
-// mismatch the cached copy is dropped: every block is marked missing, so
-// later reads fetch again and clients never get bytes that disagree with the
-// origin's checksum.
-func (e *entry) verify() {
-	c := e.c
+// scheduleVerify starts the verification of a file that just became
+// complete. It runs apart from the entry: clients closing and reopening the
+// file never wait for the origin's checksum (an origin may queue checksum
+// jobs for many seconds).
+func (e *entry) scheduleVerify() {
 	e.mu.Lock()
-	sums := checksum.Empty
-	known := true
+	sums, known := checksum.Empty, true
 	for b := 0; b < e.nblocks; b++ {
 		if _, n := e.blockRange(b); e.blockSums[b].Len != n {
 			known = false
@@ -31,19 +28,36 @@ func (e *entry) verify() {
 		sums = checksum.Append(sums, e.blockSums[b])
 	}
 	e.mu.Unlock()
+	e.syncMu.Lock()
+	created := e.side.Created
+	e.syncMu.Unlock()
+	c, o, k, size := e.c, e.o, e.key, e.size
+	c.goBackground(func() { c.verify(o, k, size, created, sums, known) })
+}
+
+// verify combines the checksums of the blocks fetched in this session
+// (reading the file back only if some came from an earlier session),
+// compares with the origin's checksum when the origin offers one, and
+// records the result in the sidecar. On a mismatch the cached copy is
+// dropped, so later reads fetch again and clients never get bytes that
+// disagree with the origin's checksum. created identifies the copy: a copy
+// replaced meanwhile is left alone.
+func (c *Cache) verify(o origin.Origin, k Key, size int64, created time.Time, sums checksum.Sums, known bool) {
 	if !known {
-		var err error
-		if sums, err = c.sumFile(e.data, e.size); err != nil {
-			c.cfg.Logger.Warn("checksum of complete file failed", "key", e.key.String(), "err", err)
+		f, err := c.cfg.FS.OpenFile(c.dataPath(k), os.O_RDONLY, 0)
+		if err == nil {
+			sums, err = c.sumFile(f, size)
+			f.Close()
+		}
+		if err != nil {
+			c.cfg.Logger.Warn("checksum of complete file failed", "key", k.String(), "err", err)
 			return
 		}
 	}
 	state := sidecar.ChecksumComputed
 	if algo := c.cfg.VerifyChecksum; algo != "none" {
-		// Not e.ctx: the last client may close (cancelling fetches) while
-		// we ask; the question is still worth its answer.
 		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.OriginTimeout)
-		want, err := e.o.Checksum(ctx, e.key.Path, algo)
+		want, err := o.Checksum(ctx, k.Path, algo)
 		cancel()
 		switch {
 		case err == nil:
@@ -53,24 +67,89 @@ func (e *entry) verify() {
 			}
 			if normalizeHex(want) != got {
 				c.stats.ChecksumFailures.Add(1)
-				c.cfg.Logger.Error("checksum mismatch, dropping cached copy", "key", e.key.String(),
+				c.cfg.Logger.Error("checksum mismatch, dropping cached copy", "key", k.String(),
 					"algo", algo, "cached", got, "origin", want)
-				e.drop()
+				c.updateCopy(k, created, func(e *entry) { e.drop() }, func(in *sidecar.Info) bool { return false })
 				return
 			}
 			state = sidecar.ChecksumVerified
 		case errors.Is(err, origin.ErrUnsupported), errors.Is(err, context.Canceled):
 		default:
-			c.cfg.Logger.Info("origin checksum unavailable, keeping computed one", "key", e.key.String(), "err", err)
+			c.cfg.Logger.Info("origin checksum unavailable, keeping computed one", "key", k.String(), "err", err)
 		}
 	}
-	e.syncMu.Lock()
-	defer e.syncMu.Unlock()
-	e.side.ChecksumState = state
-	e.side.Adler32, e.side.CRC32C = sums.Adler32, sums.CRC32C
-	if err := disk.WriteFileAtomic(c.cfg.FS, c.metaPath(e.key), e.side.Marshal(), false); err != nil {
-		c.stats.SyncErrors.Add(1)
-		c.cfg.Logger.Warn("sidecar write failed", "key", e.key.String(), "err", err)
+	set := func(in *sidecar.Info) {
+		in.ChecksumState = state
+		in.Adler32, in.CRC32C = sums.Adler32, sums.CRC32C
+	}
+	c.updateCopy(k, created, func(e *entry) {
+		e.syncMu.Lock()
+		defer e.syncMu.Unlock()
+		set(e.side)
+		e.writeSidecarLocked()
+	}, func(in *sidecar.Info) bool {
+		if !in.Complete() {
+			return true // not ours to judge any more
+		}
+		set(in)
+		return true
+	})
+}
+
+// updateCopy applies a change to the cached copy of k made at created:
+// through its entry when the file is open (open), else to the sidecar on
+// disk (onDisk; returning false drops the copy), with opens of k held back
+// for the few local operations that takes.
+func (c *Cache) updateCopy(k Key, created time.Time, open func(*entry), onDisk func(*sidecar.Info) bool) {
+	for {
+		c.mu.Lock()
+		if e := c.files[k]; e != nil {
+			c.mu.Unlock()
+			if !e.initialized() {
+				// An open is loading the sidecar: let it finish first.
+				select {
+				case <-c.shutdownCh:
+					return
+				case <-time.After(10 * time.Millisecond):
+				}
+				continue
+			}
+			e.syncMu.Lock()
+			same := e.side.Created.Equal(created)
+			e.syncMu.Unlock()
+			if same {
+				open(e)
+			}
+			return
+		}
+		if ch, ok := c.closing[k]; ok {
+			c.mu.Unlock()
+			select {
+			case <-ch:
+			case <-c.shutdownCh:
+				return
+			}
+			continue
+		}
+		done := make(chan struct{})
+		c.closing[k] = done
+		c.mu.Unlock()
+		in := c.readSidecar(k)
+		if in != nil && in.Created.Equal(created) {
+			if onDisk(in) {
+				if err := disk.WriteFileAtomic(c.cfg.FS, c.metaPath(k), in.Marshal(), false); err != nil {
+					c.stats.SyncErrors.Add(1)
+					c.cfg.Logger.Warn("sidecar write failed", "key", k.String(), "err", err)
+				}
+			} else {
+				c.removeCopyLocked(k)
+			}
+		}
+		c.mu.Lock()
+		delete(c.closing, k)
+		c.mu.Unlock()
+		close(done)
+		return
 	}
 }
 
@@ -87,9 +166,7 @@ func (e *entry) drop() {
 	e.unsynced = nil
 	e.mu.Unlock()
 	e.side.ChecksumState = sidecar.ChecksumNone
-	if err := disk.WriteFileAtomic(e.c.cfg.FS, e.c.metaPath(e.key), e.side.Marshal(), false); err != nil {
-		e.c.cfg.Logger.Warn("sidecar write failed", "key", e.key.String(), "err", err)
-	}
+	e.writeSidecarLocked()
 	e.c.index.setBytes(e.key, 0)
 }
 
