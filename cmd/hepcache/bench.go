@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/hepcache/hepcache/internal/bench"
 	"github.com/hepcache/hepcache/internal/config"
@@ -48,10 +49,12 @@ func benchThroughput(ctx context.Context, args []string) error {
 	fs.Var(&mem, "mem-size", "file size per client in the memory test")
 	fs.IntVar(&cfg.Repeat, "repeat", 3, "repetitions per timing (median reported)")
 	fs.BoolVar(&cfg.NoXCache, "no-xcache", false, "skip the XCache anchor")
+	cacheFlags := fs.String("cache-flags", "", "extra `hepcache serve` flags, space-separated")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	cfg.BigSize, cfg.ParSize, cfg.MemSize = int64(big), int64(par), int64(mem)
+	cfg.CacheFlags = strings.Fields(*cacheFlags)
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return err
 	}

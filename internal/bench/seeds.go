@@ -247,10 +247,20 @@ func runJob(ctx context.Context, bin, input string, events int64, o jobOpts) (*j
 	return &r, nil
 }
 
+// xrdcp returns the command copying src to dst with the real xrdcp. Its
+// timeout resolution is 1 s: with XrdCl 5.5.3's default of 15 s, processes
+// sometimes hang about 5 s at exit when many run at once, a client-side
+// stall that would land on whichever cache was being measured.
+func xrdcp(ctx context.Context, src, dst string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, "xrdcp", "-s", "-f", src, dst)
+	cmd.Env = append(os.Environ(), "XRD_TIMEOUTRESOLUTION=1")
+	return cmd
+}
+
 // xrdcpTo copies src to dst with the real xrdcp and returns the seconds.
 func xrdcpTo(ctx context.Context, src, dst string) (float64, error) {
 	start := time.Now()
-	out, err := exec.CommandContext(ctx, "xrdcp", "-s", "-f", src, dst).CombinedOutput()
+	out, err := xrdcp(ctx, src, dst).CombinedOutput()
 	if err != nil {
 		return 0, fmt.Errorf("xrdcp %s %s: %w: %s", src, dst, err, bytes.TrimSpace(out))
 	}

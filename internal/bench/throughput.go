@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,6 +41,8 @@ type ThroughputConfig struct {
 	HepcacheBin string
 	// NoXCache skips the XCache anchor.
 	NoXCache bool
+	// CacheFlags are extra `hepcache serve` flags.
+	CacheFlags []string
 	// Out receives the report, Progress the progress lines.
 	Out, Progress io.Writer
 }
@@ -101,13 +102,6 @@ type ThroughputResult struct {
 	Config    ThroughputConfig   `json:"-"`
 }
 
-// cacheUnderTest is a running cache (hepcache or XCache).
-type cacheUnderTest struct {
-	url  string
-	pid  int
-	stop func()
-}
-
 // Throughput runs the benchmark and prints its report.
 func Throughput(ctx context.Context, cfg ThroughputConfig) (*ThroughputResult, error) {
 	if err := cfg.defaults(); err != nil {
@@ -164,18 +158,9 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) (*ThroughputResult, e
 		targets = append(targets, "xcache")
 	}
 	run := 0
-	start := func(target string) (*cacheUnderTest, error) {
+	start := func(target string) (*cacheProc, error) {
 		run++
-		dir := filepath.Join(cfg.Dir, fmt.Sprintf("cache-%s-%d", target, run))
-		os.RemoveAll(dir)
-		if target == "xcache" {
-			s, err := xrdproc.StartXCache(origin.Addr, dir, xrdproc.XCacheOptions{BlockSize: "1m", Prefetch: 10})
-			if err != nil {
-				return nil, err
-			}
-			return &cacheUnderTest{url: "root://" + s.Addr, pid: s.PID(), stop: func() { s.Remove(); os.RemoveAll(dir) }}, nil
-		}
-		return startHepcache(cfg.HepcacheBin, dir, direct)
+		return startCacheProc(target, cfg.HepcacheBin, filepath.Join(cfg.Dir, fmt.Sprintf("cache-%s-%d", target, run)), origin.Addr, cfg.CacheFlags)
 	}
 	for _, target := range targets {
 		res.Seconds[target] = map[string]float64{}
@@ -189,10 +174,10 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) (*ThroughputResult, e
 				if err != nil {
 					return nil, fmt.Errorf("%s: %w", target, err)
 				}
-				cold, err := xrdcpAll(ctx, cu.url, c.files)
+				cold, err := xrdcpAll(ctx, cu.url(), c.files)
 				var hot float64
 				if err == nil {
-					hot, err = xrdcpAll(ctx, cu.url, c.files)
+					hot, err = xrdcpAll(ctx, cu.url(), c.files)
 				}
 				cu.stop()
 				if err != nil {
@@ -212,14 +197,14 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) (*ThroughputResult, e
 			}
 			// One small warm-up read so that lazily started pools count in
 			// the idle baseline, not in the per-client growth.
-			if _, err := xrdcpAll(ctx, cu.url, mem[:1]); err != nil {
+			if _, err := xrdcpAll(ctx, cu.url(), mem[:1]); err != nil {
 				cu.stop()
 				return nil, fmt.Errorf("%s warm-up: %w", target, err)
 			}
 			time.Sleep(300 * time.Millisecond)
 			idle, _ := procstat.RSS(cu.pid)
 			s := procstat.Start(cu.pid, 20*time.Millisecond)
-			_, err = xrdcpAll(ctx, cu.url, mem[1:min(n+1, len(mem))])
+			_, err = xrdcpAll(ctx, cu.url(), mem[1:min(n+1, len(mem))])
 			peak, _, _ := s.Stop()
 			cu.stop()
 			if err != nil {
@@ -291,44 +276,6 @@ func mapStrings(in []string, f func(string) string) []string {
 	return out
 }
 
-// startHepcache runs the hepcache binary as a cache process.
-func startHepcache(bin, dir, originURL string) (*cacheUnderTest, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	addr := l.Addr().String()
-	l.Close()
-	args := []string{"serve", "--listen", addr, "--cache-dir", dir, "--origin", originURL, "--log-level", "warn"}
-	cmd := exec.Command(bin, append(args, strings.Fields(os.Getenv("HEPCACHE_BENCH_ARGS"))...)...)
-	logf, _ := os.Create(dir + ".log")
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	stop := func() {
-		cmd.Process.Kill()
-		<-done
-		logf.Close()
-		os.RemoveAll(dir)
-	}
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
-		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
-			c.Close()
-			return &cacheUnderTest{url: "root://" + addr, pid: cmd.Process.Pid, stop: stop}, nil
-		}
-		select {
-		case <-done:
-			return nil, fmt.Errorf("hepcache exited at start, see %s.log", dir)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	stop()
-	return nil, fmt.Errorf("hepcache did not start listening")
-}
-
 // writeData writes n files of size under dir/name (kept across runs when
 // already complete) and returns their paths on the origin.
 func writeData(dir, name string, n int, size int64) ([]string, error) {
@@ -381,7 +328,7 @@ func xrdcpAll(ctx context.Context, base string, files []string) (float64, error)
 		wg.Add(1)
 		go func(f string) {
 			defer wg.Done()
-			out, err := exec.CommandContext(ctx, "xrdcp", "-s", "-f", base+"/"+f, "/dev/null").CombinedOutput()
+			out, err := xrdcp(ctx, base+"/"+f, "/dev/null").CombinedOutput()
 			if err != nil {
 				mu.Lock()
 				errs = append(errs, fmt.Sprintf("xrdcp %s/%s: %v: %s", base, f, err, out))
