@@ -21,8 +21,13 @@ const (
 	defaultPieceSize = 128 << 10
 	// defaultPrefetch matches XCache's pfc.prefetch 10.
 	defaultPrefetch = 10
-	// defaultFetchMemory bounds bytes in flight from all origins together.
-	defaultFetchMemory = 128 << 20
+	// defaultFetchMemory bounds the bytes requested from origins at once.
+	// Reads from root:// origins take their buffer only when the bytes
+	// arrive, so over a WAN this costs memory only for what is in transit;
+	// on a fast LAN, when disk or CPU lag behind, it is what piles up. 24
+	// MiB keeps a cold client's memory near 1 MB and still covers 10 blocks
+	// of prefetch across a 150 ms link.
+	defaultFetchMemory = 24 << 20
 	// defaultSyncInterval is how often written blocks are made durable and
 	// recorded in the sidecars.
 	defaultSyncInterval = 2 * time.Second
@@ -57,8 +62,10 @@ type Config struct {
 	// file is open. Default 10; negative disables prefetch.
 	Prefetch int
 	// FetchMemory bounds the bytes in flight from origins, in bytes.
-	// Default 128 MiB. A quarter is reserved for demand reads. Less memory
-	// means less parallelism per file when many files are cold at once.
+	// Default 24 MiB. A quarter is reserved for demand reads. Raise it for
+	// fast high-latency origins (bytes in flight = bandwidth x RTT: 10
+	// Gbit/s over 150 ms is about 190 MB); less means less parallelism per
+	// file when many files are cold at once.
 	FetchMemory int64
 	// SyncInterval is how often written blocks are synced and recorded in
 	// their sidecars. Default 2 s. Shorter loses less work in a crash at

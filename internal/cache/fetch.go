@@ -19,13 +19,15 @@ var errWriteFailed = errors.New("cache: write to disk failed")
 // from the origin concurrently; pieceCh[i] is closed when piece i is on disk
 // or has failed (pieceErr tells which).
 //
-// Readers waiting for a piece when it lands are served from the piece's
-// buffer, not from the disk: the bytes a client gets on a miss are exactly
-// what the origin sent, even if the disk then loses or corrupts them, and a
-// write failure costs no second origin read. refs[i] counts the holders of
-// bufs[i] (the fetcher and registered readers); whoever drops it to zero
-// returns the buffer, and once zero it never rises again (hold uses CAS), so
-// nobody can read a buffer after it went back to the pool.
+// A piece written to disk is read back by its readers from the page cache:
+// its buffer goes back to the pool at once instead of waiting for the
+// slowest reader (buffers count in the process's memory, the page cache does
+// not). A piece the disk refused keeps its buffer for the readers that
+// registered for it, so a write failure costs no second origin read. refs[i]
+// counts the holders of bufs[i] (the fetcher and registered readers);
+// whoever drops it to zero returns the buffer, and once zero it never rises
+// again (hold uses CAS), so nobody can read a buffer after it went back to
+// the pool.
 type fetch struct {
 	block    int
 	off, n   int64
@@ -187,15 +189,17 @@ func (e *entry) runFetch(f *fetch) {
 			if f.prefetch {
 				c.stats.PrefetchBytes.Add(pn)
 			}
-			f.bufs[i].Store(bp) // before pieceCh closes: waiters find it
 			c.diskWrites <- struct{}{}
 			_, err = e.data.WriteAt(buf, poff)
 			<-c.diskWrites
 			if err != nil {
 				c.stats.WriteErrors.Add(1)
 				c.cfg.Logger.Warn("cache write failed, serving from origin", "key", e.key.String(), "off", poff, "err", err)
+				f.bufs[i].Store(bp) // before pieceCh closes: waiters find it
 				fail(i, fmt.Errorf("%w: %w", errWriteFailed, err))
 			} else {
+				c.pieces.Put(bp)
+				c.budget.Release(pn)
 				close(f.pieceCh[i])
 			}
 			e.unhold(f, i)

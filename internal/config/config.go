@@ -105,7 +105,8 @@ type CacheConfig struct {
 	// Prefetch is how many blocks are read ahead while a file is open.
 	// Default 10; 0 turns prefetch off.
 	Prefetch int `toml:"prefetch"`
-	// FetchMemory bounds the bytes in flight from origins. Default 128M.
+	// FetchMemory bounds the bytes in flight from origins. Default 24M;
+	// raise it for fast high-latency origins (bandwidth x RTT).
 	FetchMemory Size `toml:"fetch_memory"`
 	// SyncInterval is how often written blocks are made durable. Default 2s.
 	SyncInterval Duration `toml:"sync_interval"`
@@ -159,7 +160,7 @@ func Default() *Config {
 	return &Config{
 		Server: ServerConfig{Listen: ":1094", ShutdownTimeout: Duration(30e9), HealthWindow: Duration(300e9)},
 		Cache: CacheConfig{BlockSize: 1 << 20, PieceSize: 128 << 10, Prefetch: 10,
-			FetchMemory: 128 << 20, SyncInterval: Duration(2e9)},
+			FetchMemory: 24 << 20, SyncInterval: Duration(2e9)},
 		Space:    SpaceConfig{Watermarks: "0.90,0.95", PurgeInterval: Duration(30e9), VerifyChecksum: "adler32"},
 		Origin:   OriginConfig{Timeout: Duration(60e9), Connections: 4, MaxHops: 4},
 		Log:      LogConfig{Level: "info"},
