@@ -60,8 +60,11 @@ func ParseSites(s string) ([]Site, error) {
 			return nil, fmt.Errorf("site %q: want NAME=RTT", f)
 		}
 		d, err := time.ParseDuration(rtt)
-		if err != nil || d < 0 {
-			return nil, fmt.Errorf("site %q: bad RTT: %v", f, err)
+		if err != nil {
+			return nil, fmt.Errorf("site %q: bad RTT: %w", f, err)
+		}
+		if d < 0 {
+			return nil, fmt.Errorf("site %q: negative RTT", f)
 		}
 		out = append(out, Site{name, d})
 	}

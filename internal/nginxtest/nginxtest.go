@@ -164,7 +164,7 @@ http {
 		select {
 		case err := <-exited:
 			b, _ := os.ReadFile(filepath.Join(s.dir, "error.log"))
-			return fmt.Errorf("nginx exited (%v): %s", err, b)
+			return fmt.Errorf("nginx exited (%w): %s", err, b)
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
