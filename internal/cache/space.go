@@ -143,7 +143,9 @@ func (c *Cache) Purge() (files int, bytes int64) {
 		c.stats.LastPurgeFiles.Store(int64(files))
 		c.stats.PurgeRuns.Add(1)
 	}()
-	for _, k := range c.index.victims(needBytes, needFiles, older) {
+	victims := c.index.victims(needBytes, needFiles, older)
+	c.stats.LastPurgeSelectNanos.Store(int64(time.Since(start)))
+	for _, k := range victims {
 		n, err := c.evict(k)
 		if err != nil {
 			if !errors.Is(err, ErrBusy) {

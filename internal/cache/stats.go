@@ -34,9 +34,11 @@ type Stats struct {
 	OpenFiles atomic.Int64
 	// Evictions and EvictedBytes count files removed by purge or Evict;
 	// PurgeRuns counts purges that had something to do (counted when they
-	// end); LastPurgeNanos and LastPurgeFiles describe the latest one.
-	Evictions, EvictedBytes, PurgeRuns atomic.Int64
-	LastPurgeNanos, LastPurgeFiles     atomic.Int64
+	// end); LastPurgeNanos and LastPurgeFiles describe the latest one, of
+	// which LastPurgeSelectNanos went to choosing the victims (the rest to
+	// deleting them).
+	Evictions, EvictedBytes, PurgeRuns                   atomic.Int64
+	LastPurgeNanos, LastPurgeFiles, LastPurgeSelectNanos atomic.Int64
 	// ChecksumFailures counts complete files whose checksum differed from
 	// the origin's (the cached copy is dropped).
 	ChecksumFailures atomic.Int64
