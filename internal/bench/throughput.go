@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -115,11 +114,11 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) (*ThroughputResult, e
 	progress := func(format string, args ...any) { fmt.Fprintf(cfg.Progress, "bench: "+format+"\n", args...) }
 	data := filepath.Join(cfg.Dir, "origin")
 	progress("writing datasets under %s", data)
-	big, err := writeData(data, "big", 1, cfg.BigSize)
+	big, err := writeLoadFiles(data, "big", 1, cfg.BigSize)
 	if err != nil {
 		return nil, err
 	}
-	par, err := writeData(data, "par", cfg.ParFiles, cfg.ParSize)
+	par, err := writeLoadFiles(data, "par", cfg.ParFiles, cfg.ParSize)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +126,7 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) (*ThroughputResult, e
 	for _, n := range cfg.MemClients {
 		maxN = max(maxN, n)
 	}
-	mem, err := writeData(data, "mem", maxN+1, cfg.MemSize) // +1 for the warm-up
+	mem, err := writeLoadFiles(data, "mem", maxN+1, cfg.MemSize) // +1 for the warm-up
 	if err != nil {
 		return nil, err
 	}
@@ -276,46 +275,6 @@ func mapStrings(in []string, f func(string) string) []string {
 	return out
 }
 
-// writeData writes n files of size under dir/name (kept across runs when
-// already complete) and returns their paths on the origin.
-func writeData(dir, name string, n int, size int64) ([]string, error) {
-	sub := filepath.Join(dir, "bench", name)
-	if err := os.MkdirAll(sub, 0o755); err != nil {
-		return nil, err
-	}
-	var paths []string
-	buf := make([]byte, 1<<20)
-	for i := 0; i < n; i++ {
-		fn := fmt.Sprintf("f%03d.root", i)
-		p := filepath.Join(sub, fn)
-		paths = append(paths, "/bench/"+name+"/"+fn)
-		if st, err := os.Stat(p); err == nil && st.Size() == size {
-			continue
-		}
-		f, err := os.Create(p)
-		if err != nil {
-			return nil, err
-		}
-		r := rand.New(rand.NewPCG(uint64(i), uint64(size)))
-		for left := size; left > 0; {
-			k := min(int64(len(buf)), left)
-			for j := 0; j+8 <= len(buf); j += 8 {
-				v := r.Uint64()
-				buf[j], buf[j+1], buf[j+2], buf[j+3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
-				buf[j+4], buf[j+5], buf[j+6], buf[j+7] = byte(v>>32), byte(v>>40), byte(v>>48), byte(v>>56)
-			}
-			if _, err := f.Write(buf[:k]); err != nil {
-				f.Close()
-				return nil, err
-			}
-			left -= k
-		}
-		if err := f.Close(); err != nil {
-			return nil, err
-		}
-	}
-	return paths, xrdproc.GiveToServerUser(dir)
-}
 
 // xrdcpAll copies every file from base with one xrdcp process each, all at
 // once, to /dev/null, and returns the wall time in seconds.
