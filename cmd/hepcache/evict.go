@@ -8,14 +8,11 @@ import (
 
 	"github.com/hepcache/hepcache/internal/admin"
 	"github.com/hepcache/hepcache/internal/cache"
-	"github.com/hepcache/hepcache/internal/upstream"
 )
 
 func runEvict(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("evict", flag.ContinueOnError)
-	dir := fs.String("cache-dir", "", "cache directory (or use --config)")
-	cfgPath := fs.String("config", "", "config file to take cache.dir from")
-	originURL := fs.String("origin", "", "only this origin's copy; default: every origin's copy of PATH")
+	target := targetFlags(fs, "only this origin's copy; default: every origin's copy of PATH")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: hepcache evict [--cache-dir DIR] [--origin URL] PATH\n\nRemoves a file from the cache; safe while the server runs (it asks the server).\n\n")
 		fs.PrintDefaults()
@@ -27,15 +24,9 @@ func runEvict(ctx context.Context, args []string) error {
 		fs.Usage()
 		return errors.New("evict needs one PATH")
 	}
-	d, err := cacheDirFrom(*dir, *cfgPath)
+	d, o, err := target.resolve()
 	if err != nil {
 		return err
-	}
-	o := *originURL
-	if o != "" {
-		if o, err = upstream.Canonical(o); err != nil {
-			return err
-		}
 	}
 	infos, err := cache.Inspect(d, o, fs.Arg(0))
 	if err != nil {

@@ -16,9 +16,7 @@ import (
 
 func runInspect(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
-	dir := fs.String("cache-dir", "", "cache directory (or use --config)")
-	cfgPath := fs.String("config", "", "config file to take cache.dir from")
-	originURL := fs.String("origin", "", "only this origin (root://host:port); default: every origin holding the path")
+	target := targetFlags(fs, "only this origin (root://host:port); default: every origin holding the path")
 	summary := fs.Bool("summary", false, "summarise the whole cache instead of one path")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: hepcache inspect [--cache-dir DIR] [--origin URL] PATH\n       hepcache inspect [--cache-dir DIR] --summary\n\n")
@@ -27,7 +25,7 @@ func runInspect(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	d, err := cacheDirFrom(*dir, *cfgPath)
+	d, o, err := target.resolve()
 	if err != nil {
 		return err
 	}
@@ -42,12 +40,6 @@ func runInspect(ctx context.Context, args []string) error {
 	if fs.NArg() != 1 {
 		fs.Usage()
 		return errors.New("inspect needs one PATH (or --summary)")
-	}
-	o := *originURL
-	if o != "" {
-		if o, err = upstream.Canonical(o); err != nil {
-			return err
-		}
 	}
 	infos, err := cache.Inspect(d, o, fs.Arg(0))
 	if err != nil {
@@ -119,6 +111,33 @@ func fmtTime(t time.Time) string {
 		return "-"
 	}
 	return t.UTC().Format(time.RFC3339)
+}
+
+// cacheTarget holds the flags that name a cache directory and, optionally,
+// one origin, for the offline commands (inspect, evict).
+type cacheTarget struct {
+	dir, cfgPath, origin *string
+}
+
+func targetFlags(fs *flag.FlagSet, originHelp string) cacheTarget {
+	return cacheTarget{
+		dir:     fs.String("cache-dir", "", "cache directory (or use --config)"),
+		cfgPath: fs.String("config", "", "config file to take cache.dir from"),
+		origin:  fs.String("origin", "", originHelp),
+	}
+}
+
+// resolve returns the cache directory and the canonical origin ("" for all).
+func (t cacheTarget) resolve() (dir, origin string, err error) {
+	if dir, err = cacheDirFrom(*t.dir, *t.cfgPath); err != nil {
+		return "", "", err
+	}
+	if *t.origin != "" {
+		if origin, err = upstream.Canonical(*t.origin); err != nil {
+			return "", "", err
+		}
+	}
+	return dir, origin, nil
 }
 
 // cacheDirFrom takes the cache directory from a flag or a config file.
