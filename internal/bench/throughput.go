@@ -275,7 +275,6 @@ func mapStrings(in []string, f func(string) string) []string {
 	return out
 }
 
-
 // xrdcpAll copies every file from base with one xrdcp process each, all at
 // once, to /dev/null, and returns the wall time in seconds.
 func xrdcpAll(ctx context.Context, base string, files []string) (float64, error) {

@@ -503,3 +503,65 @@ func waitBlocks(tb testing.TB, c *Cache, n int64) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// slowOrigin delays every read, like a distant origin.
+type slowOrigin struct {
+	*origin.Mem
+	delay time.Duration
+}
+
+func (s *slowOrigin) Open(ctx context.Context, p string) (origin.File, error) {
+	f, err := s.Mem.Open(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return &slowFile{File: f, delay: s.delay}, nil
+}
+
+type slowFile struct {
+	origin.File
+	delay time.Duration
+}
+
+func (f *slowFile) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	time.Sleep(f.delay)
+	return f.File.ReadAt(ctx, p, off)
+}
+
+func TestPrefetchWindowWidensForSlowOrigin(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		max, want int
+	}{{"fixed", 0, 2}, {"widening", 16, 16}} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := origin.NewMem("mem://o")
+			data := randomData(71, 64*testBlock)
+			m.Put("/f", data, time.Now())
+			c := newTestCache(t, t.TempDir(), &slowOrigin{Mem: m, delay: 2 * time.Millisecond}, func(cfg *Config) {
+				cfg.Prefetch = 2
+				cfg.PrefetchMax = tc.max
+			})
+			f, err := c.Open(context.Background(), backend.Request{Path: "/f"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			buf := make([]byte, testBlock)
+			for off := int64(0); off < int64(len(data)); off += testBlock {
+				if _, err := f.ReadAt(context.Background(), buf, off); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(buf, data[off:off+testBlock]) {
+					t.Fatalf("bytes differ at %d", off)
+				}
+			}
+			e := f.(*handle).e
+			e.mu.Lock()
+			w := e.window
+			e.mu.Unlock()
+			if w != tc.want {
+				t.Fatalf("window %d after a sequential read of a slow origin, want %d", w, tc.want)
+			}
+		})
+	}
+}

@@ -61,6 +61,12 @@ type Config struct {
 	// Prefetch is the number of blocks fetched ahead of the reader while a
 	// file is open. Default 10; negative disables prefetch.
 	Prefetch int
+	// PrefetchMax is how far the read-ahead window of a file may widen when
+	// its reader keeps catching up with blocks still in flight (a
+	// high-latency origin needs more blocks in flight than a near one).
+	// Default Prefetch: a fixed window of Prefetch blocks, as XCache.
+	// FetchMemory bounds the bytes in flight in any case.
+	PrefetchMax int
 	// FetchMemory bounds the bytes in flight from origins, in bytes.
 	// Default 24 MiB. A quarter is reserved for demand reads. Raise it for
 	// fast high-latency origins (bytes in flight = bandwidth x RTT: 10
@@ -152,6 +158,9 @@ func (c *Config) EnsureDefaults() {
 	if c.Prefetch == 0 {
 		c.Prefetch = defaultPrefetch
 	}
+	if c.PrefetchMax == 0 {
+		c.PrefetchMax = max(c.Prefetch, 0)
+	}
 	if c.FetchMemory == 0 {
 		c.FetchMemory = defaultFetchMemory
 	}
@@ -218,6 +227,9 @@ func (c *Config) Validate() error {
 	case "adler32", "crc32c", "none":
 	default:
 		errs = append(errs, fmt.Errorf("verify checksum %q: want adler32, crc32c or none", c.VerifyChecksum))
+	}
+	if c.Prefetch > 0 && c.PrefetchMax < c.Prefetch {
+		errs = append(errs, fmt.Errorf("prefetch max %d: at least prefetch (%d)", c.PrefetchMax, c.Prefetch))
 	}
 	if c.Capacity < 0 {
 		errs = append(errs, fmt.Errorf("capacity %d: must not be negative", c.Capacity))

@@ -59,9 +59,11 @@ type entry struct {
 	unsynced []int
 	// fetches holds the in-flight fetch of each missing block.
 	fetches map[int]*fetch
-	// prefetching counts in-flight prefetch fetches; frontier is the
-	// furthest block a client asked for.
+	// prefetching counts in-flight prefetch fetches, at most window
+	// (Prefetch, widened up to PrefetchMax while readers catch up with
+	// it); frontier is the furthest block a client asked for.
 	prefetching int
+	window      int
 	frontier    int
 
 	// Guarded by Cache.mu.
@@ -189,6 +191,7 @@ func (e *entry) init(ctx context.Context, revalidate, noFetch bool) error {
 	e.present = side.Durable.Clone()
 	e.blockSums = make([]checksum.Sums, e.nblocks)
 	e.frontier = -1
+	e.window = c.cfg.Prefetch
 	e.initOK = true
 	c.index.opened(e.key, durableBytes(side), c.cfg.now())
 	if e.wasState == "miss" {
@@ -409,7 +412,7 @@ func (e *entry) schedulePrefetchLocked(b int) {
 		return
 	}
 	from := e.frontier + 1
-	for e.prefetching < e.c.cfg.Prefetch {
+	for e.prefetching < e.window {
 		nb := e.nextMissingLocked(from)
 		if nb < 0 {
 			return
@@ -491,6 +494,13 @@ func (e *entry) stream(ctx context.Context, h *handle, off, n int64, fn func([]b
 		} else {
 			f.waiters++
 			e.c.stats.CoalescedWaits.Add(1)
+			if f.prefetch && e.window < e.c.cfg.PrefetchMax {
+				// The reader caught up with read-ahead still in flight:
+				// the window does not cover the origin's latency. Widen it,
+				// as TCP widens its window (a high-latency origin needs
+				// more blocks in flight than a near one).
+				e.window = min(2*e.window, e.c.cfg.PrefetchMax)
+			}
 		}
 		ps := e.c.cfg.PieceSize
 		first, last := int((pos-bstart)/ps), int((segEnd-1-bstart)/ps)

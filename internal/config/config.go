@@ -105,6 +105,11 @@ type CacheConfig struct {
 	// Prefetch is how many blocks are read ahead while a file is open.
 	// Default 10; 0 turns prefetch off.
 	Prefetch int `toml:"prefetch"`
+	// PrefetchMax lets the read-ahead window of a file widen up to this
+	// many blocks while its reader keeps catching up with blocks in
+	// flight (high-latency origins). Default 0: same as prefetch, a fixed
+	// window as in XCache.
+	PrefetchMax int `toml:"prefetch_max"`
 	// FetchMemory bounds the bytes in flight from origins. Default 24M;
 	// raise it for fast high-latency origins (bandwidth x RTT).
 	FetchMemory Size `toml:"fetch_memory"`
@@ -209,6 +214,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Cache.Dir, "cache-dir", c.Cache.Dir, "cache directory (cache.dir)")
 	fs.Var(&c.Cache.BlockSize, "block-size", "cache block size (cache.block_size)")
 	fs.IntVar(&c.Cache.Prefetch, "prefetch", c.Cache.Prefetch, "blocks read ahead, 0 = off (cache.prefetch)")
+	fs.IntVar(&c.Cache.PrefetchMax, "prefetch-max", c.Cache.PrefetchMax, "widest read-ahead window in blocks, 0 = prefetch (cache.prefetch_max)")
 	fs.Var(&c.Cache.FetchMemory, "fetch-memory", "bound on bytes in flight from origins (cache.fetch_memory)")
 	fs.BoolVar(&c.Cache.CompleteAfterClose, "complete-after-close", c.Cache.CompleteAfterClose, "finish downloads after the last client closes (cache.complete_after_close)")
 	fs.StringVar(&c.Origin.Default, "origin", c.Origin.Default, "default origin, root://host:port or file:///dir (origin.default)")
@@ -265,6 +271,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Cache.Prefetch < 0 || c.Cache.Prefetch > 1024 {
 		bad("cache.prefetch", c.Cache.Prefetch, "0 (off) to 1024 blocks")
+	}
+	if c.Cache.PrefetchMax != 0 && (c.Cache.PrefetchMax < c.Cache.Prefetch || c.Cache.PrefetchMax > 1024) {
+		bad("cache.prefetch_max", c.Cache.PrefetchMax, fmt.Sprintf("0 (same as prefetch) or prefetch (%d) to 1024 blocks", c.Cache.Prefetch))
 	}
 	if c.Cache.FetchMemory < 4*c.Cache.PieceSize {
 		bad("cache.fetch_memory", c.Cache.FetchMemory, "at least 4 pieces")

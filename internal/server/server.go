@@ -126,6 +126,7 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 		BlockSize:          int64(cfg.Cache.BlockSize),
 		PieceSize:          int64(cfg.Cache.PieceSize),
 		Prefetch:           cfg.Cache.Prefetch,
+		PrefetchMax:        cfg.Cache.PrefetchMax,
 		FetchMemory:        int64(cfg.Cache.FetchMemory),
 		SyncInterval:       time.Duration(cfg.Cache.SyncInterval),
 		CompleteAfterClose: cfg.Cache.CompleteAfterClose,
