@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -563,5 +564,105 @@ func TestPrefetchWindowWidensForSlowOrigin(t *testing.T) {
 				t.Fatalf("window %d after a sequential read of a slow origin, want %d", w, tc.want)
 			}
 		})
+	}
+}
+
+// countingOrigin records the most origin reads in flight at once. Reads wait
+// (up to 2 s) until target reads are in flight, so a cache that sends them
+// together gets them answered at once, and one that sends them one by one
+// shows a low high-water mark.
+type countingOrigin struct {
+	*origin.Mem
+	target       int64
+	inflight, hi atomic.Int64
+	mu           sync.Mutex
+	release      chan struct{}
+}
+
+func (c *countingOrigin) reset(target int64) {
+	c.mu.Lock()
+	c.target, c.release = target, make(chan struct{})
+	c.mu.Unlock()
+	c.hi.Store(0)
+}
+
+func (c *countingOrigin) Open(ctx context.Context, p string) (origin.File, error) {
+	f, err := c.Mem.Open(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return &countingFile{File: f, o: c}, nil
+}
+
+type countingFile struct {
+	origin.File
+	o *countingOrigin
+}
+
+func (f *countingFile) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	o := f.o
+	n := o.inflight.Add(1)
+	defer o.inflight.Add(-1)
+	for {
+		h := o.hi.Load()
+		if n <= h || o.hi.CompareAndSwap(h, n) {
+			break
+		}
+	}
+	o.mu.Lock()
+	rel := o.release
+	if n >= o.target {
+		select {
+		case <-rel:
+		default:
+			close(rel)
+		}
+	}
+	o.mu.Unlock()
+	select {
+	case <-rel:
+	case <-time.After(2 * time.Second):
+	}
+	return f.File.ReadAt(ctx, p, off)
+}
+
+// TestLargeAndVectorReadsFetchBlocksTogether: a read spanning many missing
+// blocks, and a vector read with segments in many blocks, request all of
+// them at once instead of one block per round trip.
+func TestLargeAndVectorReadsFetchBlocksTogether(t *testing.T) {
+	m := origin.NewMem("mem://o")
+	data := randomData(73, 16*testBlock)
+	m.Put("/f", data, time.Now())
+	co := &countingOrigin{Mem: m}
+	co.reset(16) // 4 blocks of 4 pieces
+	c := newTestCache(t, t.TempDir(), co, nil) // prefetch off
+	f, err := c.Open(context.Background(), backend.Request{Path: "/f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 4*testBlock)
+	if _, err := f.ReadAt(context.Background(), buf, 0); err != nil || !bytes.Equal(buf, data[:4*testBlock]) {
+		t.Fatalf("large read: %v", err)
+	}
+	// 4 blocks of 4 pieces each: all 16 pieces in flight together.
+	if hi := co.hi.Load(); hi < 16 {
+		t.Fatalf("at most %d origin reads in flight for a 4-block read, want all 16 pieces at once", hi)
+	}
+	var segs []origin.Segment
+	for b := 5; b < 16; b += 2 {
+		segs = append(segs, origin.Segment{Offset: int64(b)*testBlock + 100, Buf: make([]byte, 50)})
+	}
+	co.reset(int64(4 * len(segs)))
+	if err := f.(*handle).ReadV(context.Background(), segs); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range segs {
+		if !bytes.Equal(s.Buf, data[s.Offset:s.Offset+50]) {
+			t.Fatalf("segment at %d differs", s.Offset)
+		}
+	}
+	if hi := co.hi.Load(); hi < int64(4*len(segs)) {
+		t.Fatalf("at most %d origin reads in flight for a vector read over %d blocks", hi, len(segs))
 	}
 }

@@ -453,6 +453,9 @@ func (e *entry) stream(ctx context.Context, h *handle, off, n int64, fn func([]b
 	retries := 0
 	pos := off
 	bs := e.c.cfg.BlockSize
+	if !h.req.NoFetch {
+		e.fetchRange(off, end)
+	}
 	for pos < end {
 		b := int(pos / bs)
 		bstart, blen := e.blockRange(b)
@@ -528,6 +531,29 @@ func (e *entry) stream(ctx context.Context, h *handle, off, n int64, fn func([]b
 		}
 	}
 	return done, nil
+}
+
+// maxReadBlocks is how many missing blocks of one read are requested from
+// the origin at once, up front.
+const maxReadBlocks = 64
+
+// fetchRange starts the fetch of every missing block of [off, end) (up to
+// maxReadBlocks) before the read waits for the first: a 4 MiB read of a cold
+// file then costs one round trip to the origin, not one per block.
+func (e *entry) fetchRange(off, end int64) {
+	if off >= end {
+		return
+	}
+	bs := e.c.cfg.BlockSize
+	first, last := int(off/bs), int((end-1)/bs)
+	last = min(last, first+maxReadBlocks-1)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for b := first; b <= last; b++ {
+		if f := e.fetches[b]; !e.present.Test(b) && (f == nil || f.failed.Load() != nil) {
+			e.startFetchLocked(b, false)
+		}
+	}
 }
 
 // retryErr marks a failed fetch that a reader may retry; cause is what the

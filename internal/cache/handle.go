@@ -116,3 +116,29 @@ func (h *handle) OSFile(off, n int64) (*os.File, bool) {
 	e.c.stats.BytesHit.Add(n)
 	return f, true
 }
+
+// ReadV serves a vector read (kXR_readv, ROOT's TTreeCache, uproot): the
+// missing blocks of every segment are requested from the origin first, so a
+// cold vector read costs about one origin round trip rather than one per
+// block. Each segment is filled completely or an error is returned.
+func (h *handle) ReadV(ctx context.Context, segs []origin.Segment) error {
+	e := h.e
+	if !h.req.NoFetch {
+		for _, s := range segs {
+			e.fetchRange(s.Offset, min(s.Offset+int64(len(s.Buf)), e.size))
+		}
+	}
+	for _, s := range segs {
+		n, err := h.ReadAt(ctx, s.Buf, s.Offset)
+		if err == io.EOF && n == len(s.Buf) {
+			err = nil
+		}
+		if err == nil && n < len(s.Buf) {
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil {
+			return fmt.Errorf("readv segment %d@%d of %s: %w", len(s.Buf), s.Offset, e.key, err)
+		}
+	}
+	return nil
+}
