@@ -634,7 +634,7 @@ func TestLargeAndVectorReadsFetchBlocksTogether(t *testing.T) {
 	data := randomData(73, 16*testBlock)
 	m.Put("/f", data, time.Now())
 	co := &countingOrigin{Mem: m}
-	co.reset(16) // 4 blocks of 4 pieces
+	co.reset(16)                               // 4 blocks of 4 pieces
 	c := newTestCache(t, t.TempDir(), co, nil) // prefetch off
 	f, err := c.Open(context.Background(), backend.Request{Path: "/f"})
 	if err != nil {
