@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/hepcache/hepcache/internal/realclient"
 	"image/png"
 	"io"
 	"log/slog"
@@ -236,16 +237,7 @@ func TestRing(t *testing.T) {
 // chromium returns the Debian chromium binary, failing in CI when missing.
 func chromium(tb testing.TB) string {
 	tb.Helper()
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		tb.Fatal("chromium not installed (CI=true: required; .ci/run installs it)")
-	}
-	tb.Skip("chromium not installed")
-	return ""
+	return realclient.Require(tb, "chromium") // Debian chromium
 }
 
 // runChromium runs headless Chromium with a fresh profile.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/hepcache/hepcache/internal/realclient"
 	"log/slog"
 	"net/http/httptest"
 	"os"
@@ -210,13 +211,7 @@ func TestExpositionFormat(t *testing.T) {
 		t.Errorf("func counter = %s; want 3", got)
 	}
 
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("promtool (Debian prometheus) not installed: %v", err)
-		}
-		t.Skipf("promtool not installed: %v", err)
-	}
+	promtool := realclient.Require(t, "promtool") // Debian prometheus
 	cmd := exec.Command(promtool, "check", "metrics")
 	cmd.Stdin = strings.NewReader(text)
 	out, err := cmd.CombinedOutput()

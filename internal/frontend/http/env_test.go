@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/hepcache/hepcache/internal/realclient"
 	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -124,17 +124,7 @@ func randomBytes(n int, seed uint64) []byte {
 // and skipping it elsewhere when it is missing.
 func requireTool(tb testing.TB, name string) string {
 	tb.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if _, serr := os.Stat(name); serr == nil {
-			return name
-		}
-		if os.Getenv("CI") == "true" {
-			tb.Fatalf("%s not installed: %v (CI=true: required; .ci/run installs it)", name, err)
-		}
-		tb.Skipf("%s not installed: %v", name, err)
-	}
-	return p
+	return realclient.Require(tb, name)
 }
 
 // run runs a real client with a clean environment and a time limit.
