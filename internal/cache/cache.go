@@ -78,6 +78,8 @@ type Cache struct {
 	// completion after close.
 	bg sync.WaitGroup
 
+	warns rateLimitedWarn
+
 	shutdownCh chan struct{}
 	wg         sync.WaitGroup
 	closeOnce  sync.Once

@@ -317,7 +317,7 @@ func (e *entry) syncLocked(recs []sidecar.Access) {
 			// The blocks stay readable from memory for this run but are not
 			// recorded: after a restart they are fetched again.
 			c.stats.SyncErrors.Add(1)
-			c.cfg.Logger.Warn("sync failed, blocks not recorded", "key", e.key.String(), "blocks", len(blocks), "err", err)
+			c.warn("sync failed, blocks not recorded", "key", e.key.String(), "blocks", len(blocks), "err", err)
 			blocks = nil
 		}
 	}
@@ -339,7 +339,7 @@ func (e *entry) syncLocked(recs []sidecar.Access) {
 func (e *entry) writeSidecarLocked() {
 	if err := disk.WriteFileAtomic(e.c.cfg.FS, e.c.metaPath(e.key), e.side.Marshal(), false); err != nil {
 		e.c.stats.SyncErrors.Add(1)
-		e.c.cfg.Logger.Warn("sidecar write failed", "key", e.key.String(), "err", err)
+		e.c.warn("sidecar write failed", "key", e.key.String(), "err", err)
 	}
 }
 

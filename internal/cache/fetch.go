@@ -152,7 +152,7 @@ func (e *entry) runFetch(f *fetch) {
 		// No room for the block: its pieces will fail to write and their
 		// readers are served from the fetched bytes (bypass). Purge may
 		// free space for the next blocks.
-		c.cfg.Logger.Warn("cannot allocate cache space", "key", e.key.String(), "block", f.block, "err", aerr)
+		c.warn("cannot allocate cache space", "key", e.key.String(), "block", f.block, "err", aerr)
 		c.kickPurge()
 	}
 	for i := range f.pieceCh {
@@ -194,7 +194,7 @@ func (e *entry) runFetch(f *fetch) {
 			<-c.diskWrites
 			if err != nil {
 				c.stats.WriteErrors.Add(1)
-				c.cfg.Logger.Warn("cache write failed, serving from origin", "key", e.key.String(), "off", poff, "err", err)
+				c.warn("cache write failed, serving from origin", "key", e.key.String(), "off", poff, "err", err)
 				f.bufs[i].Store(bp) // before pieceCh closes: waiters find it
 				fail(i, fmt.Errorf("%w: %w", errWriteFailed, err))
 			} else {
@@ -210,7 +210,7 @@ func (e *entry) runFetch(f *fetch) {
 		f.err = *p
 		c.stats.FetchErrors.Add(1)
 		if ctx.Err() == nil {
-			c.cfg.Logger.Warn("block fetch failed", "key", e.key.String(), "block", f.block, "err", f.err)
+			c.warn("block fetch failed", "key", e.key.String(), "block", f.block, "err", f.err)
 		}
 	}
 

@@ -91,3 +91,19 @@ func (p *passFile) Close() error {
 	}
 	return p.of.Close()
 }
+
+// ReadV forwards a vector read to the origin (kXR_readv for root://).
+func (p *passFile) ReadV(ctx context.Context, segs []origin.Segment) error {
+	ctx, cancel := context.WithTimeout(ctx, p.c.cfg.OriginTimeout)
+	defer cancel()
+	if err := p.of.ReadV(ctx, segs); err != nil {
+		return err
+	}
+	var n int64
+	for _, s := range segs {
+		n += int64(len(s.Buf))
+	}
+	p.read.Add(n)
+	p.c.stats.BytesBypassed.Add(n)
+	return nil
+}

@@ -3,10 +3,13 @@ package e2e
 import (
 	"crypto/sha256"
 	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/hepcache/hepcache/internal/config"
 	"github.com/hepcache/hepcache/internal/realclient"
 )
 
@@ -117,5 +120,42 @@ func TestXrdfsThroughCache(t *testing.T) {
 	r = realclient.Run(t, env, "xrdfs", s.url, "stat", "/store/dir/missing.root")
 	if r.Err == nil || !strings.Contains(string(r.Stderr)+string(r.Stdout), "[3011]") {
 		t.Fatalf("stat of a missing file: %s", r)
+	}
+}
+
+// TestFullDiskServesFromOrigin fills a real (tmpfs) file system under the
+// cache with a file larger than it while a client reads: the writes that
+// hit ENOSPC turn into origin reads, the client gets every byte right, and
+// the cache stays usable.
+func TestFullDiskServesFromOrigin(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small tmpfs needs root")
+	}
+	small := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=12m", "tmpfs", small).CombinedOutput(); err != nil {
+		t.Fatalf("mount tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", small).Run() })
+	data := t.TempDir()
+	const size = 40 << 20
+	want := writeFile(t, data, "store/big.root", size, 9)
+	s := startStack(t, data, func(c *config.Config) { c.Cache.Dir = small })
+	for pass := 0; pass < 2; pass++ {
+		if got := xrdcpSum(t, realclient.Env(), s.url+"//store/big.root"); got != want {
+			t.Fatalf("pass %d with a full cache disk: sha256 %s, want %s", pass, hex(got), hex(want))
+		}
+	}
+	st := s.srv.Cache().Stats()
+	if st.WriteErrors.Load() == 0 || st.BytesBypassed.Load() == 0 {
+		t.Fatalf("no write errors (%d) or bypassed bytes (%d) on a 12 MiB disk for a 40 MiB file",
+			st.WriteErrors.Load(), st.BytesBypassed.Load())
+	}
+	// A small file still caches after the big one is closed (and purged).
+	small2 := writeFile(t, data, "store/small.root", 1<<20, 10)
+	s.originBytes()
+	for pass := 0; pass < 2; pass++ {
+		if got := xrdcpSum(t, realclient.Env(), s.url+"//store/small.root"); got != small2 {
+			t.Fatalf("small file pass %d: sha256 %s", pass, hex(got))
+		}
 	}
 }
