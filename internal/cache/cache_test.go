@@ -63,6 +63,16 @@ func singleOrigin(o origin.Origin) origin.Resolver {
 	})
 }
 
+// openTest opens p through the cache, failing the test on error.
+func openTest(tb testing.TB, c *Cache, p string) backend.File {
+	tb.Helper()
+	f, err := c.Open(context.Background(), backend.Request{Path: p})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return f
+}
+
 func readAllVia(tb testing.TB, c *Cache, p string) []byte {
 	tb.Helper()
 	f, err := c.Open(context.Background(), backend.Request{Path: p})
@@ -213,10 +223,7 @@ func TestStreamThroughBeforeBlockCompletes(t *testing.T) {
 	m.Put("/f", data, time.Now())
 	g := &gatedOrigin{Mem: m, gateAt: testPiece, release: make(chan struct{})}
 	c := newTestCache(t, t.TempDir(), g, nil)
-	f, err := c.Open(context.Background(), backend.Request{Path: "/f"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := openTest(t, c, "/f")
 	defer f.Close()
 	first := make(chan []byte, 1)
 	done := make(chan error, 1)
@@ -257,10 +264,7 @@ func TestPartialResume(t *testing.T) {
 	data := randomData(11, 8*testBlock)
 	m.Put("/f", data, time.Now())
 	c := newTestCache(t, dir, m, nil)
-	f, err := c.Open(context.Background(), backend.Request{Path: "/f"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := openTest(t, c, "/f")
 	half := make([]byte, 4*testBlock)
 	if _, err := f.ReadAt(context.Background(), half, 0); err != nil {
 		t.Fatal(err)
@@ -290,10 +294,7 @@ func TestUnsyncedBlocksAreNotTrustedAfterCrash(t *testing.T) {
 	data := randomData(13, 4*testBlock)
 	m.Put("/f", data, time.Now())
 	c := newTestCache(t, dir, m, nil)
-	f, err := c.Open(context.Background(), backend.Request{Path: "/f"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := openTest(t, c, "/f")
 	buf := make([]byte, 2*testBlock)
 	if _, err := f.ReadAt(context.Background(), buf, 0); err != nil {
 		t.Fatal(err)
@@ -356,10 +357,7 @@ func TestOriginFailureThenRecovery(t *testing.T) {
 	data := randomData(19, 2*testBlock)
 	m.Put("/f", data, time.Now())
 	c := newTestCache(t, t.TempDir(), m, nil)
-	f, err := c.Open(context.Background(), backend.Request{Path: "/f"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := openTest(t, c, "/f")
 	defer f.Close()
 	m.Fail(fmt.Errorf("link down: %w", origin.ErrUnavailable))
 	buf := make([]byte, 100)
@@ -413,10 +411,7 @@ func TestPrefetchStopsAtCloseAndCompleteAfterClose(t *testing.T) {
 				cfg.Prefetch = 2
 				cfg.CompleteAfterClose = complete
 			})
-			f, err := c.Open(context.Background(), backend.Request{Path: "/f"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			f := openTest(t, c, "/f")
 			buf := make([]byte, 10)
 			if _, err := f.ReadAt(context.Background(), buf, 0); err != nil {
 				t.Fatal(err)
@@ -461,10 +456,7 @@ func TestOSFileOnlyForPresentBlocks(t *testing.T) {
 	data := randomData(61, 3*testBlock)
 	m.Put("/f", data, time.Now())
 	c := newTestCache(t, t.TempDir(), m, nil)
-	f, err := c.Open(context.Background(), backend.Request{Path: "/f"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := openTest(t, c, "/f")
 	defer f.Close()
 	osf := f.(backend.OSFiler)
 	if _, ok := osf.OSFile(0, 10); ok {
@@ -542,10 +534,7 @@ func TestPrefetchWindowWidensForSlowOrigin(t *testing.T) {
 				cfg.Prefetch = 2
 				cfg.PrefetchMax = tc.max
 			})
-			f, err := c.Open(context.Background(), backend.Request{Path: "/f"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			f := openTest(t, c, "/f")
 			defer f.Close()
 			buf := make([]byte, testBlock)
 			for off := int64(0); off < int64(len(data)); off += testBlock {
@@ -636,10 +625,7 @@ func TestLargeAndVectorReadsFetchBlocksTogether(t *testing.T) {
 	co := &countingOrigin{Mem: m}
 	co.reset(16)                               // 4 blocks of 4 pieces
 	c := newTestCache(t, t.TempDir(), co, nil) // prefetch off
-	f, err := c.Open(context.Background(), backend.Request{Path: "/f"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := openTest(t, c, "/f")
 	defer f.Close()
 	buf := make([]byte, 4*testBlock)
 	if _, err := f.ReadAt(context.Background(), buf, 0); err != nil || !bytes.Equal(buf, data[:4*testBlock]) {
