@@ -27,6 +27,8 @@ type Mem struct {
 	Reads atomic.Int64
 	// Opens counts successful Open calls.
 	Opens atomic.Int64
+	// Lookups counts Stat and Open calls, failed ones included.
+	Lookups atomic.Int64
 
 	// mu protects files, failErr, gate and sums.
 	mu      sync.Mutex
@@ -105,6 +107,7 @@ func (m *Mem) lookup(p string) (memFile, chan struct{}, error) {
 
 // Stat implements Origin.
 func (m *Mem) Stat(ctx context.Context, p string) (FileInfo, error) {
+	m.Lookups.Add(1)
 	f, _, err := m.lookup(p)
 	if err != nil {
 		if dir := m.isDir(p); dir {
@@ -129,6 +132,7 @@ func (m *Mem) isDir(p string) bool {
 
 // Open implements Origin.
 func (m *Mem) Open(ctx context.Context, p string) (File, error) {
+	m.Lookups.Add(1)
 	f, _, err := m.lookup(p)
 	if err != nil {
 		return nil, err

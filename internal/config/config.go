@@ -149,6 +149,13 @@ type OriginConfig struct {
 	// MaxHops is how many caches a request may have passed through
 	// (hc.via) before this one refuses it as a loop. Default 4.
 	MaxHops int `toml:"max_hops"`
+	// NotFoundTTL is how long an origin's "not found" (stat or open) is
+	// remembered, so repeated requests for a missing file do not reach the
+	// origin. Default 30s; "0s" turns negative caching off.
+	NotFoundTTL Duration `toml:"not_found_ttl"`
+	// NotFoundTTLByOrigin overrides NotFoundTTL per origin URL
+	// ("root://host:1094" = "5m"; "0s" turns it off for that origin).
+	NotFoundTTLByOrigin map[string]Duration `toml:"not_found_ttl_by_origin"`
 }
 
 // LogConfig is the [log] section.
@@ -167,7 +174,7 @@ func Default() *Config {
 		Cache: CacheConfig{BlockSize: 1 << 20, PieceSize: 128 << 10, Prefetch: 10,
 			FetchMemory: 24 << 20, SyncInterval: Duration(2e9)},
 		Space:    SpaceConfig{Watermarks: "0.90,0.95", PurgeInterval: Duration(30e9), VerifyChecksum: "adler32"},
-		Origin:   OriginConfig{Timeout: Duration(60e9), Connections: 4, MaxHops: 4},
+		Origin:   OriginConfig{Timeout: Duration(60e9), Connections: 4, MaxHops: 4, NotFoundTTL: Duration(30e9)},
 		Log:      LogConfig{Level: "info"},
 		Cluster:  defaultCluster(),
 		Security: SecurityConfig{ClockSkew: Duration(60e9)},
@@ -283,6 +290,14 @@ func (c *Config) Validate() error {
 	}
 	if p := c.Cache.LocalRedirect; p != "" && (!strings.HasPrefix(p, "/") || path.Clean(p) != p || strings.ContainsAny(p, "?#")) {
 		bad("cache.local_redirect", fmt.Sprintf("%q", p), "a clean absolute path (where clients see cache.dir/data), or empty for off")
+	}
+	if c.Origin.NotFoundTTL < 0 {
+		bad("origin.not_found_ttl", c.Origin.NotFoundTTL, "0s (off) or a positive duration")
+	}
+	for o, d := range c.Origin.NotFoundTTLByOrigin {
+		if d < 0 {
+			bad("origin.not_found_ttl_by_origin."+o, d, "0s (off) or a positive duration")
+		}
 	}
 	if c.Space.Capacity < 0 {
 		bad("space.capacity", c.Space.Capacity, "a size, e.g. 500G")

@@ -25,6 +25,7 @@ import (
 	httpfront "github.com/hepcache/hepcache/internal/frontend/http"
 	"github.com/hepcache/hepcache/internal/frontend/xrootd"
 	"github.com/hepcache/hepcache/internal/metrics"
+	"github.com/hepcache/hepcache/internal/notfound"
 	"github.com/hepcache/hepcache/internal/policy"
 	"github.com/hepcache/hepcache/internal/security"
 	"github.com/hepcache/hepcache/internal/upstream"
@@ -119,10 +120,18 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// Negative caching sits outside the metrics wrapper: the origin
+	// request metrics count only requests that reached an origin.
+	neg, err := notFoundResolver(cfg, s.metrics.WrapResolver(s.origins))
+	if err != nil {
+		return nil, err
+	}
+	s.metrics.CounterFunc("hepcache_origin_not_found_remembered_total", "Origin 'not found' answers remembered (negative caching).", neg.Stats().Remembered.Load)
+	s.metrics.CounterFunc("hepcache_origin_not_found_hits_total", "Stat and open requests answered 'not found' from memory, without the origin.", neg.Stats().Hits.Load)
 	low, high, _ := cfg.Space.ParseWatermarks()
 	ccfg := &cache.Config{
 		Dir:                cfg.Cache.Dir,
-		Origins:            s.metrics.WrapResolver(s.origins),
+		Origins:            neg,
 		BlockSize:          int64(cfg.Cache.BlockSize),
 		PieceSize:          int64(cfg.Cache.PieceSize),
 		Prefetch:           cfg.Cache.Prefetch,
@@ -376,6 +385,26 @@ func (s *Server) Close() error {
 // dialers creates origins per URL scheme. Origins get the cache's own
 // credential (cred), never a client's: the token only over TLS (https://,
 // ztn on roots://), the client certificate and CAs on every TLS origin.
+// notFoundResolver maps origin.not_found_ttl[_by_origin] onto negative
+// caching, where the config's "0s" means off.
+func notFoundResolver(cfg *config.Config, next origin.Resolver) (*notfound.Resolver, error) {
+	ttl := func(d config.Duration) time.Duration {
+		if d == 0 {
+			return -1
+		}
+		return time.Duration(d)
+	}
+	nc := &notfound.Config{TTL: ttl(cfg.Origin.NotFoundTTL), PerOrigin: map[string]time.Duration{}}
+	for raw, d := range cfg.Origin.NotFoundTTLByOrigin {
+		c, err := upstream.Canonical(raw)
+		if err != nil {
+			return nil, fmt.Errorf("origin.not_found_ttl_by_origin %q: %w", raw, err)
+		}
+		nc.PerOrigin[c] = ttl(d)
+	}
+	return notfound.New(nc, next)
+}
+
 func dialers(cfg *config.Config, log *slog.Logger, cred *security.OriginCredentials) map[string]upstream.DialFunc {
 	root := func(ctx context.Context, canonical string) (origin.Origin, error) {
 		return xrdorigin.New(&xrdorigin.Config{
