@@ -174,7 +174,7 @@ func Default() *Config {
 		Cache: CacheConfig{BlockSize: 1 << 20, PieceSize: 128 << 10, Prefetch: 10,
 			FetchMemory: 24 << 20, SyncInterval: Duration(2e9)},
 		Space:    SpaceConfig{Watermarks: "0.90,0.95", PurgeInterval: Duration(30e9), VerifyChecksum: "adler32"},
-		Origin:   OriginConfig{Timeout: Duration(60e9), Connections: 4, MaxHops: 4, NotFoundTTL: Duration(30e9)},
+		Origin:   OriginConfig{Timeout: Duration(60e9), Connections: 4, MaxHops: 4, NotFoundTTL: Duration(30e9), NotFoundTTLByOrigin: map[string]Duration{}},
 		Log:      LogConfig{Level: "info"},
 		Cluster:  defaultCluster(),
 		Security: SecurityConfig{ClockSkew: Duration(60e9)},
