@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/hepcache/hepcache/internal/admin"
 	"github.com/hepcache/hepcache/internal/cache"
 	"github.com/hepcache/hepcache/internal/config"
 	"github.com/hepcache/hepcache/internal/upstream"
@@ -18,8 +19,9 @@ func runInspect(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	target := targetFlags(fs, "only this origin (root://host:port); default: every origin holding the path")
 	summary := fs.Bool("summary", false, "summarise the whole cache instead of one path")
+	depth := fs.Int("depth", 2, "with --summary: group files by this many leading path components")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: hepcache inspect [--cache-dir DIR] [--origin URL] PATH\n       hepcache inspect [--cache-dir DIR] --summary\n\n")
+		fmt.Fprintf(fs.Output(), "usage: hepcache inspect [--cache-dir DIR] [--origin URL] PATH\n       hepcache inspect [--cache-dir DIR] --summary [--depth N]\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -30,11 +32,22 @@ func runInspect(ctx context.Context, args []string) error {
 		return err
 	}
 	if *summary {
-		s, err := cache.Summarize(d)
+		s, err := cache.Summarize(d, *depth)
 		if err != nil {
 			return err
 		}
 		printSummary(d, s)
+		// A running server adds what only it knows: quotas, opens and
+		// bytes served per directory.
+		if unlock, lerr := admin.Lock(d); lerr == nil {
+			unlock()
+		} else if errors.Is(lerr, admin.ErrLocked) {
+			sp, err := admin.GetSpace(d)
+			if err != nil {
+				return err
+			}
+			printLiveSpace(sp)
+		}
 		return nil
 	}
 	if fs.NArg() != 1 {
@@ -101,6 +114,39 @@ func printSummary(dir string, s cache.Summary) {
 		fmt.Fprintln(w, "origin\tfiles\tbytes")
 		for _, o := range s.Origins() {
 			fmt.Fprintf(w, "%s\t%d\t%d\n", o, s.ByOrigin[o].Files, s.ByOrigin[o].Bytes)
+		}
+		w.Flush()
+	}
+	if len(s.ByDir) > 0 {
+		fmt.Println()
+		w = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(w, "directory\tfiles\tbytes")
+		for _, d := range s.Dirs() {
+			fmt.Fprintf(w, "%s\t%d\t%d\n", d, s.ByDir[d].Files, s.ByDir[d].Bytes)
+		}
+		w.Flush()
+	}
+}
+
+func printLiveSpace(sp admin.Space) {
+	gib := func(b int64) string { return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30)) }
+	fmt.Printf("\nrunning server: used %s of %s (high %s, low %s), pinned %s\n",
+		gib(sp.Usage.Used), gib(sp.Usage.Total), gib(sp.Usage.High), gib(sp.Usage.Low), gib(sp.Usage.Pinned))
+	if len(sp.Quotas) > 0 {
+		fmt.Println()
+		w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(w, "quota	used	limit	high	low	files	evicted files	evicted bytes")
+		for _, q := range sp.Quotas {
+			fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", q.Prefix, q.Bytes, q.Limit, q.High, q.Low, q.Files, q.EvictedFiles, q.EvictedBytes)
+		}
+		w.Flush()
+	}
+	if len(sp.Dirs) > 0 {
+		fmt.Println("\nsince the server started, by directory:")
+		w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(w, "directory	files	bytes cached	opens hit/partial/miss	bytes served hit	miss	bypass")
+		for _, d := range sp.Dirs {
+			fmt.Fprintf(w, "%s\t%d\t%d\t%d/%d/%d\t%d\t%d\t%d\n", d.Dir, d.Files, d.Bytes, d.Hits, d.Partial, d.Misses, d.BytesHit, d.BytesMissed, d.BytesBypassed)
 		}
 		w.Flush()
 	}

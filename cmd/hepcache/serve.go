@@ -38,7 +38,8 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	// SIGHUP re-reads the TLS certificate, CAs and vomsdir.
+	// SIGHUP re-reads the TLS certificate, CAs and vomsdir, and the config
+	// file's space, quota and limits settings.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -50,7 +51,12 @@ func runServe(ctx context.Context, args []string) error {
 			case <-done:
 				return
 			case <-hup:
-				if err := s.Reload(); err != nil {
+				next, err := loadServeConfig(args)
+				if err != nil {
+					log.Error("reload on SIGHUP: cannot read the configuration; reloading only certificates", "err", err)
+					next = nil
+				}
+				if err := s.Reload(next); err != nil {
 					log.Error("reload on SIGHUP failed; keeping what was loaded before", "err", err)
 				} else {
 					log.Info("reloaded on SIGHUP")

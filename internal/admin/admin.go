@@ -64,6 +64,7 @@ func Listen(c *cache.Cache) (*Server, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /evict", s.evict)
 	mux.HandleFunc("GET /usage", s.usage)
+	mux.HandleFunc("GET /space", s.space)
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go s.srv.Serve(ln)
 	return s, nil
@@ -96,6 +97,41 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	json.NewEncoder(w).Encode(u)
+}
+
+// Space is a running cache's occupancy, quotas and directory statistics.
+type Space struct {
+	Usage  cache.Usage
+	Quotas []cache.QuotaUsage
+	Dirs   []cache.DirStat
+}
+
+func (s *Server) space(w http.ResponseWriter, r *http.Request) {
+	u, err := s.c.Usage()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	json.NewEncoder(w).Encode(Space{Usage: u, Quotas: s.c.Quotas(), Dirs: s.c.DirStats()})
+}
+
+// GetSpace asks the server running on dir for its occupancy, quotas and
+// directory statistics.
+func GetSpace(dir string) (Space, error) {
+	var sp Space
+	resp, err := client(dir).Get("http://admin/space")
+	if err != nil {
+		return sp, fmt.Errorf("admin socket: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return sp, fmt.Errorf("space: %s", b)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&sp); err != nil {
+		return sp, fmt.Errorf("space: %w", err)
+	}
+	return sp, nil
 }
 
 func client(dir string) *http.Client {

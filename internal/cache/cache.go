@@ -66,6 +66,8 @@ type Cache struct {
 	dirty map[*entry]struct{}
 
 	index *index
+	// rules are the space settings in force (SetSpace replaces them).
+	rules atomic.Pointer[spaceRules]
 	// purgeKick wakes the purger; purgeMu serialises purges.
 	purgeKick   chan struct{}
 	purgeMu     sync.Mutex
@@ -105,17 +107,19 @@ func New(cfg *Config) (*Cache, error) {
 		files:      map[Key]*entry{},
 		closing:    map[Key]chan struct{}{},
 		dirty:      map[*entry]struct{}{},
-		index:      newIndex(),
+		index:      newIndex(rulesOf(&c), c.DirStatsDepth, c.DirStatsMax),
 		diskWrites: make(chan struct{}, maxDiskWriters),
 		purgeKick:  make(chan struct{}, 1),
 		shutdownCh: make(chan struct{}),
 	}
+	ca.rules.Store(ca.index.rules)
 	ca.ctx, ca.cancel = context.WithCancel(context.Background())
 	start := c.now()
 	if err := ca.loadIndex(); err != nil {
 		return nil, fmt.Errorf("rebuild cache index: %w", err)
 	}
 	files, bytes := ca.index.totals()
+	ca.Usage() // the capacity share quotas refer to
 	c.Logger.Info("cache index rebuilt", "files", files, "bytes", bytes, "took", c.now().Sub(start).Round(time.Millisecond))
 	ca.pieces = bufpool.New(int(c.PieceSize), int(c.FetchMemory/c.PieceSize))
 	ca.bufs.New = func() any { b := make([]byte, readBufSize); return &b }

@@ -42,6 +42,13 @@ const (
 	// defaultPurgeInterval is how often usage is re-checked besides the
 	// checks triggered by writes (file-system mode, age purge).
 	defaultPurgeInterval = 30 * time.Second
+	// defaultDirStatsDepth groups per-directory statistics by the first
+	// two path components (/store/mc, /store/data, /store/user): the
+	// level at which CMS and ATLAS namespaces split by activity.
+	defaultDirStatsDepth = 2
+	// defaultDirStatsMax keeps the per-directory metrics at a cardinality
+	// Prometheus handles without notice.
+	defaultDirStatsMax = 1000
 )
 
 // Config configures a Cache. Use DefaultConfig and change what you need.
@@ -103,6 +110,25 @@ type Config struct {
 	// MaxFiles bounds the number of cached files (inodes run out before
 	// bytes with many small files). Zero (default): no limit.
 	MaxFiles int
+	// Quotas partition the space between path prefixes (a multi-VO site):
+	// the files under a quota are purged, least recently used first,
+	// within the quota's own watermarks before the global purge runs. A
+	// file counts against the quota with the longest matching prefix.
+	// Default none.
+	Quotas []Quota
+	// Pin lists path prefixes whose files are never evicted by purge (an
+	// admin's Evict still removes them). Pinned bytes count towards the
+	// usage; if they alone pass the high watermark, purge can not get
+	// under it and says so. Default none.
+	Pin []string
+	// DirStatsDepth is how many leading path components name a directory
+	// in the per-directory statistics (cached bytes and files, opens,
+	// bytes served): 2 groups /store/mc/... under /store/mc. Default 2;
+	// negative turns the statistics off.
+	DirStatsDepth int
+	// DirStatsMax bounds the directories tracked (metrics cardinality);
+	// further ones are counted under "(other)". Default 1000.
+	DirStatsMax int
 	// Policy holds the namespace and name-mapping rules. Nil: cache every
 	// path as it is, immutable.
 	Policy *policy.Policy
@@ -134,6 +160,22 @@ type Config struct {
 	now func() time.Time
 	// statfs measures the file system; a test seam.
 	statfs func(dir string) (total, used int64, err error)
+}
+
+// Quota is the space allowed to the files under one path prefix.
+type Quota struct {
+	// Prefix is an absolute path prefix of the cached path ("/store/user/";
+	// the path after name mapping, which is the client's path unless
+	// [[map]] rules rewrite it).
+	Prefix string
+	// Size is the quota in bytes; or Share, a fraction of the cache's
+	// capacity (0 < Share <= 1). Exactly one of the two is set.
+	Size  int64
+	Share float64
+	// HighWatermark and LowWatermark are fractions of the quota (or byte
+	// counts, if above 1). Default: the cache's watermarks when those are
+	// fractions, else 0.95 and 0.90.
+	HighWatermark, LowWatermark float64
 }
 
 // DefaultConfig returns a Config with every default filled in, except the
@@ -191,6 +233,27 @@ func (c *Config) EnsureDefaults() {
 	if c.PurgeInterval == 0 {
 		c.PurgeInterval = defaultPurgeInterval
 	}
+	for i := range c.Quotas {
+		q := &c.Quotas[i]
+		if q.HighWatermark == 0 {
+			q.HighWatermark = defaultHighWatermark
+			if c.HighWatermark <= 1 {
+				q.HighWatermark = c.HighWatermark
+			}
+		}
+		if q.LowWatermark == 0 {
+			q.LowWatermark = defaultLowWatermark
+			if c.LowWatermark <= 1 {
+				q.LowWatermark = c.LowWatermark
+			}
+		}
+	}
+	if c.DirStatsDepth == 0 {
+		c.DirStatsDepth = defaultDirStatsDepth
+	}
+	if c.DirStatsMax == 0 {
+		c.DirStatsMax = defaultDirStatsMax
+	}
 	if c.now == nil {
 		c.now = time.Now
 	}
@@ -245,6 +308,10 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxAge < 0 || c.MaxFiles < 0 || c.PurgeInterval < 0 {
 		errs = append(errs, fmt.Errorf("max age %v, max files %d, purge interval %v: must not be negative", c.MaxAge, c.MaxFiles, c.PurgeInterval))
+	}
+	errs = append(errs, validSpaceRules(c.Quotas, c.Pin)...)
+	if c.DirStatsMax < 0 {
+		errs = append(errs, fmt.Errorf("dir stats max %d: must not be negative", c.DirStatsMax))
 	}
 	if c.OriginTimeout < 0 {
 		errs = append(errs, fmt.Errorf("origin timeout %v: must not be negative", c.OriginTimeout))

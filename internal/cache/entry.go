@@ -281,7 +281,7 @@ func (e *entry) blockRange(b int) (off, n int64) {
 // checksums of its bytes.
 func (e *entry) blockWritten(b int, sums checksum.Sums) (complete bool) {
 	_, n := e.blockRange(b)
-	e.c.noteGrowth(e.c.index.grow(e.key, n), n)
+	e.c.grew(e.key, n)
 	e.mu.Lock()
 	e.present.Set(b)
 	e.blockSums[b] = sums

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -9,8 +10,12 @@ import (
 // index is the in-memory catalogue of every cached file: bytes on disk,
 // last access and whether clients have it open, kept in least-recently-used
 // order. Purge takes victims from the tail, so evicting k files costs O(k)
-// (plus the open files it skips), never a walk of the cache tree. It is
-// rebuilt from the sidecars at start-up.
+// (plus the open and pinned files it skips), never a walk of the cache tree.
+// It is rebuilt from the sidecars at start-up.
+//
+// Files under a quota are also on their quota's own LRU list, so a quota is
+// purged in O(files evicted) as well. The index also keeps the
+// per-directory totals (dirstats.go).
 type index struct {
 	// mu protects everything below.
 	mu    sync.Mutex
@@ -18,6 +23,16 @@ type index struct {
 	// head is the most recently used item, tail the least.
 	head, tail *item
 	bytes      int64
+	// rules classify items into quota groups and pins; groups are the
+	// quotas' lists, in the order of rules.quotas.
+	rules  *spaceRules
+	groups []*group
+	// pinnedBytes is the size of the pinned items.
+	pinnedBytes int64
+	// total is the cache's capacity as last measured (Usage), which share
+	// quotas are fractions of.
+	total int64
+	dirs        dirTable
 }
 
 type item struct {
@@ -26,9 +41,77 @@ type item struct {
 	lastAccess time.Time
 	open       int
 	prev, next *item
+
+	// grp is the item's quota (nil: none), with its links in grp's list.
+	grp          *group
+	gprev, gnext *item
+	pinned       bool
+	// dir is the item's per-directory aggregate (nil: statistics off).
+	dir *dirStat
 }
 
-func newIndex() *index { return &index{items: map[Key]*item{}} }
+// group is the set of items under one quota.
+type group struct {
+	quota        Quota
+	bytes        int64
+	files        int
+	head, tail   *item
+	evictedFiles int64
+	evictedBytes int64
+}
+
+func newIndex(r *spaceRules, dirDepth, dirMax int) *index {
+	x := &index{items: map[Key]*item{}}
+	x.dirs.init(dirDepth, dirMax)
+	x.setRulesLocked(r)
+	return x
+}
+
+// setRules replaces the quotas and pins (a configuration reload) and
+// reclassifies every item, keeping the LRU order within each quota.
+func (x *index) setRules(r *spaceRules) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.setRulesLocked(r)
+}
+
+func (x *index) setRulesLocked(r *spaceRules) {
+	old := map[string]*group{}
+	for _, g := range x.groups {
+		old[g.quota.Prefix] = g
+	}
+	x.rules = r
+	x.groups = make([]*group, len(r.quotas))
+	for i, q := range r.quotas {
+		g := &group{quota: q}
+		if o := old[q.Prefix]; o != nil { // keep the eviction counters
+			g.evictedFiles, g.evictedBytes = o.evictedFiles, o.evictedBytes
+		}
+		x.groups[i] = g
+	}
+	x.pinnedBytes = 0
+	// From the least recently used up, so that pushing to the front of each
+	// group's list rebuilds it in LRU order.
+	for it := x.tail; it != nil; it = it.prev {
+		it.grp, it.gprev, it.gnext = nil, nil, nil
+		x.classifyLocked(it)
+	}
+}
+
+// classifyLocked puts a new item into its quota group and pin state.
+func (x *index) classifyLocked(it *item) {
+	if i := x.rules.quotaOf(it.key.Path); i >= 0 {
+		g := x.groups[i]
+		it.grp = g
+		g.bytes += it.bytes
+		g.files++
+		g.pushFront(it)
+	}
+	it.pinned = x.rules.pinned(it.key.Path)
+	if it.pinned {
+		x.pinnedBytes += it.bytes
+	}
+}
 
 func (x *index) unlinkLocked(it *item) {
 	if it.prev != nil {
@@ -55,6 +138,64 @@ func (x *index) pushFrontLocked(it *item) {
 	}
 }
 
+// moveFrontLocked makes it the most recently used, in its quota too.
+func (x *index) moveFrontLocked(it *item) {
+	x.unlinkLocked(it)
+	x.pushFrontLocked(it)
+	if it.grp != nil {
+		it.grp.unlink(it)
+		it.grp.pushFront(it)
+	}
+}
+
+func (g *group) unlink(it *item) {
+	if it.gprev != nil {
+		it.gprev.gnext = it.gnext
+	} else {
+		g.head = it.gnext
+	}
+	if it.gnext != nil {
+		it.gnext.gprev = it.gprev
+	} else {
+		g.tail = it.gprev
+	}
+	it.gprev, it.gnext = nil, nil
+}
+
+func (g *group) pushFront(it *item) {
+	it.gnext = g.head
+	if g.head != nil {
+		g.head.gprev = it
+	}
+	g.head = it
+	if g.tail == nil {
+		g.tail = it
+	}
+}
+
+// addLocked inserts a new item at the front.
+func (x *index) addLocked(it *item) {
+	x.items[it.key] = it
+	x.bytes += it.bytes
+	x.pushFrontLocked(it)
+	x.classifyLocked(it)
+	it.dir = x.dirs.of(it.key.Path)
+	x.dirs.add(it.dir, 1, it.bytes)
+}
+
+// addBytesLocked changes it's size by n everywhere it is counted.
+func (x *index) addBytesLocked(it *item, n int64) {
+	it.bytes += n
+	x.bytes += n
+	if it.grp != nil {
+		it.grp.bytes += n
+	}
+	if it.pinned {
+		x.pinnedBytes += n
+	}
+	x.dirs.add(it.dir, 0, n)
+}
+
 // load adds items found at start-up; call sortLoaded when done.
 func (x *index) load(k Key, bytes int64, lastAccess time.Time) {
 	x.mu.Lock()
@@ -62,13 +203,10 @@ func (x *index) load(k Key, bytes int64, lastAccess time.Time) {
 	if _, ok := x.items[k]; ok {
 		return
 	}
-	it := &item{key: k, bytes: bytes, lastAccess: lastAccess}
-	x.items[k] = it
-	x.bytes += bytes
-	x.pushFrontLocked(it)
+	x.addLocked(&item{key: k, bytes: bytes, lastAccess: lastAccess})
 }
 
-// sortLoaded orders the list by last access after a bulk load.
+// sortLoaded orders the lists by last access after a bulk load.
 func (x *index) sortLoaded() {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -78,9 +216,16 @@ func (x *index) sortLoaded() {
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].lastAccess.After(all[j].lastAccess) })
 	x.head, x.tail = nil, nil
+	for _, g := range x.groups {
+		g.head, g.tail = nil, nil
+	}
 	for i := len(all) - 1; i >= 0; i-- {
-		all[i].prev, all[i].next = nil, nil
-		x.pushFrontLocked(all[i])
+		it := all[i]
+		it.prev, it.next, it.gprev, it.gnext = nil, nil, nil, nil
+		x.pushFrontLocked(it)
+		if it.grp != nil {
+			it.grp.pushFront(it)
+		}
 	}
 }
 
@@ -91,14 +236,12 @@ func (x *index) opened(k Key, bytes int64, now time.Time) {
 	it := x.items[k]
 	if it == nil {
 		it = &item{key: k, bytes: bytes}
-		x.items[k] = it
-		x.bytes += bytes
+		x.addLocked(it)
 	} else {
-		x.unlinkLocked(it)
+		x.moveFrontLocked(it)
 	}
 	it.open++
 	it.lastAccess = now
-	x.pushFrontLocked(it)
 }
 
 // closed records the end of an access.
@@ -113,8 +256,7 @@ func (x *index) closed(k Key, now time.Time) {
 		it.open--
 	}
 	it.lastAccess = now
-	x.unlinkLocked(it)
-	x.pushFrontLocked(it)
+	x.moveFrontLocked(it)
 }
 
 // touch records a use of k that is not an open (a client redirected to
@@ -127,19 +269,21 @@ func (x *index) touch(k Key, now time.Time) {
 		return
 	}
 	it.lastAccess = now
-	x.unlinkLocked(it)
-	x.pushFrontLocked(it)
+	x.moveFrontLocked(it)
 }
 
-// grow adds n bytes to k (a block was written) and returns the total.
-func (x *index) grow(k Key, n int64) int64 {
+// grow adds n bytes to k (a block was written). It returns the cache's
+// total and whether k's quota has passed its high watermark.
+func (x *index) grow(k Key, n int64) (total int64, quotaFull bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if it := x.items[k]; it != nil {
-		it.bytes += n
-		x.bytes += n
+		x.addBytesLocked(it, n)
+		if g := it.grp; g != nil {
+			quotaFull = g.bytes > x.quotaHighLocked(g.quota)
+		}
 	}
-	return x.bytes
+	return x.bytes, quotaFull
 }
 
 // setBytes corrects k's size (e.g. after the cached copy was reset).
@@ -147,8 +291,7 @@ func (x *index) setBytes(k Key, n int64) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if it := x.items[k]; it != nil {
-		x.bytes += n - it.bytes
-		it.bytes = n
+		x.addBytesLocked(it, n-it.bytes)
 	}
 }
 
@@ -163,7 +306,26 @@ func (x *index) remove(k Key) int64 {
 	x.unlinkLocked(it)
 	delete(x.items, k)
 	x.bytes -= it.bytes
+	if g := it.grp; g != nil {
+		g.unlink(it)
+		g.bytes -= it.bytes
+		g.files--
+	}
+	if it.pinned {
+		x.pinnedBytes -= it.bytes
+	}
+	x.dirs.add(it.dir, -1, -it.bytes)
 	return it.bytes
+}
+
+// evicted counts an eviction against k's quota; call before remove.
+func (x *index) evicted(k Key) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if it := x.items[k]; it != nil && it.grp != nil {
+		it.grp.evictedFiles++
+		it.grp.evictedBytes += it.bytes
+	}
 }
 
 func (x *index) totals() (files int, bytes int64) {
@@ -172,9 +334,9 @@ func (x *index) totals() (files int, bytes int64) {
 	return len(x.items), x.bytes
 }
 
-// victims returns closed items from the least recently used end until their
-// bytes reach needBytes and count reaches needFiles, plus every closed item
-// last accessed before olderThan (zero: none).
+// victims returns closed, unpinned items from the least recently used end
+// until their bytes reach needBytes and count reaches needFiles, plus every
+// such item last accessed before olderThan (zero: none).
 func (x *index) victims(needBytes int64, needFiles int, olderThan time.Time) []Key {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -185,11 +347,35 @@ func (x *index) victims(needBytes int64, needFiles int, olderThan time.Time) []K
 		if got >= needBytes && len(out) >= needFiles && !old {
 			break
 		}
-		if it.open > 0 {
+		if it.open > 0 || it.pinned {
 			continue
 		}
 		out = append(out, it.key)
 		got += it.bytes
+	}
+	return out
+}
+
+// quotaVictims returns, for every quota over its high watermark, its
+// closed and unpinned items from the least recently used end until the
+// quota would be under its low watermark.
+func (x *index) quotaVictims() []Key {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var out []Key
+	for _, g := range x.groups {
+		if g.bytes <= x.quotaHighLocked(g.quota) {
+			continue
+		}
+		need := g.bytes - x.quotaLowLocked(g.quota)
+		var got int64
+		for it := g.tail; it != nil && got < need; it = it.gprev {
+			if it.open > 0 || it.pinned {
+				continue
+			}
+			out = append(out, it.key)
+			got += it.bytes
+		}
 	}
 	return out
 }
@@ -203,6 +389,16 @@ func (x *index) lookup(k Key) (item, bool) {
 		return item{}, false
 	}
 	c := *it
-	c.prev, c.next = nil, nil
+	c.prev, c.next, c.gprev, c.gnext, c.grp, c.dir = nil, nil, nil, nil, nil, nil
 	return c, true
+}
+
+// hasPathPrefix reports whether p is prefix or lies under it, on whole path
+// components ("/store/user" covers "/store/user/x", not "/store/username").
+func hasPathPrefix(p, prefix string) bool {
+	prefix = strings.TrimSuffix(prefix, "/")
+	if prefix == "" {
+		return true
+	}
+	return p == prefix || strings.HasPrefix(p, prefix) && p[len(prefix)] == '/'
 }

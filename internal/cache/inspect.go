@@ -69,6 +69,10 @@ type Summary struct {
 	Files, Complete, Partial, Corrupt int
 	Bytes                             int64
 	ByOrigin                          map[string]OriginSummary
+	// ByDir groups the files by their first DirDepth path components
+	// (DirDepth 0: not grouped).
+	ByDir                             map[string]OriginSummary
+	DirDepth                          int
 	OldestAccess, NewestAccess        time.Time
 	ChecksumVerified, ChecksumOnly    int
 }
@@ -79,9 +83,10 @@ type OriginSummary struct {
 	Bytes int64
 }
 
-// Summarize walks the sidecars of dir (read-only, safe while serving).
-func Summarize(dir string) (Summary, error) {
-	s := Summary{ByOrigin: map[string]OriginSummary{}}
+// Summarize walks the sidecars of dir (read-only, safe while serving),
+// grouping files by their first dirDepth path components as well (0: not).
+func Summarize(dir string, dirDepth int) (Summary, error) {
+	s := Summary{ByOrigin: map[string]OriginSummary{}, ByDir: map[string]OriginSummary{}, DirDepth: dirDepth}
 	root := filepath.Join(dir, "meta")
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -116,6 +121,13 @@ func Summarize(dir string) (Summary, error) {
 		o.Files++
 		o.Bytes += b
 		s.ByOrigin[in.Origin] = o
+		if dirDepth > 0 {
+			d := dirOf(in.Path, dirDepth)
+			ds := s.ByDir[d]
+			ds.Files++
+			ds.Bytes += b
+			s.ByDir[d] = ds
+		}
 		if s.OldestAccess.IsZero() || in.LastAccess.Before(s.OldestAccess) {
 			s.OldestAccess = in.LastAccess
 		}
@@ -128,10 +140,15 @@ func Summarize(dir string) (Summary, error) {
 }
 
 // Origins returns the origins of a summary, sorted.
-func (s Summary) Origins() []string {
-	out := make([]string, 0, len(s.ByOrigin))
-	for o := range s.ByOrigin {
-		out = append(out, o)
+func (s Summary) Origins() []string { return sortedKeys(s.ByOrigin) }
+
+// Dirs returns the directories of a summary, sorted.
+func (s Summary) Dirs() []string { return sortedKeys(s.ByDir) }
+
+func sortedKeys(m map[string]OriginSummary) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
 	}
 	sort.Strings(out)
 	return out

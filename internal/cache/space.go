@@ -19,6 +19,8 @@ var ErrBusy = errors.New("cache: file is open")
 
 // Usage describes how full the cache is.
 type Usage struct {
+	// Pinned is the size of the pinned files, which purge never evicts.
+	Pinned int64
 	// Total is the capacity in bytes: the configured capacity, or the size
 	// of the file system holding the cache.
 	Total int64
@@ -53,7 +55,11 @@ func watermark(v float64, total int64) int64 {
 // Usage returns the current occupancy.
 func (c *Cache) Usage() (Usage, error) {
 	var u Usage
+	r := c.rules.Load()
 	u.Files, u.Bytes = c.index.totals()
+	c.index.mu.Lock()
+	u.Pinned = c.index.pinnedBytes
+	c.index.mu.Unlock()
 	if c.cfg.Capacity > 0 {
 		u.Total, u.Used = c.cfg.Capacity, u.Bytes
 	} else {
@@ -63,16 +69,27 @@ func (c *Cache) Usage() (Usage, error) {
 		}
 		u.Total, u.Used = t, used
 	}
-	u.High = watermark(c.cfg.HighWatermark, u.Total)
-	u.Low = watermark(c.cfg.LowWatermark, u.Total)
+	u.High = watermark(r.high, u.Total)
+	u.Low = watermark(r.low, u.Total)
+	c.index.setTotal(u.Total)
 	return u, nil
+}
+
+// grew records that n bytes of k were written to the cache.
+func (c *Cache) grew(k Key, n int64) {
+	total, quotaFull := c.index.grow(k, n)
+	if quotaFull {
+		c.kickPurge()
+		return
+	}
+	c.noteGrowth(total, n)
 }
 
 // noteGrowth is called after bytes were added to the cache; it wakes the
 // purger as soon as usage may have crossed the high watermark.
 func (c *Cache) noteGrowth(total int64, n int64) {
 	if c.cfg.Capacity > 0 {
-		if total > watermark(c.cfg.HighWatermark, c.cfg.Capacity) {
+		if total > watermark(c.rules.Load().high, c.cfg.Capacity) {
 			c.kickPurge()
 		}
 		return
@@ -113,29 +130,45 @@ func (c *Cache) purgeLoop() {
 func (c *Cache) Purge() (files int, bytes int64) {
 	c.purgeMu.Lock()
 	defer c.purgeMu.Unlock()
+	r := c.rules.Load()
 	u, err := c.Usage()
 	if err != nil {
 		c.cfg.Logger.Warn("purge: cannot measure usage", "err", err)
 		return 0, 0
+	}
+	// Quotas first, within their own watermarks: a VO over its share makes
+	// room from its own files before anyone else's are considered.
+	if qv := c.index.quotaVictims(); len(qv) > 0 {
+		start := time.Now()
+		qf, qb := c.evictAll(qv)
+		files, bytes = files+qf, bytes+qb
+		c.cfg.Logger.Info("purge: quotas", "evicted_files", qf, "evicted_bytes", qb, "took", time.Since(start).Round(time.Millisecond))
+		if u, err = c.Usage(); err != nil {
+			c.cfg.Logger.Warn("purge: cannot measure usage", "err", err)
+			return files, bytes
+		}
 	}
 	var needBytes int64
 	if u.Used > u.High {
 		needBytes = u.Used - u.Low
 	}
 	needFiles := 0
-	if max := c.cfg.MaxFiles; max > 0 && u.Files > max {
-		low := int(float64(max) * c.cfg.LowWatermark / c.cfg.HighWatermark)
-		if c.cfg.HighWatermark > 1 { // absolute watermarks: keep 90 % of the files
+	if max := r.maxFiles; max > 0 && u.Files > max {
+		low := int(float64(max) * r.low / r.high)
+		if r.high > 1 { // absolute watermarks: keep 90 % of the files
 			low = max * 9 / 10
 		}
 		needFiles = u.Files - low
 	}
 	var older time.Time
-	if c.cfg.MaxAge > 0 {
-		older = c.cfg.now().Add(-c.cfg.MaxAge)
+	if r.maxAge > 0 {
+		older = c.cfg.now().Add(-r.maxAge)
 	}
 	if needBytes <= 0 && needFiles <= 0 && older.IsZero() {
-		return 0, 0
+		return files, bytes
+	}
+	if needBytes > 0 && u.Pinned > u.High {
+		c.warn("purge cannot get under the high watermark", "pinned_bytes", u.Pinned, "high", u.High, "err", errPinnedOverHigh)
 	}
 	start := time.Now()
 	defer func() {
@@ -145,7 +178,17 @@ func (c *Cache) Purge() (files int, bytes int64) {
 	}()
 	victims := c.index.victims(needBytes, needFiles, older)
 	c.stats.LastPurgeSelectNanos.Store(int64(time.Since(start)))
-	for _, k := range victims {
+	gf, gb := c.evictAll(victims)
+	files, bytes = files+gf, bytes+gb
+	if gf > 0 {
+		c.cfg.Logger.Info("purge", "evicted_files", files, "evicted_bytes", bytes, "used_before", u.Used, "high", u.High, "low", u.Low)
+	}
+	return files, bytes
+}
+
+// evictAll evicts keys, skipping those that clients opened meanwhile.
+func (c *Cache) evictAll(keys []Key) (files int, bytes int64) {
+	for _, k := range keys {
 		n, err := c.evict(k)
 		if err != nil {
 			if !errors.Is(err, ErrBusy) {
@@ -155,9 +198,6 @@ func (c *Cache) Purge() (files int, bytes int64) {
 		}
 		files++
 		bytes += n
-	}
-	if files > 0 {
-		c.cfg.Logger.Info("purge", "evicted_files", files, "evicted_bytes", bytes, "used_before", u.Used, "high", u.High, "low", u.Low)
 	}
 	return files, bytes
 }
@@ -198,6 +238,7 @@ func (c *Cache) removeCopyLocked(k Key) (int64, error) {
 	if err := c.cfg.FS.Remove(c.dataPath(k)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		errs = append(errs, err)
 	}
+	c.index.evicted(k)
 	n := c.index.remove(k)
 	c.removeEmptyParents(filepath.Dir(c.metaPath(k)), filepath.Join(c.cfg.Dir, "meta"))
 	c.removeEmptyParents(filepath.Dir(c.dataPath(k)), filepath.Join(c.cfg.Dir, "data"))

@@ -191,7 +191,9 @@ func TestMaxFilesAndMaxAge(t *testing.T) {
 	if got := cachedKeys(c); !got["/f9"] || got["/f0"] {
 		t.Fatalf("file-count purge did not evict oldest first: %v", got)
 	}
-	c.cfg.MaxAge = time.Minute
+	if err := c.SetSpace(Space{HighWatermark: c.cfg.HighWatermark, LowWatermark: c.cfg.LowWatermark, MaxFiles: 5, MaxAge: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
 	clk.advance(time.Hour)
 	c.Purge()
 	if files, _ := c.index.totals(); files != 0 {

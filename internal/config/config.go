@@ -35,6 +35,22 @@ type Config struct {
 	Security SecurityConfig `toml:"security"`
 	// Limits bound what one client may hold on the front ends.
 	Limits LimitsConfig `toml:"limits"`
+	// Quota tables partition the space between path prefixes.
+	Quota []QuotaRule `toml:"quota"`
+}
+
+// QuotaRule is one [[quota]] table: the space the files under a path prefix
+// may hold, purged within its own watermarks before the global purge.
+type QuotaRule struct {
+	// Prefix is the path prefix ("/store/user/").
+	Prefix string `toml:"prefix"`
+	// Size is the quota ("20T"), or Share a fraction of the capacity (0.2);
+	// exactly one of the two.
+	Size  Size    `toml:"size"`
+	Share float64 `toml:"share"`
+	// Watermarks are "low,high" fractions of the quota (or sizes).
+	// Default "": those of [space] when they are fractions, else 0.90,0.95.
+	Watermarks string `toml:"watermarks"`
 }
 
 // SpaceConfig is the [space] section: how much the cache may hold.
@@ -56,6 +72,13 @@ type SpaceConfig struct {
 	// VerifyChecksum is compared with the origin when a file completes:
 	// adler32 (default), crc32c, or none.
 	VerifyChecksum string `toml:"verify_checksum"`
+	// Pin lists path prefixes whose files purge never evicts. Default none.
+	Pin []string `toml:"pin"`
+	// DirStatsDepth is how many leading path components name a directory in
+	// the per-directory statistics. Default 2; -1 turns them off.
+	DirStatsDepth int `toml:"dir_stats_depth"`
+	// DirStatsMax bounds the directories tracked. Default 1000.
+	DirStatsMax int `toml:"dir_stats_max"`
 }
 
 // NamespaceRule is one [[namespace]] table.
@@ -173,7 +196,8 @@ func Default() *Config {
 		Server: ServerConfig{Listen: ":1094", ShutdownTimeout: Duration(30e9), HealthWindow: Duration(300e9)},
 		Cache: CacheConfig{BlockSize: 1 << 20, PieceSize: 128 << 10, Prefetch: 10,
 			FetchMemory: 24 << 20, SyncInterval: Duration(2e9)},
-		Space:    SpaceConfig{Watermarks: "0.90,0.95", PurgeInterval: Duration(30e9), VerifyChecksum: "adler32"},
+		Space: SpaceConfig{Watermarks: "0.90,0.95", PurgeInterval: Duration(30e9), VerifyChecksum: "adler32",
+			Pin: []string{}, DirStatsDepth: 2, DirStatsMax: 1000},
 		Origin:   OriginConfig{Timeout: Duration(60e9), Connections: 4, MaxHops: 4, NotFoundTTL: Duration(30e9), NotFoundTTLByOrigin: map[string]Duration{}},
 		Log:      LogConfig{Level: "info"},
 		Cluster:  defaultCluster(),
@@ -311,6 +335,20 @@ func (c *Config) Validate() error {
 	if c.Space.MaxAge < 0 {
 		bad("space.max_age", c.Space.MaxAge, "0s (off) or a positive duration")
 	}
+	for i, q := range c.Quota {
+		if q.Watermarks == "" {
+			continue
+		}
+		if _, _, err := ParseWatermarks(q.Watermarks); err != nil {
+			bad(fmt.Sprintf("quota[%d].watermarks", i), fmt.Sprintf("%q", q.Watermarks), err.Error())
+		}
+	}
+	if c.Space.DirStatsDepth < -1 || c.Space.DirStatsDepth == 0 || c.Space.DirStatsDepth > 16 {
+		bad("space.dir_stats_depth", c.Space.DirStatsDepth, "1 to 16 path components, or -1 (off)")
+	}
+	if c.Space.DirStatsMax <= 0 {
+		bad("space.dir_stats_max", c.Space.DirStatsMax, "a positive count")
+	}
 	if c.Space.MaxFiles < 0 {
 		bad("space.max_files", c.Space.MaxFiles, "0 (no limit) or a positive count")
 	}
@@ -358,7 +396,20 @@ func (c *Config) Validate() error {
 // ParseWatermarks returns the low and high watermarks: fractions of the
 // capacity (<= 1) or byte counts.
 func (s SpaceConfig) ParseWatermarks() (low, high float64, err error) {
-	lo, hi, ok := strings.Cut(s.Watermarks, ",")
+	l, h, err := ParseWatermarks(s.Watermarks)
+	if err != nil {
+		return 0, 0, err
+	}
+	if h > 1 && s.Capacity > 0 && h > float64(s.Capacity) {
+		return 0, 0, fmt.Errorf("high %v exceeds capacity %v", Size(h), s.Capacity)
+	}
+	return l, h, nil
+}
+
+// ParseWatermarks parses "low,high": fractions in (0,1] or sizes, both of
+// one kind, low below high.
+func ParseWatermarks(w string) (low, high float64, err error) {
+	lo, hi, ok := strings.Cut(w, ",")
 	if !ok {
 		return 0, 0, errors.New(`want "low,high", e.g. "0.90,0.95" or "450G,475G"`)
 	}
@@ -386,9 +437,6 @@ func (s SpaceConfig) ParseWatermarks() (low, high float64, err error) {
 	}
 	if l >= h {
 		return 0, 0, errors.New("low must be below high")
-	}
-	if !lf && s.Capacity > 0 && h > float64(s.Capacity) {
-		return 0, 0, fmt.Errorf("high %v exceeds capacity %v", Size(h), s.Capacity)
 	}
 	return l, h, nil
 }

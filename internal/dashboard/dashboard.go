@@ -194,6 +194,8 @@ type Stats struct {
 	TopFiles   []TopFile            `json:"top_files"`
 	Clients    []metrics.ClientInfo `json:"clients"`
 	Health     metrics.HealthReport `json:"health"`
+	// Space holds quotas and per-directory statistics (nil: none).
+	Space *metrics.SpaceFigures `json:"space,omitempty"`
 }
 
 // Stats returns the figures, with the samples taken after since (all when
@@ -203,6 +205,9 @@ type Stats struct {
 func (d *Dashboard) Stats(since time.Time) Stats {
 	st := Stats{IntervalS: d.cfg.Interval.Seconds(), MaxSamples: d.cfg.Samples, Now: d.cfg.Metrics.Snapshot(),
 		Clients: d.cfg.Metrics.Clients().List(), Health: d.cfg.Metrics.Health()}
+	if sp, ok := d.cfg.Metrics.Space(); ok {
+		st.Space = &sp
+	}
 	d.mu.Lock()
 	n := len(d.samples)
 	st.Samples = make([]metrics.Snapshot, 0, n)

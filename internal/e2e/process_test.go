@@ -118,7 +118,7 @@ func TestCrashDuringDownloadsThenRestart(t *testing.T) {
 		t.Fatalf("all data crossed before the kill (%d bytes); the test proves nothing", crossed)
 	}
 
-	s, err := cache.Summarize(cacheDir)
+	s, err := cache.Summarize(cacheDir, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -100,6 +100,7 @@ type Registry struct {
 	started time.Time
 	clients Clients
 	cache   atomic.Pointer[CacheSource]
+	space   atomic.Pointer[func() SpaceFigures]
 
 	// mu protects requests, origins and funcs (the maps, not the atomics
 	// they point to).
@@ -329,6 +330,7 @@ func (r *Registry) WriteTo(w io.Writer) (int64, error) {
 			e.gauge("hepcache_cache_file_bytes", "Bytes of the files in the cache.", s.Cached)
 		}
 	}
+	r.writeSpace(e)
 	r.writeRequests(e)
 	e.family("hepcache_clients", "gauge", "Clients connected now, by protocol.")
 	for _, pc := range r.clients.byProtocol() {

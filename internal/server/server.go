@@ -128,7 +128,10 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	}
 	s.metrics.CounterFunc("hepcache_origin_not_found_remembered_total", "Origin 'not found' answers remembered (negative caching).", neg.Stats().Remembered.Load)
 	s.metrics.CounterFunc("hepcache_origin_not_found_hits_total", "Stat and open requests answered 'not found' from memory, without the origin.", neg.Stats().Hits.Load)
-	low, high, _ := cfg.Space.ParseWatermarks()
+	sp, err := spaceOf(cfg)
+	if err != nil {
+		return nil, err
+	}
 	ccfg := &cache.Config{
 		Dir:                cfg.Cache.Dir,
 		Origins:            neg,
@@ -142,11 +145,15 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 		LocalRedirect:      cfg.Cache.LocalRedirect,
 		OriginTimeout:      time.Duration(cfg.Origin.Timeout),
 		Capacity:           int64(cfg.Space.Capacity),
-		LowWatermark:       low,
-		HighWatermark:      high,
+		LowWatermark:       sp.LowWatermark,
+		HighWatermark:      sp.HighWatermark,
 		PurgeInterval:      time.Duration(cfg.Space.PurgeInterval),
-		MaxAge:             time.Duration(cfg.Space.MaxAge),
-		MaxFiles:           cfg.Space.MaxFiles,
+		MaxAge:             sp.MaxAge,
+		MaxFiles:           sp.MaxFiles,
+		Quotas:             sp.Quotas,
+		Pin:                sp.Pin,
+		DirStatsDepth:      cfg.Space.DirStatsDepth,
+		DirStatsMax:        cfg.Space.DirStatsMax,
 		VerifyChecksum:     cfg.Space.VerifyChecksum,
 		Policy:             pol,
 		Logger:             log,
@@ -174,6 +181,7 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 		return nil, err
 	}
 	s.metrics.SetCache(s.cache)
+	s.metrics.SetSpace(s.spaceFigures)
 	if s.admin, err = admin.Listen(s.cache); err != nil {
 		return nil, err
 	}
@@ -185,14 +193,14 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	}
 	be = federation.NewGuard(be, cfg.NodeName(), cfg.Origin.MaxHops)
 	s.cl.register(s.metrics)
-	lim := cfg.Limits
+	lim := rootLimits(cfg.Limits)
 	if s.root, err = xrootd.New(&xrootd.Config{Backend: be, Metrics: s.metrics, Logger: log,
 		Authenticator: s.sec.XRootDAuthenticator(), Authorizer: s.sec.XRootDAuthorizer(),
 		TLS: s.sec.TLSConfig(), RequireTLS: s.sec.RequireTLS(),
-		MaxConnections: lim.MaxConnections, MaxInFlight: lim.MaxRequestsPerConnection,
-		MaxReadVSegments: lim.MaxReadVSegments, MaxReadVSegmentSize: int(lim.MaxReadVSegmentSize),
-		MaxRequestBody:   int(lim.MaxRequestBody),
-		HandshakeTimeout: time.Duration(lim.HandshakeTimeout), IdleTimeout: time.Duration(lim.IdleTimeout),
+		MaxConnections: lim.MaxConnections, MaxInFlight: lim.MaxInFlight,
+		MaxReadVSegments: lim.MaxReadVSegments, MaxReadVSegmentSize: lim.MaxReadVSegmentSize,
+		MaxRequestBody:   lim.MaxRequestBody,
+		HandshakeTimeout: lim.HandshakeTimeout, IdleTimeout: lim.IdleTimeout,
 		// With local redirects, XrdCl must come back here when it cannot
 		// open the local file (no mount): it does so only to a manager.
 		// A cluster node that redirects is a manager too: XrdCl comes back
@@ -208,8 +216,8 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	if cfg.Server.HTTPListen != "" {
 		hc := &httpfront.Config{Backend: be, Metrics: s.metrics, Logger: log,
 			Authorizer: s.sec.HTTPAuthorizer(), TLSConfig: s.sec.TLSConfig(),
-			ReadHeaderTimeout: time.Duration(lim.HTTPHeaderTimeout), IdleTimeout: time.Duration(lim.HTTPIdleTimeout),
-			MaxHeaderBytes: int(lim.HTTPMaxHeaderBytes)}
+			ReadHeaderTimeout: time.Duration(cfg.Limits.HTTPHeaderTimeout), IdleTimeout: time.Duration(cfg.Limits.HTTPIdleTimeout),
+			MaxHeaderBytes: int(cfg.Limits.HTTPMaxHeaderBytes)}
 		if cfg.Server.MetricsListen == "" {
 			hc.Routes = dashboard.AdminRoutes(s.metrics, s.dash)
 		}
@@ -425,10 +433,6 @@ func dialers(cfg *config.Config, log *slog.Logger, cred *security.OriginCredenti
 		"roots": root,
 	}
 }
-
-// Reload re-reads what may change while serving: the TLS certificate and
-// key, the CA certificates and the vomsdir (SIGHUP).
-func (s *Server) Reload() error { return s.sec.Reload() }
 
 func mapOrigins(maps []config.MapRule) []string {
 	var out []string

@@ -74,19 +74,20 @@ type conn struct {
 
 func newConn(s *Server, nc net.Conn) *conn {
 	ctx, cancel := context.WithCancel(s.ctx)
+	cfg := s.cur.Load()
 	c := &conn{
 		srv:    s,
-		cfg:    &s.cfg,
+		cfg:    cfg,
 		log:    s.log,
 		remote: nc.RemoteAddr().String(),
 		ctx:    ctx,
 		cancel: cancel,
-		files:  newFileTable(s.cfg.MaxOpenFiles),
-		sem:    make(chan struct{}, s.cfg.MaxInFlight),
+		files:  newFileTable(cfg.MaxOpenFiles),
+		sem:    make(chan struct{}, cfg.MaxInFlight),
 		nc:     nc,
 		br:     bufio.NewReaderSize(nc, 16<<10),
 	}
-	c.w = newRespWriter(nc, s.cfg.RequestTimeout, func(err error) {
+	c.w = newRespWriter(nc, cfg.RequestTimeout, func(err error) {
 		c.log.Debug("xrootd: closing connection after a write error", "client", c.remote, "err", err)
 		c.close()
 	})

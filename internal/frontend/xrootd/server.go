@@ -42,6 +42,9 @@ type Stats struct {
 // and serves them from a backend.Backend. See the package documentation.
 type Server struct {
 	cfg   Config
+	// cur is the configuration new connections take: cfg with the limits
+	// of the last SetLimits.
+	cur atomic.Pointer[Config]
 	log   *slog.Logger
 	start time.Time
 	// ctx is the parent of every connection's context; Close cancels it.
@@ -77,7 +80,7 @@ func New(cfg *Config) (*Server, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{
+	srv := &Server{
 		cfg:       c,
 		log:       c.Logger,
 		start:     time.Now(),
@@ -86,7 +89,34 @@ func New(cfg *Config) (*Server, error) {
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*conn]struct{}),
 		sessions:  make(map[[16]byte]*conn),
-	}, nil
+	}
+	srv.cur.Store(&srv.cfg)
+	return srv, nil
+}
+
+// Limits are the per-client bounds that SetLimits changes while the server
+// runs. Zero fields take the defaults, as in Config.
+type Limits struct {
+	MaxConnections, MaxInFlight, MaxRequestBody int
+	MaxReadVSegments, MaxReadVSegmentSize       int
+	HandshakeTimeout, IdleTimeout               time.Duration
+}
+
+// SetLimits replaces the limits (a configuration reload, SIGHUP).
+// MaxConnections applies at once; the others apply to connections accepted
+// afterwards (a connection keeps the limits it started with). On error
+// nothing changes.
+func (s *Server) SetLimits(l Limits) error {
+	c := *s.cur.Load()
+	c.MaxConnections, c.MaxInFlight, c.MaxRequestBody = l.MaxConnections, l.MaxInFlight, l.MaxRequestBody
+	c.MaxReadVSegments, c.MaxReadVSegmentSize = l.MaxReadVSegments, l.MaxReadVSegmentSize
+	c.HandshakeTimeout, c.IdleTimeout = l.HandshakeTimeout, l.IdleTimeout
+	c.EnsureDefaults()
+	if err := c.Validate(); err != nil {
+		return fmt.Errorf("xrootd front end limits: %w", err)
+	}
+	s.cur.Store(&c)
+	return nil
 }
 
 // Stats returns the server's counters.
@@ -152,9 +182,9 @@ func (s *Server) track(c *conn) bool {
 	if s.closing {
 		return false
 	}
-	if s.cfg.MaxConnections > 0 && len(s.conns)-s.refusing >= s.cfg.MaxConnections {
+	if max := c.cfg.MaxConnections; max > 0 && len(s.conns)-s.refusing >= max {
 		s.stats.Rejected.Add(1)
-		s.log.Warn("xrootd: too many connections; refusing", "client", c.remote, "max", s.cfg.MaxConnections)
+		s.log.Warn("xrootd: too many connections; refusing", "client", c.remote, "max", max)
 		if s.refusing >= maxRefusing {
 			return false // too many to even explain: just close
 		}

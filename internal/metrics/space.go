@@ -1,0 +1,111 @@
+package metrics
+
+// SpaceFigures are the per-quota and per-directory figures of a cache
+// (quotas, pins and directory statistics), exported with labels.
+type SpaceFigures struct {
+	PinnedBytes int64         `json:"pinned_bytes"`
+	Quotas      []QuotaFigure `json:"quotas"`
+	Dirs        []DirFigure   `json:"dirs"`
+}
+
+// QuotaFigure is one quota's state.
+type QuotaFigure struct {
+	Prefix       string `json:"prefix"`
+	Limit        int64  `json:"limit_bytes"`
+	High         int64  `json:"high_bytes"`
+	Low          int64  `json:"low_bytes"`
+	Bytes        int64  `json:"bytes"`
+	Files        int64  `json:"files"`
+	EvictedFiles int64  `json:"evicted_files"`
+	EvictedBytes int64  `json:"evicted_bytes"`
+}
+
+// DirFigure is one directory's statistics.
+type DirFigure struct {
+	Dir           string `json:"dir"`
+	Files         int64  `json:"files"`
+	Bytes         int64  `json:"bytes"`
+	Hits          int64  `json:"hits"`
+	Partial       int64  `json:"partial"`
+	Misses        int64  `json:"misses"`
+	BytesHit      int64  `json:"bytes_hit"`
+	BytesMissed   int64  `json:"bytes_missed"`
+	BytesBypassed int64  `json:"bytes_bypassed"`
+}
+
+// SetSpace sets the function that reports the space figures at each scrape
+// (nil: none).
+func (r *Registry) SetSpace(fn func() SpaceFigures) { r.space.Store(&fn) }
+
+// Space returns the current space figures; false when none are set.
+func (r *Registry) Space() (SpaceFigures, bool) {
+	p := r.space.Load()
+	if p == nil || *p == nil {
+		return SpaceFigures{}, false
+	}
+	return (*p)(), true
+}
+
+func (r *Registry) writeSpace(e *expWriter) {
+	f, ok := r.Space()
+	if !ok {
+		return
+	}
+	e.gauge("hepcache_pinned_bytes", "Bytes of pinned files, which purge never evicts.", f.PinnedBytes)
+	if len(f.Quotas) > 0 {
+		gauges := []struct {
+			name, help string
+			v          func(QuotaFigure) int64
+		}{
+			{"hepcache_quota_limit_bytes", "Space a quota's files may hold.", func(q QuotaFigure) int64 { return q.Limit }},
+			{"hepcache_quota_high_watermark_bytes", "Usage of a quota above which its files are evicted.", func(q QuotaFigure) int64 { return q.High }},
+			{"hepcache_quota_low_watermark_bytes", "Usage of a quota down to which its files are evicted.", func(q QuotaFigure) int64 { return q.Low }},
+			{"hepcache_quota_used_bytes", "Bytes cached under a quota.", func(q QuotaFigure) int64 { return q.Bytes }},
+			{"hepcache_quota_files", "Files cached under a quota.", func(q QuotaFigure) int64 { return q.Files }},
+		}
+		for _, g := range gauges {
+			e.family(g.name, "gauge", g.help)
+			for _, q := range f.Quotas {
+				e.sample(g.name, `quota="`+escape(q.Prefix)+`"`, g.v(q))
+			}
+		}
+		e.family("hepcache_quota_evicted_files_total", "counter", "Files evicted from under a quota.")
+		for _, q := range f.Quotas {
+			e.sample("hepcache_quota_evicted_files_total", `quota="`+escape(q.Prefix)+`"`, q.EvictedFiles)
+		}
+		e.family("hepcache_quota_evicted_bytes_total", "counter", "Bytes evicted from under a quota.")
+		for _, q := range f.Quotas {
+			e.sample("hepcache_quota_evicted_bytes_total", `quota="`+escape(q.Prefix)+`"`, q.EvictedBytes)
+		}
+	}
+	if len(f.Dirs) == 0 {
+		return
+	}
+	dir := func(d DirFigure) string { return `dir="` + escape(d.Dir) + `"` }
+	e.family("hepcache_dir_cached_bytes", "gauge", "Bytes cached under a directory (space.dir_stats_depth).")
+	for _, d := range f.Dirs {
+		e.sample("hepcache_dir_cached_bytes", dir(d), d.Bytes)
+	}
+	e.family("hepcache_dir_files", "gauge", "Files cached under a directory.")
+	for _, d := range f.Dirs {
+		e.sample("hepcache_dir_files", dir(d), d.Files)
+	}
+	e.family("hepcache_dir_opens_total", "counter", "Closed accesses of files under a directory, by what the cache held at open.")
+	for _, d := range f.Dirs {
+		for _, v := range []struct {
+			result string
+			n      int64
+		}{{"hit", d.Hits}, {"partial", d.Partial}, {"miss", d.Misses}} {
+			e.sample("hepcache_dir_opens_total", dir(d)+`,result="`+v.result+`"`, v.n)
+		}
+	}
+	e.family("hepcache_dir_served_bytes_total", "counter", "Bytes served from files under a directory, by source.")
+	for _, d := range f.Dirs {
+		for _, v := range []struct {
+			source string
+			n      int64
+		}{{"hit", d.BytesHit}, {"miss", d.BytesMissed}, {"bypass", d.BytesBypassed}} {
+			e.sample("hepcache_dir_served_bytes_total", dir(d)+`,source="`+v.source+`"`, v.n)
+		}
+	}
+}

@@ -1,0 +1,123 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/hepcache/hepcache/internal/cache"
+	"github.com/hepcache/hepcache/internal/config"
+	"github.com/hepcache/hepcache/internal/frontend/xrootd"
+	"github.com/hepcache/hepcache/internal/metrics"
+)
+
+// Reload applies what may change while serving (SIGHUP): it re-reads the
+// TLS certificate and key, the CA certificates and the vomsdir, and, given
+// the configuration as it now reads (nil: only those files), replaces the
+// [space] watermarks, max_age, max_files and pin, the [[quota]] tables and
+// the root:// [limits]. Settings that need a restart are named in a
+// warning. What fails to apply is reported and the rest still applies; a
+// part that fails keeps its previous value.
+func (s *Server) Reload(next *config.Config) error {
+	var errs []error
+	if err := s.sec.Reload(); err != nil {
+		errs = append(errs, err)
+	}
+	if next == nil {
+		return errors.Join(errs...)
+	}
+	if err := next.Validate(); err != nil {
+		return errors.Join(append(errs, fmt.Errorf("invalid configuration, nothing of it applied:\n%w", err))...)
+	}
+	sp, err := spaceOf(next)
+	if err == nil {
+		err = s.cache.SetSpace(sp)
+	}
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if err := s.root.SetLimits(rootLimits(next.Limits)); err != nil {
+		errs = append(errs, err)
+	}
+	if changed := restartOnly(s.cfg, next); len(changed) > 0 {
+		s.log.Warn("reload: these settings changed but take effect only at restart", "sections", changed)
+	}
+	if len(errs) == 0 {
+		// What was applied is now the running configuration.
+		s.cfg.Space, s.cfg.Quota, s.cfg.Limits = next.Space, next.Quota, next.Limits
+	}
+	return errors.Join(errs...)
+}
+
+// spaceOf maps [space] and [[quota]] onto the cache's run-time settings.
+func spaceOf(cfg *config.Config) (cache.Space, error) {
+	low, high, err := cfg.Space.ParseWatermarks()
+	if err != nil {
+		return cache.Space{}, fmt.Errorf("space.watermarks: %w", err)
+	}
+	sp := cache.Space{HighWatermark: high, LowWatermark: low, MaxAge: time.Duration(cfg.Space.MaxAge),
+		MaxFiles: cfg.Space.MaxFiles, Pin: cfg.Space.Pin}
+	for i, q := range cfg.Quota {
+		cq := cache.Quota{Prefix: q.Prefix, Size: int64(q.Size), Share: q.Share}
+		if q.Watermarks != "" {
+			if cq.LowWatermark, cq.HighWatermark, err = config.ParseWatermarks(q.Watermarks); err != nil {
+				return cache.Space{}, fmt.Errorf("quota[%d].watermarks: %w", i, err)
+			}
+		}
+		sp.Quotas = append(sp.Quotas, cq)
+	}
+	return sp, nil
+}
+
+// rootLimits maps [limits] onto the root:// front end's.
+func rootLimits(l config.LimitsConfig) xrootd.Limits {
+	return xrootd.Limits{MaxConnections: l.MaxConnections, MaxInFlight: l.MaxRequestsPerConnection,
+		MaxRequestBody: int(l.MaxRequestBody), MaxReadVSegments: l.MaxReadVSegments,
+		MaxReadVSegmentSize: int(l.MaxReadVSegmentSize),
+		HandshakeTimeout:    time.Duration(l.HandshakeTimeout), IdleTimeout: time.Duration(l.IdleTimeout)}
+}
+
+// restartOnly names the top-level sections of next that differ from cur
+// in settings Reload does not apply.
+func restartOnly(cur, next *config.Config) []string {
+	a, b := *cur, *next
+	// Blank what Reload applies.
+	for _, c := range []*config.Config{&a, &b} {
+		c.Space.Watermarks, c.Space.MaxAge, c.Space.MaxFiles, c.Space.Pin = "", 0, 0, nil
+		c.Quota = nil
+		c.Limits.MaxConnections, c.Limits.MaxRequestsPerConnection, c.Limits.MaxRequestBody = 0, 0, 0
+		c.Limits.MaxReadVSegments, c.Limits.MaxReadVSegmentSize = 0, 0
+		c.Limits.HandshakeTimeout, c.Limits.IdleTimeout = 0, 0
+	}
+	var out []string
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	for i := 0; i < va.NumField(); i++ {
+		if !reflect.DeepEqual(va.Field(i).Interface(), vb.Field(i).Interface()) {
+			name := va.Type().Field(i).Tag.Get("toml")
+			if name == "" {
+				name = va.Type().Field(i).Name
+			}
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// spaceFigures reports quotas, pins and directory statistics to /metrics.
+func (s *Server) spaceFigures() metrics.SpaceFigures {
+	var f metrics.SpaceFigures
+	if u, err := s.cache.Usage(); err == nil {
+		f.PinnedBytes = u.Pinned
+	}
+	for _, q := range s.cache.Quotas() {
+		f.Quotas = append(f.Quotas, metrics.QuotaFigure{Prefix: q.Prefix, Limit: q.Limit, High: q.High, Low: q.Low,
+			Bytes: q.Bytes, Files: int64(q.Files), EvictedFiles: q.EvictedFiles, EvictedBytes: q.EvictedBytes})
+	}
+	for _, d := range s.cache.DirStats() {
+		f.Dirs = append(f.Dirs, metrics.DirFigure{Dir: d.Dir, Files: int64(d.Files), Bytes: d.Bytes,
+			Hits: d.Hits, Partial: d.Partial, Misses: d.Misses,
+			BytesHit: d.BytesHit, BytesMissed: d.BytesMissed, BytesBypassed: d.BytesBypassed})
+	}
+	return f
+}
