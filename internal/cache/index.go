@@ -32,7 +32,7 @@ type index struct {
 	// total is the cache's capacity as last measured (Usage), which share
 	// quotas are fractions of.
 	total int64
-	dirs        dirTable
+	dirs  dirTable
 }
 
 type item struct {

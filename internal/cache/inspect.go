@@ -71,10 +71,10 @@ type Summary struct {
 	ByOrigin                          map[string]OriginSummary
 	// ByDir groups the files by their first DirDepth path components
 	// (DirDepth 0: not grouped).
-	ByDir                             map[string]OriginSummary
-	DirDepth                          int
-	OldestAccess, NewestAccess        time.Time
-	ChecksumVerified, ChecksumOnly    int
+	ByDir                          map[string]OriginSummary
+	DirDepth                       int
+	OldestAccess, NewestAccess     time.Time
+	ChecksumVerified, ChecksumOnly int
 }
 
 // OriginSummary is the part of a Summary for one origin.

@@ -41,10 +41,10 @@ type Stats struct {
 // Server is the root:// front end: it accepts XRootD client connections
 // and serves them from a backend.Backend. See the package documentation.
 type Server struct {
-	cfg   Config
+	cfg Config
 	// cur is the configuration new connections take: cfg with the limits
 	// of the last SetLimits.
-	cur atomic.Pointer[Config]
+	cur   atomic.Pointer[Config]
 	log   *slog.Logger
 	start time.Time
 	// ctx is the parent of every connection's context; Close cancels it.
