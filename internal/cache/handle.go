@@ -68,6 +68,10 @@ func (h *handle) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 
 var errClosed = errors.New("cache: file closed")
 
+// Complete reports whether the cache holds every block of the file (a
+// prestage of it has nothing to do).
+func (h *handle) Complete() bool { return h.e.complete() }
+
 // Close implements backend.File.
 func (h *handle) Close() error {
 	if !h.closed.CompareAndSwap(false, true) {

@@ -64,6 +64,10 @@ type Config struct {
 	// disconnect. Default nil: none.
 	Metrics *metrics.Registry
 
+	// Stager stages whole files for kXR_prepare (and answers query
+	// prepare). Default nil: kXR_prepare is refused as unsupported.
+	Stager backend.Stager
+
 	// Authorizer is called before every operation on a path (see Op).
 	// Default nil: everything is allowed (the backend still applies its own
 	// policy, such as the forwarding allow-list).

@@ -362,7 +362,7 @@ func (c *conn) handle(ctx context.Context, h proto.RequestHeader, bp *[]byte) {
 	case proto.ReqSync:
 		err = c.doSync(ctx, h)
 	case proto.ReqPrepare:
-		err = c.fail(h.StreamID, proto.ErrUnsupported, "kXR_prepare is not supported: hepcache fetches files when they are opened")
+		err = c.doPrepare(ctx, h, body)
 	case proto.ReqMkdir, proto.ReqMv, proto.ReqRm, proto.ReqRmdir, proto.ReqChmod, proto.ReqTruncate:
 		err = c.fail(h.StreamID, proto.ErrFSReadOnly, fmt.Sprintf("%v refused: hepcache serves files read-only", h.RequestID))
 	default:

@@ -444,3 +444,25 @@ func TestAllocs(t *testing.T) {
 		t.Fatalf("%v allocations per run, want 0", allocs)
 	}
 }
+
+func TestPrepareRoundTrip(t *testing.T) {
+	in := PrepareRequest{Options: PrepareStage | PrepareNoErrs, Priority: 1, OptionX: PrepareEvict, Paths: []string{"/a", "/b?x=1"}}
+	buf := in.Append(nil, StreamID{1, 2})
+	h, err := DecodeRequestHeader(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out PrepareRequest
+	if err := out.Decode(&h, buf[RequestHeaderLen:]); err != nil {
+		t.Fatal(err)
+	}
+	if out.Options != in.Options || out.Priority != 1 || out.OptionX != PrepareEvict || strings.Join(out.Paths, ",") != "/a,/b?x=1" {
+		t.Fatalf("got %+v", out)
+	}
+	empty := PrepareRequest{Options: PrepareStage, Paths: []string{"\n", ""}}
+	buf = empty.Append(nil, StreamID{1, 2})
+	h, _ = DecodeRequestHeader(buf)
+	if err := out.Decode(&h, buf[RequestHeaderLen:]); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("empty prepare: %v", err)
+	}
+}
