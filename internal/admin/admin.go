@@ -15,10 +15,13 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/hepcache/hepcache/internal/backend"
 	"github.com/hepcache/hepcache/internal/cache"
+	"github.com/hepcache/hepcache/internal/prestage"
 )
 
 // ErrLocked means a server holds the cache directory.
@@ -47,12 +50,14 @@ func Lock(dir string) (unlock func(), err error) {
 // Server answers admin requests for one cache.
 type Server struct {
 	c   *cache.Cache
+	st  *prestage.Stager
 	srv *http.Server
 	ln  net.Listener
 }
 
-// Listen starts the admin socket of c in its cache directory.
-func Listen(c *cache.Cache) (*Server, error) {
+// Listen starts the admin socket of c in its cache directory; st (nil:
+// none) stages the lists `hepcache prestage` sends.
+func Listen(c *cache.Cache, st *prestage.Stager) (*Server, error) {
 	p := SocketPath(c.Config().Dir)
 	os.Remove(p) // a stale socket of a crashed server; we hold the lock
 	ln, err := net.Listen("unix", p)
@@ -60,11 +65,14 @@ func Listen(c *cache.Cache) (*Server, error) {
 		return nil, fmt.Errorf("admin socket: %w", err)
 	}
 	os.Chmod(p, 0o600)
-	s := &Server{c: c, ln: ln}
+	s := &Server{c: c, st: st, ln: ln}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /evict", s.evict)
 	mux.HandleFunc("GET /usage", s.usage)
 	mux.HandleFunc("GET /space", s.space)
+	mux.HandleFunc("POST /prestage", s.prestage)
+	mux.HandleFunc("GET /prestage", s.prestageStatus)
+	mux.HandleFunc("POST /prestage/cancel", s.prestageCancel)
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go s.srv.Serve(ln)
 	return s, nil
@@ -119,16 +127,7 @@ func (s *Server) space(w http.ResponseWriter, r *http.Request) {
 // directory statistics.
 func GetSpace(dir string) (Space, error) {
 	var sp Space
-	resp, err := client(dir).Get("http://admin/space")
-	if err != nil {
-		return sp, fmt.Errorf("admin socket: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		return sp, fmt.Errorf("space: %s", b)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&sp); err != nil {
+	if err := getJSON(dir, "/space", &sp); err != nil {
 		return sp, fmt.Errorf("space: %w", err)
 	}
 	return sp, nil
@@ -157,4 +156,112 @@ func Evict(dir, originURL, path string) (int64, error) {
 	var n int64
 	fmt.Sscan(string(b), &n)
 	return n, nil
+}
+
+// maxList bounds a prestage list sent over the socket (a million paths).
+const maxList = 256 << 20
+
+func (s *Server) prestage(w http.ResponseWriter, r *http.Request) {
+	if s.st == nil {
+		http.Error(w, "prestaging is not enabled", http.StatusNotImplemented)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxList))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
+		return
+	}
+	reqs, err := prestage.ParseList(string(body))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	for i := range reqs {
+		reqs[i].User, reqs[i].Protocol = "admin", "admin"
+	}
+	id, err := s.st.Stage(reqs)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintln(w, id)
+}
+
+func (s *Server) prestageStatus(w http.ResponseWriter, r *http.Request) {
+	if s.st == nil {
+		http.Error(w, "prestaging is not enabled", http.StatusNotImplemented)
+		return
+	}
+	id := r.FormValue("id")
+	if id == "" {
+		json.NewEncoder(w).Encode(s.st.Jobs(0))
+		return
+	}
+	j, ok := s.st.StageStatus(id)
+	if !ok {
+		http.Error(w, "unknown prestage job "+id, http.StatusNotFound)
+		return
+	}
+	json.NewEncoder(w).Encode(j)
+}
+
+func (s *Server) prestageCancel(w http.ResponseWriter, r *http.Request) {
+	if s.st == nil || !s.st.CancelStage(r.FormValue("id")) {
+		http.Error(w, "unknown prestage job "+r.FormValue("id"), http.StatusNotFound)
+		return
+	}
+}
+
+// Prestage sends a file list (ParseList's format) to the server running
+// on dir and returns the job's id.
+func Prestage(dir, list string) (string, error) {
+	resp, err := client(dir).Post("http://admin/prestage", "text/plain", strings.NewReader(list))
+	if err != nil {
+		return "", fmt.Errorf("admin socket: %w", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("prestage: %s", strings.TrimSpace(string(b)))
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// PrestageStatus reports job id of the server running on dir.
+func PrestageStatus(dir, id string) (backend.StageJob, error) {
+	var j backend.StageJob
+	return j, getJSON(dir, "/prestage?id="+url.QueryEscape(id), &j)
+}
+
+// PrestageJobs lists the prestage jobs the server running on dir knows.
+func PrestageJobs(dir string) ([]backend.StageJob, error) {
+	var js []backend.StageJob
+	return js, getJSON(dir, "/prestage", &js)
+}
+
+// PrestageCancel cancels job id on the server running on dir.
+func PrestageCancel(dir, id string) error {
+	resp, err := client(dir).PostForm("http://admin/prestage/cancel", url.Values{"id": {id}})
+	if err != nil {
+		return fmt.Errorf("admin socket: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("cancel: %s", strings.TrimSpace(string(b)))
+	}
+	return nil
+}
+
+func getJSON(dir, path string, v any) error {
+	resp, err := client(dir).Get("http://admin" + path)
+	if err != nil {
+		return fmt.Errorf("admin socket: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("%s", strings.TrimSpace(string(b)))
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
 }

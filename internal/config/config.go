@@ -37,6 +37,18 @@ type Config struct {
 	Limits LimitsConfig `toml:"limits"`
 	// Quota tables partition the space between path prefixes.
 	Quota []QuotaRule `toml:"quota"`
+	// Prestage is how files named by kXR_prepare, `hepcache prestage` and
+	// the HTTP form are fetched.
+	Prestage PrestageConfig `toml:"prestage"`
+}
+
+// PrestageConfig is the [prestage] section.
+type PrestageConfig struct {
+	// Workers is how many files are staged at once. Default 4.
+	Workers int `toml:"workers"`
+	// MaxQueued bounds the files waiting to be staged; a request beyond it
+	// is refused (busy). Default 100000.
+	MaxQueued int `toml:"max_queued"`
 }
 
 // QuotaRule is one [[quota]] table: the space the files under a path prefix
@@ -202,6 +214,7 @@ func Default() *Config {
 		Log:      LogConfig{Level: "info"},
 		Cluster:  defaultCluster(),
 		Security: SecurityConfig{ClockSkew: Duration(60e9)},
+		Prestage: PrestageConfig{Workers: 4, MaxQueued: 100000},
 	}
 }
 
@@ -390,6 +403,12 @@ func (c *Config) Validate() error {
 	c.validateCluster(bad)
 	c.Security.validate(bad)
 	c.Limits.validate(bad)
+	if c.Prestage.Workers < 1 {
+		bad("prestage.workers", c.Prestage.Workers, "at least 1")
+	}
+	if c.Prestage.MaxQueued < 1 {
+		bad("prestage.max_queued", c.Prestage.MaxQueued, "at least 1")
+	}
 	return errors.Join(errs...)
 }
 

@@ -196,6 +196,8 @@ type Stats struct {
 	Health     metrics.HealthReport `json:"health"`
 	// Space holds quotas and per-directory statistics (nil: none).
 	Space *metrics.SpaceFigures `json:"space,omitempty"`
+	// Prestage is the prestager's progress (nil: none).
+	Prestage *metrics.PrestageFigures `json:"prestage,omitempty"`
 }
 
 // Stats returns the figures, with the samples taken after since (all when
@@ -207,6 +209,9 @@ func (d *Dashboard) Stats(since time.Time) Stats {
 		Clients: d.cfg.Metrics.Clients().List(), Health: d.cfg.Metrics.Health()}
 	if sp, ok := d.cfg.Metrics.Space(); ok {
 		st.Space = &sp
+	}
+	if ps, ok := d.cfg.Metrics.Prestage(); ok {
+		st.Prestage = &ps
 	}
 	d.mu.Lock()
 	n := len(d.samples)

@@ -101,6 +101,8 @@ type Registry struct {
 	clients Clients
 	cache   atomic.Pointer[CacheSource]
 	space   atomic.Pointer[func() SpaceFigures]
+	// prestage reports the prestager (prestage.go).
+	prestage atomic.Pointer[func() PrestageFigures]
 
 	// mu protects requests, origins and funcs (the maps, not the atomics
 	// they point to).
@@ -331,6 +333,7 @@ func (r *Registry) WriteTo(w io.Writer) (int64, error) {
 		}
 	}
 	r.writeSpace(e)
+	r.writePrestage(e)
 	r.writeRequests(e)
 	e.family("hepcache_clients", "gauge", "Clients connected now, by protocol.")
 	for _, pc := range r.clients.byProtocol() {

@@ -185,11 +185,11 @@ func (s *Stager) CancelStage(id string) bool {
 	return true
 }
 
-// Jobs returns every remembered job, newest first.
-func (s *Stager) Jobs() []backend.StageJob {
+// Jobs returns the newest n remembered jobs (all if n <= 0), newest first.
+func (s *Stager) Jobs(n int) []backend.StageJob {
 	s.mu.Lock()
 	js := make([]*job, 0, len(s.order))
-	for i := len(s.order) - 1; i >= 0; i-- {
+	for i := len(s.order) - 1; i >= 0 && (n <= 0 || len(js) < n); i-- {
 		js = append(js, s.jobs[s.order[i]])
 	}
 	s.mu.Unlock()

@@ -143,8 +143,8 @@ func TestCancelBusyClose(t *testing.T) {
 			t.Errorf("%s: %s after cancel", f.Path, f.State)
 		}
 	}
-	if len(s.Jobs()) != 1 {
-		t.Fatalf("jobs: %v", s.Jobs())
+	if len(s.Jobs(0)) != 1 {
+		t.Fatalf("jobs: %v", s.Jobs(0))
 	}
 	s.Close()
 	if _, err := s.Stage([]backend.Request{{Path: "/c"}}); !errors.Is(err, ErrClosed) {

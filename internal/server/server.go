@@ -18,6 +18,7 @@ import (
 
 	"github.com/hepcache/hepcache/internal/accesslog"
 	"github.com/hepcache/hepcache/internal/admin"
+	"github.com/hepcache/hepcache/internal/backend"
 	"github.com/hepcache/hepcache/internal/cache"
 	"github.com/hepcache/hepcache/internal/config"
 	"github.com/hepcache/hepcache/internal/dashboard"
@@ -27,6 +28,7 @@ import (
 	"github.com/hepcache/hepcache/internal/metrics"
 	"github.com/hepcache/hepcache/internal/notfound"
 	"github.com/hepcache/hepcache/internal/policy"
+	"github.com/hepcache/hepcache/internal/prestage"
 	"github.com/hepcache/hepcache/internal/security"
 	"github.com/hepcache/hepcache/internal/upstream"
 	"github.com/hepcache/hepcache/origin"
@@ -45,6 +47,9 @@ type Server struct {
 	cache   *cache.Cache
 	alog    *accesslog.Log
 	admin   *admin.Server
+	// stage fetches whole files on request (kXR_prepare, hepcache
+	// prestage, the HTTP form).
+	stage   *prestage.Stager
 	metrics *metrics.Registry
 	dash    *dashboard.Dashboard
 	// sec authenticates and authorizes clients (the [security] section);
@@ -182,9 +187,6 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	}
 	s.metrics.SetCache(s.cache)
 	s.metrics.SetSpace(s.spaceFigures)
-	if s.admin, err = admin.Listen(s.cache); err != nil {
-		return nil, err
-	}
 	// The front ends call the loop guard, then the cluster's Router,
 	// then the cache.
 	be, err := s.cl.backend(s.cache)
@@ -192,9 +194,15 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 		return nil, err
 	}
 	be = federation.NewGuard(be, cfg.NodeName(), cfg.Origin.MaxHops)
+	// Prestaging reads through the same chain as the clients.
+	s.stage = prestage.New(be, prestage.Config{Workers: cfg.Prestage.Workers, MaxQueued: cfg.Prestage.MaxQueued, Logger: log})
+	s.metrics.SetPrestage(s.prestageFigures)
+	if s.admin, err = admin.Listen(s.cache, s.stage); err != nil {
+		return nil, err
+	}
 	s.cl.register(s.metrics)
 	lim := rootLimits(cfg.Limits)
-	if s.root, err = xrootd.New(&xrootd.Config{Backend: be, Metrics: s.metrics, Logger: log,
+	if s.root, err = xrootd.New(&xrootd.Config{Backend: be, Metrics: s.metrics, Logger: log, Stager: s.stage,
 		Authenticator: s.sec.XRootDAuthenticator(), Authorizer: s.sec.XRootDAuthorizer(),
 		TLS: s.sec.TLSConfig(), RequireTLS: s.sec.RequireTLS(),
 		MaxConnections: lim.MaxConnections, MaxInFlight: lim.MaxInFlight,
@@ -214,7 +222,7 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	}
 	s.serve("root", func() error { return s.root.Serve(s.rootLn) })
 	if cfg.Server.HTTPListen != "" {
-		hc := &httpfront.Config{Backend: be, Metrics: s.metrics, Logger: log,
+		hc := &httpfront.Config{Backend: be, Metrics: s.metrics, Logger: log, Stager: s.stage,
 			Authorizer: s.sec.HTTPAuthorizer(), TLSConfig: s.sec.TLSConfig(),
 			ReadHeaderTimeout: time.Duration(cfg.Limits.HTTPHeaderTimeout), IdleTimeout: time.Duration(cfg.Limits.HTTPIdleTimeout),
 			MaxHeaderBytes: int(cfg.Limits.HTTPMaxHeaderBytes)}
@@ -370,6 +378,9 @@ func (s *Server) Close() error {
 		if s.admin != nil {
 			s.admin.Close()
 		}
+		if s.stage != nil {
+			s.stage.Close() // before the cache its reads go to
+		}
 		if s.cache != nil {
 			errs = append(errs, s.cache.Close())
 		}
@@ -461,4 +472,22 @@ func buildPolicy(cfg *config.Config) (*policy.Policy, error) {
 		return nil, nil
 	}
 	return policy.New(rules, maps)
+}
+
+// prestageFigures reports the prestager and its ten newest jobs.
+func (s *Server) prestageFigures() metrics.PrestageFigures {
+	st := s.stage.Stats()
+	f := metrics.PrestageFigures{Queued: st.Queued.Load(), Running: st.Running.Load(), Done: st.Done.Load(),
+		Failed: st.Failed.Load(), Bytes: st.Bytes.Load()}
+	for _, j := range s.stage.Jobs(10) {
+		c := j.Counts()
+		pj := metrics.PrestageJob{ID: j.ID, Submitted: j.Submitted.UTC().Format(time.RFC3339), Files: len(j.Files),
+			Done: c[backend.StageDone], Failed: c[backend.StageFailed], Cancelled: c[backend.StageCancelled]}
+		for _, f := range j.Files {
+			pj.Bytes += f.Bytes
+			pj.Size += f.Size
+		}
+		f.Jobs = append(f.Jobs, pj)
+	}
+	return f
 }

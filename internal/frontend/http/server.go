@@ -62,6 +62,9 @@ type Config struct {
 	// read (the backend's namespace rules and forwarding allow-list still
 	// apply).
 	Authorizer Authorizer
+	// Stager, if set, serves the prestage form and API at /prestage
+	// (prestage.go). Nil: no /prestage route.
+	Stager backend.Stager
 	// Metrics receives request counts and connected clients. Nil: none.
 	Metrics *metrics.Registry
 	// Routes are extra handlers for exact paths, served before the file
@@ -155,6 +158,13 @@ func New(cfg *Config) (*Server, error) {
 		return nil, fmt.Errorf("http front end config: %w", err)
 	}
 	s := &Server{cfg: c, conns: map[net.Conn]*metrics.Client{}}
+	if c.Stager != nil {
+		routes := map[string]http.Handler{prestagePath: s.prestageHandler()}
+		for p, h := range c.Routes {
+			routes[p] = h
+		}
+		s.cfg.Routes = routes
+	}
 	s.srv = &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: c.ReadHeaderTimeout,

@@ -82,7 +82,7 @@ func TestPrepareWithXrdfs(t *testing.T) {
 	if r := run("prepare", "-s", "/store/a", "/secret/x"); r.Err == nil {
 		t.Fatalf("prepare of a forbidden path: %v", r)
 	}
-	if n := len(st.Jobs()); n != 1 {
+	if n := len(st.Jobs(0)); n != 1 {
 		t.Fatalf("%d jobs after a refused prepare, want 1", n)
 	}
 }
