@@ -66,6 +66,9 @@ type Cache struct {
 	dirty map[*entry]struct{}
 
 	index *index
+	// disks hold the data files (disks.go); the index knows which file is
+	// on which.
+	disks []*dataDisk
 	// rules are the space settings in force (SetSpace replaces them).
 	rules atomic.Pointer[spaceRules]
 	// purgeKick wakes the purger; purgeMu serialises purges.
@@ -96,10 +99,14 @@ func New(cfg *Config) (*Cache, error) {
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("cache config: %w", err)
 	}
-	for _, d := range []string{c.Dir, filepath.Join(c.Dir, "data"), filepath.Join(c.Dir, "meta")} {
+	for _, d := range []string{c.Dir, filepath.Join(c.Dir, "meta")} {
 		if err := c.FS.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("create cache dir: %w", err)
 		}
+	}
+	disks, err := openDisks(&c)
+	if err != nil {
+		return nil, err
 	}
 	ca := &Cache{
 		cfg:        c,
@@ -111,7 +118,9 @@ func New(cfg *Config) (*Cache, error) {
 		diskWrites: make(chan struct{}, maxDiskWriters),
 		purgeKick:  make(chan struct{}, 1),
 		shutdownCh: make(chan struct{}),
+		disks:      disks,
 	}
+	ca.CheckDisks() // measure them; take out any that is already failing
 	ca.rules.Store(ca.index.rules)
 	ca.ctx, ca.cancel = context.WithCancel(context.Background())
 	start := c.now()
@@ -123,9 +132,10 @@ func New(cfg *Config) (*Cache, error) {
 	c.Logger.Info("cache index rebuilt", "files", files, "bytes", bytes, "took", c.now().Sub(start).Round(time.Millisecond))
 	ca.pieces = bufpool.New(int(c.PieceSize), int(c.FetchMemory/c.PieceSize))
 	ca.bufs.New = func() any { b := make([]byte, readBufSize); return &b }
-	ca.wg.Add(2)
+	ca.wg.Add(3)
 	go ca.syncLoop()
 	go ca.purgeLoop()
+	go ca.diskLoop()
 	ca.kickPurge() // the cache may be over its watermark already
 	return ca, nil
 }
@@ -249,7 +259,12 @@ func originDir(o string) string {
 	return u.Scheme + "/" + url.PathEscape(u.Host)
 }
 
-func (c *Cache) dataPath(k Key) string { return DataPath(c.cfg.Dir, k) }
+// dataPath is where k's data lives: on the disk the index records, or the
+// first disk for a file it does not know.
+func (c *Cache) dataPath(k Key) string {
+	d, _ := c.index.diskOf(k)
+	return c.disks[d].path(k)
+}
 
 func (c *Cache) metaPath(k Key) string { return MetaPath(c.cfg.Dir, k) }
 
@@ -327,6 +342,10 @@ func (c *Cache) Open(ctx context.Context, req backend.Request) (backend.File, er
 		return nil, re
 	}
 	e, err := c.acquire(ctx, o, k, d.Mutable, req.NoFetch)
+	if errors.Is(err, errNoDisk) && !req.NoFetch {
+		// Every data disk has failed: serve from the origin uncached.
+		return c.openPassThrough(ctx, o, k, req)
+	}
 	if err != nil {
 		c.stats.OpenErrors.Add(1)
 		return nil, err

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"path/filepath"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -141,6 +142,11 @@ type Config struct {
 	FS disk.FS
 	// Logger receives operational messages. Default slog.Default().
 	Logger *slog.Logger
+	// DataDirs are the directories holding the data files, one per disk
+	// of a JBOD node; Dir keeps the sidecars. A new file goes to the disk
+	// with the most free space; a disk that fails is taken out of service
+	// (disks.go). Default: none, the data lives under Dir.
+	DataDirs []string
 	// LocalRedirect is the path under which clients see this cache's data
 	// directory (Dir/data), e.g. "/mnt/cache-space/data" on worker nodes
 	// that mount the cache space (seed 000). When set, an open of a file
@@ -315,6 +321,17 @@ func (c *Config) Validate() error {
 	}
 	if c.OriginTimeout < 0 {
 		errs = append(errs, fmt.Errorf("origin timeout %v: must not be negative", c.OriginTimeout))
+	}
+	seen := map[string]bool{}
+	for _, d := range c.DataDirs {
+		cd := filepath.Clean(d)
+		if d == "" || !filepath.IsAbs(d) || seen[cd] {
+			errs = append(errs, fmt.Errorf("data dir %q: want distinct absolute paths", d))
+		}
+		seen[cd] = true
+	}
+	if len(c.DataDirs) > 0 && c.LocalRedirect != "" {
+		errs = append(errs, errors.New("local redirect: not available with data dirs (clients mount one cache space)"))
 	}
 	if err := validLocalRedirect(c.LocalRedirect); err != nil {
 		errs = append(errs, err)

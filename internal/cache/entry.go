@@ -31,6 +31,8 @@ type entry struct {
 	size     int64
 	nblocks  int
 	data     disk.File
+	// disk is the id of the data disk holding data.
+	disk int
 	wasState string // "hit", "partial" or "miss" at open
 
 	// ctx scopes every origin fetch of this entry; cancelled at finish, or
@@ -106,7 +108,17 @@ func (e *entry) init(ctx context.Context, revalidate, noFetch bool) error {
 	side := c.readSidecar(e.key)
 	var data disk.File
 	if side != nil {
-		f, err := c.cfg.FS.OpenFile(c.dataPath(e.key), os.O_RDWR, 0)
+		var f disk.File
+		id, known := c.index.diskOf(e.key)
+		if !known && len(c.disks) > 1 {
+			id = -1
+		}
+		err := errNoDisk
+		if id >= 0 && c.disks[id].up() {
+			e.disk = id
+			f, err = c.cfg.FS.OpenFile(c.disks[id].path(e.key), os.O_RDWR, 0)
+			c.diskError(id, err)
+		}
 		if err == nil {
 			if st, serr := f.Stat(); serr != nil || st.Size() != side.FileSize {
 				f.Close()
@@ -155,7 +167,12 @@ func (e *entry) init(ctx context.Context, revalidate, noFetch bool) error {
 			return fmt.Errorf("open %s: %w", e.key, origin.ErrIsDir)
 		}
 		if data == nil {
-			data, err = createDataFile(c.cfg.FS, c.dataPath(e.key))
+			d, err := c.placeDisk(info.Size)
+			if err == nil {
+				e.disk = d.id
+				data, err = createDataFile(c.cfg.FS, d.path(e.key))
+				c.diskError(d.id, err)
+			}
 			if err != nil {
 				of.Close()
 				return fmt.Errorf("create cache file for %s: %w", e.key, err)
@@ -193,7 +210,7 @@ func (e *entry) init(ctx context.Context, revalidate, noFetch bool) error {
 	e.frontier = -1
 	e.window = c.cfg.Prefetch
 	e.initOK = true
-	c.index.opened(e.key, durableBytes(side), c.cfg.now())
+	c.index.opened(e.key, durableBytes(side), c.cfg.now(), e.disk)
 	if e.wasState == "miss" {
 		c.index.setBytes(e.key, 0) // a stale copy was replaced
 	}
@@ -337,6 +354,9 @@ func (e *entry) syncLocked(recs []sidecar.Access) {
 // writeSidecarLocked replaces the sidecar on disk with e.side. MUST be called
 // with syncMu held.
 func (e *entry) writeSidecarLocked() {
+	if !e.c.disks[e.disk].up() {
+		return // the disk was taken out: its files are forgotten
+	}
 	if err := disk.WriteFileAtomic(e.c.cfg.FS, e.c.metaPath(e.key), e.side.Marshal(), false); err != nil {
 		e.c.stats.SyncErrors.Add(1)
 		e.c.warn("sidecar write failed", "key", e.key.String(), "err", err)
@@ -477,6 +497,16 @@ func (e *entry) stream(ctx context.Context, h *handle, off, n int64, fn func([]b
 			done += k
 			h.hit.Add(k)
 			e.c.stats.BytesHit.Add(k)
+			if errors.Is(err, errDiskRead) && !h.req.NoFetch {
+				// The disk failed under a cached block: the client gets
+				// the rest of the range from the origin, not an error.
+				e.c.warn("cache read failed, serving from origin", "key", e.key.String(), "err", err)
+				var b int64
+				b, err = e.bypass(ctx, pos+k, segEnd-pos-k, fn)
+				done += b
+				h.bypassed.Add(b)
+				e.c.stats.BytesBypassed.Add(b)
+			}
 			if err != nil {
 				return done, err
 			}
@@ -621,6 +651,10 @@ func (e *entry) streamFromFetch(ctx context.Context, h *handle, f *fetch, pos, e
 	return done, nil
 }
 
+// errDiskRead marks a failed read of a data file (as opposed to fn's
+// error).
+var errDiskRead = errors.New("cache disk read failed")
+
 // readData reads [off, off+n) from the data file and passes it to fn in
 // chunks.
 func (e *entry) readData(off, n int64, fn func([]byte) error) (int64, error) {
@@ -632,7 +666,8 @@ func (e *entry) readData(off, n int64, fn func([]byte) error) (int64, error) {
 		l := min(int64(len(buf)), n-done)
 		k, err := e.data.ReadAt(buf[:l], off+done)
 		if err != nil && !(err == io.EOF && int64(k) == l) {
-			return done, fmt.Errorf("read cache file %s at %d: %w", e.key, off+done, err)
+			e.c.diskError(e.disk, err)
+			return done, fmt.Errorf("read cache file %s at %d: %w: %w", e.key, off+done, errDiskRead, err)
 		}
 		if err := fn(buf[:l]); err != nil {
 			return done, err

@@ -194,6 +194,7 @@ func (e *entry) runFetch(f *fetch) {
 			<-c.diskWrites
 			if err != nil {
 				c.stats.WriteErrors.Add(1)
+				c.diskError(e.disk, err)
 				c.warn("cache write failed, serving from origin", "key", e.key.String(), "off", poff, "err", err)
 				f.bufs[i].Store(bp) // before pieceCh closes: waiters find it
 				fail(i, fmt.Errorf("%w: %w", errWriteFailed, err))

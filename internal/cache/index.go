@@ -33,6 +33,13 @@ type index struct {
 	// quotas are fractions of.
 	total int64
 	dirs  dirTable
+	// disks are the files and bytes per data disk, by disk id.
+	disks []diskCount
+}
+
+type diskCount struct {
+	files int
+	bytes int64
 }
 
 type item struct {
@@ -48,6 +55,8 @@ type item struct {
 	pinned       bool
 	// dir is the item's per-directory aggregate (nil: statistics off).
 	dir *dirStat
+	// disk is the id of the data disk holding the file.
+	disk int
 }
 
 // group is the set of items under one quota.
@@ -181,6 +190,15 @@ func (x *index) addLocked(it *item) {
 	x.classifyLocked(it)
 	it.dir = x.dirs.of(it.key.Path)
 	x.dirs.add(it.dir, 1, it.bytes)
+	x.diskAddLocked(it.disk, 1, it.bytes)
+}
+
+func (x *index) diskAddLocked(d, files int, bytes int64) {
+	for len(x.disks) <= d {
+		x.disks = append(x.disks, diskCount{})
+	}
+	x.disks[d].files += files
+	x.disks[d].bytes += bytes
 }
 
 // addBytesLocked changes it's size by n everywhere it is counted.
@@ -194,16 +212,17 @@ func (x *index) addBytesLocked(it *item, n int64) {
 		x.pinnedBytes += n
 	}
 	x.dirs.add(it.dir, 0, n)
+	x.diskAddLocked(it.disk, 0, n)
 }
 
 // load adds items found at start-up; call sortLoaded when done.
-func (x *index) load(k Key, bytes int64, lastAccess time.Time) {
+func (x *index) load(k Key, bytes int64, lastAccess time.Time, disk int) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if _, ok := x.items[k]; ok {
 		return
 	}
-	x.addLocked(&item{key: k, bytes: bytes, lastAccess: lastAccess})
+	x.addLocked(&item{key: k, bytes: bytes, lastAccess: lastAccess, disk: disk})
 }
 
 // sortLoaded orders the lists by last access after a bulk load.
@@ -229,13 +248,14 @@ func (x *index) sortLoaded() {
 	}
 }
 
-// opened records an open of k, creating the item with bytes if it is new.
-func (x *index) opened(k Key, bytes int64, now time.Time) {
+// opened records an open of k, creating the item with bytes on disk if it
+// is new.
+func (x *index) opened(k Key, bytes int64, now time.Time, disk int) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	it := x.items[k]
 	if it == nil {
-		it = &item{key: k, bytes: bytes}
+		it = &item{key: k, bytes: bytes, disk: disk}
 		x.addLocked(it)
 	} else {
 		x.moveFrontLocked(it)
@@ -315,7 +335,63 @@ func (x *index) remove(k Key) int64 {
 		x.pinnedBytes -= it.bytes
 	}
 	x.dirs.add(it.dir, -1, -it.bytes)
+	x.diskAddLocked(it.disk, -1, -it.bytes)
 	return it.bytes
+}
+
+// diskOf returns the id of the disk holding k, if k is cached.
+func (x *index) diskOf(k Key) (int, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if it := x.items[k]; it != nil {
+		return it.disk, true
+	}
+	return 0, false
+}
+
+// forgetDisk drops every item on disk d (open or not) and returns their
+// keys.
+func (x *index) forgetDisk(d int) []Key {
+	x.mu.Lock()
+	var keys []Key
+	for k, it := range x.items {
+		if it.disk == d {
+			keys = append(keys, k)
+		}
+	}
+	x.mu.Unlock()
+	for _, k := range keys {
+		x.remove(k)
+	}
+	return keys
+}
+
+// diskTotals returns the files and bytes per disk, for n disks.
+func (x *index) diskTotals(n int) (files []int, bytes []int64) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	files, bytes = make([]int, n), make([]int64, n)
+	for i := 0; i < n && i < len(x.disks); i++ {
+		files[i], bytes[i] = x.disks[i].files, x.disks[i].bytes
+	}
+	return files, bytes
+}
+
+// victimsOnDisk returns closed, unpinned items on disk d from the least
+// recently used end until their bytes reach need.
+func (x *index) victimsOnDisk(d int, need int64) []Key {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var out []Key
+	var got int64
+	for it := x.tail; it != nil && got < need; it = it.prev {
+		if it.disk != d || it.open > 0 || it.pinned {
+			continue
+		}
+		out = append(out, it.key)
+		got += it.bytes
+	}
+	return out
 }
 
 // evicted counts an eviction against k's quota; call before remove.

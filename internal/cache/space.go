@@ -63,11 +63,23 @@ func (c *Cache) Usage() (Usage, error) {
 	if c.cfg.Capacity > 0 {
 		u.Total, u.Used = c.cfg.Capacity, u.Bytes
 	} else {
-		t, used, err := c.cfg.statfs(c.cfg.Dir)
-		if err != nil {
-			return u, err
+		// The file systems of the data disks in service.
+		var errs []error
+		for _, d := range c.disks {
+			if !d.up() {
+				continue
+			}
+			t, used, err := c.cfg.statfs(d.root)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			u.Total += t
+			u.Used += used
 		}
-		u.Total, u.Used = t, used
+		if len(errs) > 0 && u.Total == 0 {
+			return u, errors.Join(errs...)
+		}
 	}
 	u.High = watermark(r.high, u.Total)
 	u.Low = watermark(r.low, u.Total)
@@ -143,6 +155,17 @@ func (c *Cache) Purge() (files int, bytes int64) {
 		qf, qb := c.evictAll(qv)
 		files, bytes = files+qf, bytes+qb
 		c.cfg.Logger.Info("purge: quotas", "evicted_files", qf, "evicted_bytes", qb, "took", time.Since(start).Round(time.Millisecond))
+		if u, err = c.Usage(); err != nil {
+			c.cfg.Logger.Warn("purge: cannot measure usage", "err", err)
+			return files, bytes
+		}
+	}
+	// Each disk within its own watermarks, so that no disk fills up while
+	// the others have room.
+	if dv := c.diskVictims(); len(dv) > 0 {
+		df, db := c.evictAll(dv)
+		files, bytes = files+df, bytes+db
+		c.cfg.Logger.Info("purge: disks", "evicted_files", df, "evicted_bytes", db)
 		if u, err = c.Usage(); err != nil {
 			c.cfg.Logger.Warn("purge: cannot measure usage", "err", err)
 			return files, bytes
@@ -235,13 +258,15 @@ func (c *Cache) removeCopyLocked(k Key) (int64, error) {
 	if err := c.cfg.FS.Remove(c.metaPath(k)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		errs = append(errs, err)
 	}
-	if err := c.cfg.FS.Remove(c.dataPath(k)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	id, _ := c.index.diskOf(k)
+	d := c.disks[id]
+	if err := c.cfg.FS.Remove(d.path(k)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		errs = append(errs, err)
 	}
 	c.index.evicted(k)
 	n := c.index.remove(k)
 	c.removeEmptyParents(filepath.Dir(c.metaPath(k)), filepath.Join(c.cfg.Dir, "meta"))
-	c.removeEmptyParents(filepath.Dir(c.dataPath(k)), filepath.Join(c.cfg.Dir, "data"))
+	c.removeEmptyParents(filepath.Dir(d.path(k)), filepath.Join(d.root, "data"))
 	if err := errors.Join(errs...); err != nil {
 		return n, fmt.Errorf("evict %s: %w", k, err)
 	}
@@ -286,6 +311,26 @@ func (c *Cache) Evict(originURL, p string) (int64, error) {
 // sidecars are removed together with their data.
 func (c *Cache) loadIndex() error {
 	root := filepath.Join(c.cfg.Dir, "meta")
+	// With several disks, which one holds each file is learnt from their
+	// data trees; files no sidecar claims are removed after the load.
+	var onDisk map[string]int
+	if len(c.disks) > 1 {
+		onDisk = map[string]int{}
+		for _, d := range c.disks {
+			droot := filepath.Join(d.root, "data")
+			c.walk(droot, func(p string) {
+				if rel, ok := relData(d.root, p); ok {
+					if _, dup := onDisk[rel]; dup {
+						c.cfg.FS.Remove(p) // a crash mid-placement: keep the first
+						return
+					}
+					onDisk[rel] = d.id
+				}
+			})
+		}
+	}
+	var claimedMu sync.Mutex
+	claimed := map[string]bool{}
 	paths := make(chan string, 256)
 	var wg sync.WaitGroup
 	for w := 0; w < 4; w++ {
@@ -293,7 +338,11 @@ func (c *Cache) loadIndex() error {
 		go func() {
 			defer wg.Done()
 			for p := range paths {
-				c.loadSidecar(root, p)
+				if rel := c.loadSidecar(root, p, onDisk); rel != "" && onDisk != nil {
+					claimedMu.Lock()
+					claimed[rel] = true
+					claimedMu.Unlock()
+				}
 			}
 		}()
 	}
@@ -306,32 +355,55 @@ func (c *Cache) loadIndex() error {
 	})
 	close(paths)
 	wg.Wait()
+	for rel, id := range onDisk {
+		if !claimed[rel] {
+			c.cfg.FS.Remove(filepath.Join(c.disks[id].root, "data", rel))
+		}
+	}
 	c.index.sortLoaded()
 	return err
 }
 
-func (c *Cache) loadSidecar(root, p string) {
+// loadSidecar adds the file of sidecar p to the index and returns its path
+// relative to the data tree ("" if unusable). onDisk (several disks) maps
+// those paths to the disk holding them.
+func (c *Cache) loadSidecar(root, p string, onDisk map[string]int) string {
 	b, err := readAll(c.cfg.FS, p)
 	if err != nil {
 		c.cfg.Logger.Warn("index: cannot read sidecar", "path", p, "err", err)
-		return
+		return ""
+	}
+	rel, rerr := filepath.Rel(root, strings.TrimSuffix(p, ".hcinfo"))
+	if rerr != nil || strings.HasPrefix(rel, "..") {
+		rel = ""
 	}
 	in, err := sidecar.Unmarshal(b)
 	if err == nil {
 		k := Key{Origin: in.Origin, Path: in.Path}
-		if c.metaPath(k) != p {
+		id, found := 0, true
+		if onDisk != nil {
+			id, found = onDisk[rel]
+		}
+		switch {
+		case c.metaPath(k) != p:
 			err = fmt.Errorf("sidecar names %s, which belongs elsewhere", k)
-		} else {
-			c.index.load(k, durableBytes(in), in.LastAccess)
-			return
+		case !found:
+			err = errors.New("no data disk holds its data file")
+		default:
+			c.index.load(k, durableBytes(in), in.LastAccess, id)
+			return rel
 		}
 	}
 	c.cfg.Logger.Warn("index: removing unusable cached file", "sidecar", p, "err", err)
 	c.cfg.FS.Remove(p)
-	rel, rerr := filepath.Rel(root, strings.TrimSuffix(p, ".hcinfo"))
-	if rerr == nil && !strings.HasPrefix(rel, "..") {
-		c.cfg.FS.Remove(filepath.Join(c.cfg.Dir, "data", rel))
+	if rel != "" {
+		if id, ok := onDisk[rel]; ok {
+			c.cfg.FS.Remove(filepath.Join(c.disks[id].root, "data", rel))
+		} else if onDisk == nil {
+			c.cfg.FS.Remove(filepath.Join(c.disks[0].root, "data", rel))
+		}
 	}
+	return ""
 }
 
 // durableBytes is the size of the blocks a sidecar records as present.

@@ -30,6 +30,8 @@ type Stats struct {
 	FetchErrors, WriteErrors atomic.Int64
 	// SyncErrors counts failed syncs or sidecar writes.
 	SyncErrors atomic.Int64
+	// DisksFailed counts data disks taken out of service.
+	DisksFailed atomic.Int64
 	// OpenFiles is the number of files with at least one client.
 	OpenFiles atomic.Int64
 	// Evictions and EvictedBytes count files removed by purge or Evict;

@@ -133,6 +133,9 @@ type ServerConfig struct {
 type CacheConfig struct {
 	// Dir holds the cached data and metadata. Required.
 	Dir string `toml:"dir"`
+	// DataDirs put the data files on several disks (one directory per
+	// disk), Dir keeping the metadata. Default []: the data lives in Dir.
+	DataDirs []string `toml:"data_dirs"`
 	// BlockSize is the caching unit. Default 1M.
 	BlockSize Size `toml:"block_size"`
 	// PieceSize is the stream-through unit within a block. Default 128K.
@@ -206,7 +209,7 @@ type LogConfig struct {
 func Default() *Config {
 	return &Config{
 		Server: ServerConfig{Listen: ":1094", ShutdownTimeout: Duration(30e9), HealthWindow: Duration(300e9)},
-		Cache: CacheConfig{BlockSize: 1 << 20, PieceSize: 128 << 10, Prefetch: 10,
+		Cache: CacheConfig{DataDirs: []string{}, BlockSize: 1 << 20, PieceSize: 128 << 10, Prefetch: 10,
 			FetchMemory: 24 << 20, SyncInterval: Duration(2e9)},
 		Space: SpaceConfig{Watermarks: "0.90,0.95", PurgeInterval: Duration(30e9), VerifyChecksum: "adler32",
 			Pin: []string{}, DirStatsDepth: 2, DirStatsMax: 1000},
@@ -256,6 +259,14 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Server.HTTPListen, "http-listen", c.Server.HTTPListen, "http:// listen address, empty for none (server.http_listen)")
 	fs.StringVar(&c.Server.MetricsListen, "metrics-listen", c.Server.MetricsListen, "address for /metrics and /health (server.metrics_listen)")
 	fs.StringVar(&c.Cache.Dir, "cache-dir", c.Cache.Dir, "cache directory (cache.dir)")
+	dataDirsSet := false
+	fs.Func("data-dir", "a data disk's directory, repeatable; the first replaces the file's list (cache.data_dirs)", func(v string) error {
+		if !dataDirsSet {
+			c.Cache.DataDirs, dataDirsSet = nil, true
+		}
+		c.Cache.DataDirs = append(c.Cache.DataDirs, v)
+		return nil
+	})
 	fs.Var(&c.Cache.BlockSize, "block-size", "cache block size (cache.block_size)")
 	fs.IntVar(&c.Cache.Prefetch, "prefetch", c.Cache.Prefetch, "blocks read ahead, 0 = off (cache.prefetch)")
 	fs.IntVar(&c.Cache.PrefetchMax, "prefetch-max", c.Cache.PrefetchMax, "widest read-ahead window in blocks, 0 = prefetch (cache.prefetch_max)")

@@ -6,6 +6,21 @@ type SpaceFigures struct {
 	PinnedBytes int64         `json:"pinned_bytes"`
 	Quotas      []QuotaFigure `json:"quotas"`
 	Dirs        []DirFigure   `json:"dirs"`
+	Disks       []DiskFigure  `json:"disks"`
+}
+
+// DiskFigure is one data disk's state.
+type DiskFigure struct {
+	Dir    string `json:"dir"`
+	Up     bool   `json:"up"`
+	Reason string `json:"reason,omitempty"`
+	Total  int64  `json:"total_bytes"`
+	Used   int64  `json:"used_bytes"`
+	High   int64  `json:"high_bytes"`
+	Low    int64  `json:"low_bytes"`
+	Files  int64  `json:"files"`
+	Bytes  int64  `json:"bytes"`
+	Errors int64  `json:"errors"`
 }
 
 // QuotaFigure is one quota's state.
@@ -52,6 +67,7 @@ func (r *Registry) writeSpace(e *expWriter) {
 		return
 	}
 	e.gauge("hepcache_pinned_bytes", "Bytes of pinned files, which purge never evicts.", f.PinnedBytes)
+	writeDisks(e, f.Disks)
 	if len(f.Quotas) > 0 {
 		gauges := []struct {
 			name, help string
@@ -107,5 +123,38 @@ func (r *Registry) writeSpace(e *expWriter) {
 		}{{"hit", d.BytesHit}, {"miss", d.BytesMissed}, {"bypass", d.BytesBypassed}} {
 			e.sample("hepcache_dir_served_bytes_total", dir(d)+`,source="`+v.source+`"`, v.n)
 		}
+	}
+}
+
+func writeDisks(e *expWriter, disks []DiskFigure) {
+	if len(disks) == 0 {
+		return
+	}
+	gauges := []struct {
+		name, help string
+		v          func(DiskFigure) int64
+	}{
+		{"hepcache_disk_up", "1 while a data disk is in service, 0 once it was taken out (I/O errors, read-only, unmounted).", func(d DiskFigure) int64 {
+			if d.Up {
+				return 1
+			}
+			return 0
+		}},
+		{"hepcache_disk_capacity_bytes", "Size of a data disk's file system.", func(d DiskFigure) int64 { return d.Total }},
+		{"hepcache_disk_used_bytes", "Used bytes of a data disk's file system.", func(d DiskFigure) int64 { return d.Used }},
+		{"hepcache_disk_high_watermark_bytes", "Usage of a data disk above which its files are evicted.", func(d DiskFigure) int64 { return d.High }},
+		{"hepcache_disk_low_watermark_bytes", "Usage of a data disk down to which its files are evicted.", func(d DiskFigure) int64 { return d.Low }},
+		{"hepcache_disk_files", "Cached files on a data disk.", func(d DiskFigure) int64 { return d.Files }},
+		{"hepcache_disk_cached_bytes", "Cached bytes on a data disk.", func(d DiskFigure) int64 { return d.Bytes }},
+	}
+	for _, g := range gauges {
+		e.family(g.name, "gauge", g.help)
+		for _, d := range disks {
+			e.sample(g.name, `disk="`+escape(d.Dir)+`"`, g.v(d))
+		}
+	}
+	e.family("hepcache_disk_errors_total", "counter", "I/O errors on a data disk's files.")
+	for _, d := range disks {
+		e.sample("hepcache_disk_errors_total", `disk="`+escape(d.Dir)+`"`, d.Errors)
 	}
 }

@@ -114,6 +114,10 @@ func (s *Server) spaceFigures() metrics.SpaceFigures {
 		f.Quotas = append(f.Quotas, metrics.QuotaFigure{Prefix: q.Prefix, Limit: q.Limit, High: q.High, Low: q.Low,
 			Bytes: q.Bytes, Files: int64(q.Files), EvictedFiles: q.EvictedFiles, EvictedBytes: q.EvictedBytes})
 	}
+	for _, d := range s.cache.Disks() {
+		f.Disks = append(f.Disks, metrics.DiskFigure{Dir: d.Dir, Up: d.Up, Reason: d.Reason, Total: d.Total, Used: d.Used,
+			High: d.High, Low: d.Low, Files: int64(d.Files), Bytes: d.Bytes, Errors: d.Errors})
+	}
 	for _, d := range s.cache.DirStats() {
 		f.Dirs = append(f.Dirs, metrics.DirFigure{Dir: d.Dir, Files: int64(d.Files), Bytes: d.Bytes,
 			Hits: d.Hits, Partial: d.Partial, Misses: d.Misses,

@@ -1,0 +1,307 @@
+package cache
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// A JBOD node keeps its data files on several disks (Config.DataDirs) and
+// its sidecars in Dir. Each file lives on one disk, chosen by free space
+// when the file enters the cache. A disk that fails (I/O errors, turned
+// read-only, unmounted) is taken out of service: its files are forgotten
+// (their sidecars removed, so a restart does not trust them either), no new
+// file is placed there, and the node goes on serving from the other disks
+// and, for what they do not hold, from the origin.
+
+// diskMarker names the file that identifies a data directory as the disk
+// hepcache prepared; its absence means the disk is no longer mounted there.
+const diskMarker = ".hepcache-disk"
+
+// diskCheckInterval is how often every disk in service is probed.
+const diskCheckInterval = 5 * time.Second
+
+// errNoDisk: no data disk is in service; the cache serves from the origin.
+var errNoDisk = errors.New("cache: no data disk in service")
+
+// dataDisk is one data directory.
+type dataDisk struct {
+	id   int
+	root string // files live under root/data
+	dev  uint64 // device of root when taken into service
+	mark string // the marker's content
+	// down holds why the disk was taken out; nil while in service.
+	down atomic.Pointer[string]
+	// total and used are the last statfs; placed counts the bytes of the
+	// files placed on the disk since, so that a burst of new files spreads
+	// over the disks instead of all going to the one that was emptiest.
+	total, used, placed atomic.Int64
+	errors              atomic.Int64
+}
+
+func (d *dataDisk) up() bool { return d.down.Load() == nil }
+
+// DiskUsage is one data disk's state.
+type DiskUsage struct {
+	Dir string
+	// Up is false once the disk was taken out; Reason says why.
+	Up     bool
+	Reason string
+	// Total and Used are the file system's; High and Low its watermarks
+	// (the cache's watermark fractions applied to Total).
+	Total, Used, High, Low int64
+	// Files and Bytes are the cached files on the disk.
+	Files int
+	Bytes int64
+	// Errors counts I/O errors seen on the disk.
+	Errors int64
+}
+
+// openDisks takes the data directories into service: creates their data
+// trees and markers and records their devices. A directory that cannot be
+// prepared is an error: a node should not start with a disk missing
+// unnoticed.
+func openDisks(c *Config) ([]*dataDisk, error) {
+	dirs := c.DataDirs
+	if len(dirs) == 0 {
+		dirs = []string{c.Dir}
+	}
+	var disks []*dataDisk
+	for i, dir := range dirs {
+		d := &dataDisk{id: i, root: dir}
+		if err := c.FS.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
+			return nil, fmt.Errorf("data dir %s: %w", dir, err)
+		}
+		mark, err := os.ReadFile(filepath.Join(dir, diskMarker))
+		if errors.Is(err, fs.ErrNotExist) {
+			var id [8]byte
+			rand.Read(id[:])
+			mark = []byte(hex.EncodeToString(id[:]) + "\n")
+			err = os.WriteFile(filepath.Join(dir, diskMarker), mark, 0o644)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("data dir %s: %w", dir, err)
+		}
+		d.mark = string(mark)
+		if d.dev, err = deviceOf(dir); err != nil {
+			return nil, fmt.Errorf("data dir %s: %w", dir, err)
+		}
+		disks = append(disks, d)
+	}
+	return disks, nil
+}
+
+func deviceOf(dir string) (uint64, error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err != nil {
+		return 0, &fs.PathError{Op: "stat", Path: dir, Err: err}
+	}
+	return uint64(st.Dev), nil
+}
+
+// check probes d: the marker is still there (an unmounted disk leaves the
+// bare mount point), the device is the same, a file can be created and the
+// file system measured. It returns why d is unusable, or "".
+func (c *Cache) checkDisk(d *dataDisk) string {
+	if dev, err := deviceOf(d.root); err != nil {
+		return err.Error()
+	} else if dev != d.dev {
+		return "the directory is on another device now (disk unmounted?)"
+	}
+	if mark, err := os.ReadFile(filepath.Join(d.root, diskMarker)); err != nil {
+		return fmt.Sprintf("marker %s unreadable (disk unmounted?): %v", diskMarker, err)
+	} else if string(mark) != d.mark {
+		return fmt.Sprintf("marker %s changed: another disk is mounted there", diskMarker)
+	}
+	probe := filepath.Join(d.root, diskMarker+".probe")
+	if err := os.WriteFile(probe, nil, 0o644); err != nil && diskFailure(err) {
+		return err.Error()
+	}
+	os.Remove(probe)
+	if err := c.measure(d); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// measure refreshes d's size and usage. What the file system gained since
+// the last measure is taken off placed: those are placed files being
+// written (a new data file is sparse until its blocks arrive).
+func (c *Cache) measure(d *dataDisk) error {
+	total, used, err := c.cfg.statfs(d.root)
+	if err != nil {
+		return err
+	}
+	d.total.Store(total)
+	if grown := used - d.used.Swap(used); grown > 0 {
+		if p := d.placed.Add(-grown); p < 0 {
+			d.placed.CompareAndSwap(p, 0)
+		}
+	}
+	return nil
+}
+
+// diskFailure reports whether err means the disk itself is failing, as
+// opposed to it being full or a file missing.
+func diskFailure(err error) bool {
+	for _, e := range []syscall.Errno{syscall.EIO, syscall.EROFS, syscall.ENODEV, syscall.ENXIO, syscall.ESTALE, syscall.ENOTCONN} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// diskError is called with an error from a data file on disk id; a disk
+// failure takes the disk out of service.
+func (c *Cache) diskError(id int, err error) {
+	if id < 0 || id >= len(c.disks) || err == nil {
+		return
+	}
+	d := c.disks[id]
+	d.errors.Add(1)
+	if diskFailure(err) {
+		c.takeOut(d, err.Error())
+	}
+}
+
+// takeOut removes d from service and forgets its files.
+func (c *Cache) takeOut(d *dataDisk, why string) {
+	if !d.down.CompareAndSwap(nil, &why) {
+		return // already out
+	}
+	keys := c.index.forgetDisk(d.id)
+	for _, k := range keys {
+		c.cfg.FS.Remove(c.metaPath(k))
+	}
+	c.stats.DisksFailed.Add(1)
+	c.cfg.Logger.Error("data disk taken out of service; its files are forgotten and fetched again on other disks",
+		"dir", d.root, "reason", why, "files", len(keys))
+}
+
+// diskLoop probes every disk in service periodically.
+func (c *Cache) diskLoop() {
+	defer c.wg.Done()
+	t := time.NewTicker(diskCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.shutdownCh:
+			return
+		case <-t.C:
+		}
+		c.CheckDisks()
+	}
+}
+
+// CheckDisks probes every disk in service now and takes out those that
+// fail; the server also runs it every few seconds.
+func (c *Cache) CheckDisks() {
+	for _, d := range c.disks {
+		if d.up() {
+			if why := c.checkDisk(d); why != "" {
+				c.takeOut(d, why)
+			}
+		}
+	}
+}
+
+// placeDisk chooses the disk for a new file of size bytes: the disk in
+// service with the most free space, counting the files placed since it
+// was last measured.
+func (c *Cache) placeDisk(size int64) (*dataDisk, error) {
+	var best *dataDisk
+	var bestFree int64
+	for _, d := range c.disks {
+		if !d.up() {
+			continue
+		}
+		free := d.total.Load() - d.used.Load() - d.placed.Load()
+		if best == nil || free > bestFree {
+			best, bestFree = d, free
+		}
+	}
+	if best == nil {
+		return nil, errNoDisk
+	}
+	best.placed.Add(size)
+	return best, nil
+}
+
+// anyDiskUp reports whether some data disk is in service.
+func (c *Cache) anyDiskUp() bool {
+	for _, d := range c.disks {
+		if d.up() {
+			return true
+		}
+	}
+	return false
+}
+
+// diskPath is where the data of k lives on disk d.
+func (d *dataDisk) path(k Key) string { return DataPath(d.root, k) }
+
+// Disks reports every data disk.
+func (c *Cache) Disks() []DiskUsage {
+	r := c.rules.Load()
+	files, bytes := c.index.diskTotals(len(c.disks))
+	out := make([]DiskUsage, len(c.disks))
+	for i, d := range c.disks {
+		if d.up() {
+			c.measure(d)
+		}
+		u := DiskUsage{Dir: d.root, Up: d.up(), Total: d.total.Load(), Used: d.used.Load(),
+			Files: files[i], Bytes: bytes[i], Errors: d.errors.Load()}
+		if why := d.down.Load(); why != nil {
+			u.Reason = *why
+		}
+		if r.high <= 1 {
+			u.High, u.Low = watermark(r.high, u.Total), watermark(r.low, u.Total)
+		}
+		out[i] = u
+	}
+	return out
+}
+
+// diskVictims returns, for every disk in service over its high watermark
+// (the cache's watermark fractions of the disk's size), the closed and
+// unpinned files on it from the least recently used end until the disk
+// would be under its low watermark. Only with several disks: one disk is
+// the cache's own usage, which Purge handles.
+func (c *Cache) diskVictims() []Key {
+	r := c.rules.Load()
+	if len(c.disks) < 2 || r.high > 1 {
+		return nil
+	}
+	var out []Key
+	for _, d := range c.disks {
+		if !d.up() {
+			continue
+		}
+		if c.measure(d) != nil {
+			continue
+		}
+		total, used := d.total.Load(), d.used.Load()
+		if used > watermark(r.high, total) {
+			out = append(out, c.index.victimsOnDisk(d.id, used-watermark(r.low, total))...)
+		}
+	}
+	return out
+}
+
+// relData returns p's path relative to a disk's data tree, or false.
+func relData(root, p string) (string, bool) {
+	rel, err := filepath.Rel(filepath.Join(root, "data"), p)
+	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+		return "", false
+	}
+	return rel, true
+}

@@ -1,0 +1,209 @@
+package cache
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hepcache/hepcache/origin"
+)
+
+// filesUnder counts the regular files under dir.
+func filesUnder(dir string) int {
+	n := 0
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			n++
+		}
+		return nil
+	})
+	return n
+}
+
+// TestDataDirsPlacementAndRestart: new files spread over the data disks
+// (none under the metadata directory), a restart finds every file on its
+// disk and serves it without the origin, a data file no sidecar claims is
+// removed, and a sidecar whose data vanished is dropped.
+func TestDataDirsPlacementAndRestart(t *testing.T) {
+	m := origin.NewMem("mem://o")
+	for i := range 6 {
+		m.Put(fmt.Sprintf("/f%d", i), randomData(uint64(i), 3*testBlock+i), time.Now())
+	}
+	dir := t.TempDir()
+	disks := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	withDisks := func(c *Config) { c.DataDirs = disks }
+	c := newTestCache(t, dir, m, withDisks)
+	for i := range 6 {
+		readAllVia(t, c, fmt.Sprintf("/f%d", i))
+	}
+	waitIdle(t, c)
+	for i, d := range disks {
+		if n := filesUnder(filepath.Join(d, "data")); n == 0 {
+			t.Errorf("disk %d holds no file (placement by free space spreads them)", i)
+		}
+	}
+	if n := filesUnder(filepath.Join(dir, "data")); n != 0 {
+		t.Fatalf("%d data files under the metadata directory", n)
+	}
+	u := c.Disks()
+	if len(u) != 3 || u[0].Files+u[1].Files+u[2].Files != 6 || !u[1].Up || u[1].Total <= 0 {
+		t.Fatalf("Disks() = %+v", u)
+	}
+	c.Close()
+
+	// An orphan on disk 2, and the data of f0 gone.
+	orphan := filepath.Join(disks[2], "data", originDir("mem://o"), "orphan")
+	os.WriteFile(orphan, []byte("x"), 0o644)
+	id, _ := c.index.diskOf(Key{Origin: "mem://o", Path: "/f0"})
+	os.Remove(filepath.Join(disks[id], "data", originDir("mem://o"), "f0"))
+
+	c = newTestCache(t, dir, m, withDisks)
+	if _, err := os.Stat(orphan); !os.IsNotExist(err) {
+		t.Fatalf("orphan data file survived the restart: %v", err)
+	}
+	if _, ok := c.index.diskOf(Key{Origin: "mem://o", Path: "/f0"}); ok {
+		t.Fatal("a file whose data vanished is still indexed")
+	}
+	before := m.BytesRead.Load()
+	for i := 1; i < 6; i++ {
+		got := readAllVia(t, c, fmt.Sprintf("/f%d", i))
+		if !bytes.Equal(got, randomData(uint64(i), 3*testBlock+i)) {
+			t.Fatalf("f%d after restart: wrong bytes", i)
+		}
+	}
+	if after := m.BytesRead.Load(); after != before {
+		t.Fatalf("reads after restart fetched %d bytes from the origin", after-before)
+	}
+}
+
+// mountTmpfs mounts a small tmpfs at a new directory and unmounts it
+// (lazily) at the end. Tests of real disk faults need root: in CI that is
+// given, elsewhere the test is skipped.
+func mountTmpfs(t *testing.T) string {
+	t.Helper()
+	d := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", d).CombinedOutput(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("mount tmpfs: %v %s", err, out)
+		}
+		t.Skipf("mount tmpfs (needs root): %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", d).Run() })
+	return d
+}
+
+// TestDiskTakenOut: a data disk remounted read-only, then one unmounted,
+// are taken out of service; their files are forgotten and fetched again
+// onto the disks left; with no disk left, reads come from the origin
+// uncached. Every read returns the right bytes.
+func TestDiskTakenOut(t *testing.T) {
+	m := origin.NewMem("mem://o")
+	data := map[string][]byte{}
+	for i := range 4 {
+		p := fmt.Sprintf("/f%d", i)
+		data[p] = randomData(uint64(10+i), 5*testBlock)
+		m.Put(p, data[p], time.Now())
+	}
+	d0, d1 := mountTmpfs(t), mountTmpfs(t)
+	c := newTestCache(t, t.TempDir(), m, func(c *Config) { c.DataDirs = []string{d0, d1} })
+	readAll := func() {
+		t.Helper()
+		for p, want := range data {
+			if got := readAllVia(t, c, p); !bytes.Equal(got, want) {
+				t.Fatalf("%s: wrong bytes", p)
+			}
+		}
+		waitIdle(t, c)
+	}
+	readAll()
+	u := c.Disks()
+	if u[0].Files == 0 || u[1].Files == 0 {
+		t.Fatalf("placement: %+v", u)
+	}
+	onD0 := int64(u[0].Files)
+
+	if out, err := exec.Command("mount", "-o", "remount,ro", d0).CombinedOutput(); err != nil {
+		t.Fatalf("remount ro: %v %s", err, out)
+	}
+	c.CheckDisks()
+	u = c.Disks()
+	if u[0].Up || u[0].Reason == "" || u[0].Files != 0 || !u[1].Up {
+		t.Fatalf("after remount ro: %+v", u)
+	}
+	if got := c.Stats().DisksFailed.Load(); got != 1 {
+		t.Fatalf("DisksFailed = %d", got)
+	}
+	before := m.BytesRead.Load()
+	readAll()
+	if fetched := m.BytesRead.Load() - before; fetched != onD0*5*testBlock {
+		t.Fatalf("refetched %d bytes, want the %d files of the read-only disk (%d)", fetched, onD0, onD0*5*testBlock)
+	}
+	if u := c.Disks(); u[1].Files != 4 {
+		t.Fatalf("the disk left holds %d files, want 4", u[1].Files)
+	}
+
+	// Unmounted: the mount point is a bare directory on another device.
+	if out, err := exec.Command("umount", "-l", d1).CombinedOutput(); err != nil {
+		t.Fatalf("umount: %v %s", err, out)
+	}
+	c.CheckDisks()
+	if u := c.Disks(); u[1].Up {
+		t.Fatalf("unmounted disk still in service: %+v", u)
+	}
+	before = m.BytesRead.Load()
+	readAll()
+	if fetched := m.BytesRead.Load() - before; fetched != 4*5*testBlock {
+		t.Fatalf("with no disk, the origin sent %d bytes, want every file (%d)", fetched, 4*5*testBlock)
+	}
+	if n := filesUnder(d1); n != 0 {
+		t.Fatalf("%d files written into the bare mount point", n)
+	}
+}
+
+// TestPurgePerDisk: a disk over its high watermark is purged from its own
+// least recently used files, down to its low watermark, while the other
+// disk, under its watermark, keeps all of its files.
+func TestPurgePerDisk(t *testing.T) {
+	m := origin.NewMem("mem://o")
+	const size = 1 << 20
+	d0, d1 := mountTmpfs(t), mountTmpfs(t)
+	c := newTestCache(t, t.TempDir(), m, func(c *Config) {
+		c.DataDirs = []string{d0, d1}
+		c.HighWatermark, c.LowWatermark = 0.06, 0.04 // of 64 MiB: 3.84 and 2.56 MiB
+		c.PurgeInterval = time.Hour
+	})
+	// Five files on d0 (d1 is made to look full while they are placed),
+	// then one on d1.
+	c.disks[1].placed.Store(1 << 40)
+	for i := range 5 {
+		p := fmt.Sprintf("/a%d", i)
+		m.Put(p, randomData(uint64(i), size), time.Now().Add(time.Duration(i)*time.Second))
+		readAllVia(t, c, p)
+		waitIdle(t, c)
+	}
+	c.disks[1].placed.Store(0)
+	c.disks[0].placed.Store(1 << 40)
+	m.Put("/b", randomData(9, size), time.Now())
+	readAllVia(t, c, "/b")
+	waitIdle(t, c)
+	if u := c.Disks(); u[0].Files != 5 || u[1].Files != 1 {
+		t.Fatalf("setup: %+v", u)
+	}
+	c.Purge()
+	u := c.Disks()
+	if u[1].Files != 1 {
+		t.Fatalf("the disk under its watermark lost files: %+v", u[1])
+	}
+	if u[0].Files >= 5 || u[0].Used > u[0].High {
+		t.Fatalf("the disk over its watermark: %+v", u[0])
+	}
+	for i := range 5 - u[0].Files { // the oldest went first
+		if _, ok := c.index.diskOf(Key{Origin: "mem://o", Path: fmt.Sprintf("/a%d", i)}); ok {
+			t.Fatalf("/a%d (older) survived while newer files were evicted", i)
+		}
+	}
+}

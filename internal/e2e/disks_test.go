@@ -1,0 +1,103 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/hepcache/hepcache/internal/config"
+	"github.com/hepcache/hepcache/internal/realclient"
+)
+
+// tmpfsDisk mounts a tmpfs of size at a new directory: a real disk that a
+// test can turn read-only or unmount. Needs root, which CI has.
+func tmpfsDisk(t *testing.T, size string) string {
+	t.Helper()
+	d := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", d).CombinedOutput(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("mount tmpfs: %v %s", err, out)
+		}
+		t.Skipf("mount tmpfs (needs root): %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", d).Run() })
+	return d
+}
+
+// TestDataDisksFailAndServe: a node with three data disks (real tmpfs
+// file systems) spreads its files over them; one disk is remounted
+// read-only and another unmounted under it; both are taken out (their
+// files forgotten, /metrics says which and why) and every file is still
+// read byte-exact with xrdcp, curl and the Python bindings, from the disk
+// left or the origin.
+func TestDataDisksFailAndServe(t *testing.T) {
+	data := t.TempDir()
+	sums := map[string][32]byte{}
+	for i := range 6 {
+		p := fmt.Sprintf("/store/jbod/f%d.root", i)
+		sums[p] = writeFile(t, data, p[1:], 3*mib+i, uint64(60+i))
+	}
+	disks := []string{tmpfsDisk(t, "64m"), tmpfsDisk(t, "64m"), tmpfsDisk(t, "64m")}
+	s := startStack(t, data, func(c *config.Config) {
+		withHTTP(c)
+		c.Cache.DataDirs = disks
+	})
+	env := realclient.Env()
+	readAll := func(how string) {
+		t.Helper()
+		py := realclient.Python(t, realclient.DebianPython, "XRootD.client")
+		for p, want := range sums {
+			var got [32]byte
+			switch how {
+			case "xrdcp":
+				got = xrdcpSum(t, env, s.url+"/"+p)
+			case "curl":
+				got = curlSum(t, s.httpURL()+p)
+			case "python":
+				r := realclient.MustRunPython(t, env, py, pyReadAll, s.url+"/"+p)
+				if strings.TrimSpace(string(r.Stdout)) != fmt.Sprintf("%x", want) {
+					t.Fatalf("python read of %s: %s", p, r.Stdout)
+				}
+				continue
+			}
+			if got != want {
+				t.Fatalf("%s read of %s: sha256 %s", how, p, hex(got))
+			}
+		}
+	}
+	readAll("xrdcp")
+	s.originBytes()
+	m := s.scrape(t)
+	for _, d := range disks {
+		if m[`hepcache_disk_files{disk="`+d+`"}`] == 0 || m[`hepcache_disk_up{disk="`+d+`"}`] != 1 {
+			t.Fatalf("disk %s: files %v, up %v", d, m[`hepcache_disk_files{disk="`+d+`"}`], m[`hepcache_disk_up{disk="`+d+`"}`])
+		}
+	}
+
+	if out, err := exec.Command("mount", "-o", "remount,ro", disks[0]).CombinedOutput(); err != nil {
+		t.Fatalf("remount ro: %v %s", err, out)
+	}
+	if out, err := exec.Command("umount", "-l", disks[1]).CombinedOutput(); err != nil {
+		t.Fatalf("umount: %v %s", err, out)
+	}
+	s.srv.Cache().CheckDisks() // the server also does so every 5 s
+	m = s.scrape(t)
+	for _, d := range disks[:2] {
+		if m[`hepcache_disk_up{disk="`+d+`"}`] != 0 || m[`hepcache_disk_files{disk="`+d+`"}`] != 0 {
+			t.Fatalf("failed disk %s still counted: up %v files %v", d, m[`hepcache_disk_up{disk="`+d+`"}`], m[`hepcache_disk_files{disk="`+d+`"}`])
+		}
+	}
+	readAll("curl")
+	readAll("python")
+	readAll("xrdcp")
+	s.originBytes()
+	if n := s.scrape(t)[`hepcache_disk_files{disk="`+disks[2]+`"}`]; n != 6 {
+		t.Fatalf("the disk left holds %v files, want all 6", n)
+	}
+	r := realclient.MustRun(t, env, "curl", "-sS", "--fail", s.httpURL()+"/api/stats")
+	if !strings.Contains(string(r.Stdout), `"up":false`) || !strings.Contains(string(r.Stdout), disks[2]) {
+		t.Fatalf("dashboard data lacks the disks:\n%.2000s", r.Stdout)
+	}
+}
