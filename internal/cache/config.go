@@ -1,10 +1,10 @@
 package cache
 
 import (
-	"path/filepath"
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"github.com/hepcache/hepcache/disk"

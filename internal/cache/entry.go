@@ -25,14 +25,14 @@ type entry struct {
 
 	// initCh is a one-slot lock serialising init; initDone is set once the
 	// fields below it are valid and immutable.
-	initCh   chan struct{}
-	initOK   bool
-	info     origin.FileInfo
-	size     int64
-	nblocks  int
-	data     disk.File
+	initCh  chan struct{}
+	initOK  bool
+	info    origin.FileInfo
+	size    int64
+	nblocks int
+	data    disk.File
 	// disk is the id of the data disk holding data.
-	disk int
+	disk     int
 	wasState string // "hit", "partial" or "miss" at open
 
 	// ctx scopes every origin fetch of this entry; cancelled at finish, or
