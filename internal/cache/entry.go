@@ -422,6 +422,17 @@ func (e *entry) completeInBackground() {
 	e.c.release(e, sidecar.Access{}, false)
 }
 
+// readAheadLocked schedules read-ahead after block b for h's reader: every
+// read path (stream, vector read, sendfile) comes through here, so a
+// reader that may not start downloads (NoFetch) never starts read-ahead.
+// MUST be called with e.mu held.
+func (e *entry) readAheadLocked(h *handle, b int) {
+	if h.req.NoFetch {
+		return
+	}
+	e.schedulePrefetchLocked(b)
+}
+
 // schedulePrefetchLocked starts read-ahead fetches after block b.
 // MUST be called with e.mu held.
 func (e *entry) schedulePrefetchLocked(b int) {
@@ -489,9 +500,7 @@ func (e *entry) stream(ctx context.Context, h *handle, off, n int64, fn func([]b
 				_, l := e.blockRange(int(segEnd / bs))
 				segEnd = min(end, segEnd+l)
 			}
-			if !h.req.NoFetch {
-				e.schedulePrefetchLocked(int((segEnd - 1) / bs))
-			}
+			e.readAheadLocked(h, int((segEnd-1)/bs))
 			e.mu.Unlock()
 			k, err := e.readData(pos, segEnd-pos, fn)
 			done += k
@@ -541,9 +550,7 @@ func (e *entry) stream(ctx context.Context, h *handle, off, n int64, fn func([]b
 		for i := range held {
 			held[i] = f.hold(first + i)
 		}
-		if !h.req.NoFetch {
-			e.schedulePrefetchLocked(b)
-		}
+		e.readAheadLocked(h, b)
 		e.mu.Unlock()
 
 		k, err := e.streamFromFetch(ctx, h, f, pos, segEnd, held, fn)

@@ -115,7 +115,7 @@ func (h *handle) OSFile(off, n int64) (*os.File, bool) {
 			return nil, false
 		}
 	}
-	e.schedulePrefetchLocked(last)
+	e.readAheadLocked(h, last)
 	e.mu.Unlock()
 	h.hit.Add(n)
 	e.c.stats.BytesHit.Add(n)

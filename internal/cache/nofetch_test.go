@@ -61,6 +61,11 @@ func TestNoFetch(t *testing.T) {
 	if _, err := rf.ReadAt(ctx, got, testBlock); err != nil || !bytes.Equal(got, data[testBlock:2*testBlock]) {
 		t.Fatalf("cached block: %v", err)
 	}
+	// The sendfile path (root:// reads of present blocks) starts no
+	// read-ahead for it either.
+	if f, ok := rf.(backend.OSFiler).OSFile(0, 2*testBlock); !ok || f == nil {
+		t.Fatal("OSFile of two present blocks refused")
+	}
 	present := c.files[Key{Origin: "mem://o", Path: "/f"}].present.Count()
 	_, err = rf.ReadAt(ctx, got, 30*testBlock)
 	if !errors.Is(err, backend.ErrForbidden) {

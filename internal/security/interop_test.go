@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/hepcache/hepcache/internal/cache"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -310,5 +311,56 @@ read = ["scope"]
 	}
 	if err := sec.Reload(); err != nil {
 		t.Fatalf("reload: %v", err)
+	}
+}
+
+// TestReadOnlyClientStartsNoDownload: with read-ahead on, a client that may
+// read only cached data (no fetch rule) reads the cached part of a partial
+// file with xrdcp over plain root:// (sendfile), the Python bindings and
+// curl, and is refused the rest; the origin sends nothing for it, not even
+// read-ahead, on any read path.
+func TestReadOnlyClientStartsNoDownload(t *testing.T) {
+	p := newPKI(t)
+	s := newStack(t, p, nil, func(c *cache.Config) { c.Prefetch, c.BlockSize, c.PieceSize = 4, 64<<10, 16<<10 })
+	roots := strings.Replace(s.root, "root://", "roots://", 1)
+	const f = "/public/a.root" // 300 KiB: 5 blocks of 64 KiB
+	py := realclient.Python(t, realclient.DebianPython, "XRootD.client")
+	readRange := `
+import sys
+from XRootD import client
+f = client.File()
+st, _ = f.open(sys.argv[1])
+if not st.ok: sys.exit(st.message)
+st, data = f.read(0, int(sys.argv[2]))
+if not st.ok: sys.exit(st.message)
+sys.stdout.buffer.write(data)
+f.close()
+`
+	// An authenticated client caches the first block; the origin holds
+	// back the rest, so its read-ahead ends with its close.
+	s.rec.holdFrom.Store(65536)
+	tok := s.xrdEnv(t, "BEARER_TOKEN="+s.token(t, "storage.read:/public"))
+	r := realclient.MustRunPython(t, tok, py, readRange, roots+"/"+f, "65536")
+	if !bytes.Equal(r.Stdout, s.data[f][:65536]) {
+		t.Fatal("authenticated read of the first block: wrong bytes")
+	}
+	waitClosed(t, s)
+	s.rec.holdFrom.Store(0)
+	before := s.mem.BytesRead.Load()
+
+	anon := s.xrdEnv(t)
+	r = realclient.MustRunPython(t, anon, py, readRange, s.root+"/"+f, "65536")
+	if !bytes.Equal(r.Stdout, s.data[f][:65536]) {
+		t.Fatal("read-only python read of the cached block: wrong bytes")
+	}
+	if code, body := s.curl(t, f, "-r", "0-65535"); code != http.StatusPartialContent || body != string(s.data[f][:65536]) {
+		t.Fatalf("read-only curl of the cached block: %d", code)
+	}
+	if _, r := s.xrdcp(t, anon, s.root+"/"+f); r.Err == nil {
+		t.Fatal("read-only xrdcp of the whole partial file succeeded")
+	}
+	waitClosed(t, s)
+	if after := s.mem.BytesRead.Load(); after != before {
+		t.Fatalf("read-only clients made the origin send %d bytes", after-before)
 	}
 }

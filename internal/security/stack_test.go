@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -108,10 +109,9 @@ var defaultRules = []authz.Rule{
 	{Path: "/store", Read: []string{"scope", "vo:cms"}, Fetch: []string{"scope", "fqan:/cms/Role=production"}},
 }
 
-// frontMut adjusts the front ends' configurations (limits, timeouts).
-type frontMut func(*xrdfront.Config, *httpfront.Config)
-
-func newStack(t *testing.T, p *pki, mut func(*Config), fronts ...frontMut) *stack {
+// newStack options: a func(*xrdfront.Config, *httpfront.Config) adjusts
+// the front ends (limits, timeouts), a func(*cache.Config) the cache.
+func newStack(t *testing.T, p *pki, mut func(*Config), opts ...any) *stack {
 	t.Helper()
 	s := &stack{pki: p, mem: origin.NewMem("mem://origin"), log: &logBuffer{}, data: map[string][]byte{}}
 	s.rec = &recOrigin{Origin: s.mem}
@@ -148,6 +148,11 @@ func newStack(t *testing.T, p *pki, mut func(*Config), fronts ...frontMut) *stac
 	cc.Logger = logger
 	cc.VerifyChecksum = "none"
 	cc.Prefetch = -1
+	for _, o := range opts {
+		if f, ok := o.(func(*cache.Config)); ok {
+			f(cc)
+		}
+	}
 	cc.Origins = origin.ResolverFunc(func(ctx context.Context, u string) (origin.Origin, error) {
 		if u != "" {
 			return nil, fmt.Errorf("forwarding to %s is not on the forward-allow list: %w", u, backend.ErrForbidden)
@@ -165,8 +170,10 @@ func newStack(t *testing.T, p *pki, mut func(*Config), fronts ...frontMut) *stac
 		HandshakeTimeout: 10 * time.Second,
 	}
 	hc := &httpfront.Config{Backend: s.cache, Logger: logger, Authorizer: s.sec.HTTPAuthorizer(), TLSConfig: s.sec.TLSConfig()}
-	for _, f := range fronts {
-		f(xc, hc)
+	for _, o := range opts {
+		if f, ok := o.(func(*xrdfront.Config, *httpfront.Config)); ok {
+			f(xc, hc)
+		}
 	}
 	xs, err := xrdfront.New(xc)
 	if err != nil {
@@ -276,9 +283,28 @@ func (s *stack) fill(t *testing.T, path string) {
 type recOrigin struct {
 	origin.Origin
 
+	// holdFrom, when positive, makes reads at or past that offset wait
+	// until their context ends: a test can let a client cache the start of
+	// a file while its read-ahead never lands.
+	holdFrom atomic.Int64
+
 	// mu protects paths.
 	mu    sync.Mutex
 	paths []string
+}
+
+// heldFile is an origin file under recOrigin.holdFrom.
+type heldFile struct {
+	origin.File
+	r *recOrigin
+}
+
+func (h heldFile) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	if from := h.r.holdFrom.Load(); from > 0 && off >= from {
+		<-ctx.Done()
+		return 0, ctx.Err()
+	}
+	return h.File.ReadAt(ctx, p, off)
 }
 
 func (r *recOrigin) note(p string) {
@@ -301,7 +327,11 @@ func (r *recOrigin) Stat(ctx context.Context, p string) (origin.FileInfo, error)
 
 func (r *recOrigin) Open(ctx context.Context, p string) (origin.File, error) {
 	r.note(p)
-	return r.Origin.Open(ctx, p)
+	f, err := r.Origin.Open(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return heldFile{File: f, r: r}, nil
 }
 
 func (r *recOrigin) List(ctx context.Context, p string, withStat bool) ([]origin.FileInfo, error) {
