@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"github.com/hepcache/hepcache/internal/eventually"
 	"log/slog"
 	"slices"
 	"testing"
@@ -79,16 +80,10 @@ func waitView(tb testing.TB, ms []*Membership, want []string) time.Duration {
 	}
 }
 
-// eventually waits until cond holds, failing after a generous deadline.
-func eventually(tb testing.TB, cond func() bool) {
+// waitUntil waits until cond holds, failing after a generous deadline.
+func waitUntil(tb testing.TB, cond func() bool) {
 	tb.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatal("condition not reached in 30s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually.True(tb, cond, "the membership condition")
 }
 
 func TestMembershipJoinLeaveFail(t *testing.T) {
@@ -119,7 +114,7 @@ func TestMembershipJoinLeaveFail(t *testing.T) {
 	c.Close()
 	took = waitView(t, []*Membership{a, b}, []string{"a", "b"})
 	t.Logf("graceful leave converged in %v", took)
-	eventually(t, func() bool { return a.Stats().Leaves.Load() == 1 })
+	waitUntil(t, func() bool { return a.Stats().Leaves.Load() == 1 })
 	if a.Stats().Leaves.Load() != 1 || a.Stats().Failures.Load() != 0 {
 		t.Fatalf("a counted %d leaves, %d failures", a.Stats().Leaves.Load(), a.Stats().Failures.Load())
 	}
@@ -130,7 +125,7 @@ func TestMembershipJoinLeaveFail(t *testing.T) {
 	d.crash() // like kill -9: sockets close, nobody is told
 	took = waitView(t, []*Membership{a, b}, []string{"a", "b"})
 	t.Logf("crash detected and converged in %v (probe interval 100ms)", took)
-	eventually(t, func() bool { return a.Stats().Failures.Load() == 1 })
+	waitUntil(t, func() bool { return a.Stats().Failures.Load() == 1 })
 	if a.Stats().Failures.Load() != 1 || a.Stats().Leaves.Load() != 1 {
 		t.Fatalf("a counted %d failures", a.Stats().Failures.Load())
 	}

@@ -76,7 +76,7 @@ func readVia(tb testing.TB, b backend.Backend, p string) []byte {
 // waitComplete waits until the cache in dir records p as complete.
 func waitComplete(tb testing.TB, dir, originURL, p string) {
 	tb.Helper()
-	eventually(tb, func() bool {
+	waitUntil(tb, func() bool {
 		in, err := cache.Inspect(dir, originURL, p)
 		return err == nil && in[0].Complete()
 	})

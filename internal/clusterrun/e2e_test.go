@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"github.com/hepcache/hepcache/internal/eventually"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -263,9 +264,7 @@ func TestClusterNodeLoss(t *testing.T) {
 		wg.Add(1)
 		go rd.run(stop, &wg)
 	}
-	for rd.copies.Load() < 20 {
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually.True(t, func() bool { return rd.copies.Load() >= 20 }, "20 copies before the kill")
 	before := ranking(c, origin, victimFiles[0])
 	victim.Kill()
 	took, err := c.WaitConverged(60 * time.Second)
@@ -274,9 +273,7 @@ func TestClusterNodeLoss(t *testing.T) {
 	}
 	t.Logf("node %s killed: views converged after %v (profile lan)", victim.Name, took)
 	n := rd.copies.Load()
-	for rd.copies.Load() < n+20 {
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually.True(t, func() bool { return rd.copies.Load() >= n+20 }, "20 copies after the kill")
 	close(stop)
 	wg.Wait()
 	skips, _ := entry.Metric("hepcache_cluster_tried_returns_total")

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"github.com/hepcache/hepcache/internal/eventually"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -77,16 +78,11 @@ func (s *stack) health(tb testing.TB) (status string, reasons []string) {
 // after the client that caused them has closed).
 func (s *stack) waitComplete(tb testing.TB, p string) {
 	tb.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
+	eventually.True(tb, func() bool {
 		infos, err := cache.Inspect(s.cfg.Cache.Dir, "", p)
-		if err == nil && len(infos) == 1 && infos[0].Complete() && infos[0].ChecksumState != sidecar.ChecksumNone &&
-			s.srv.Cache().Stats().OpenFiles.Load() == 0 {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	tb.Fatalf("%s never became complete and checksummed in the cache", p)
+		return err == nil && len(infos) == 1 && infos[0].Complete() && infos[0].ChecksumState != sidecar.ChecksumNone &&
+			s.srv.Cache().Stats().OpenFiles.Load() == 0
+	}, "%s complete and checksummed in the cache", p)
 }
 
 // accessRecord is a line of the access log (docs/access-log.md).
@@ -98,11 +94,14 @@ func (s *stack) accessLines(tb testing.TB, n int) []accessRecord {
 	tb.Helper()
 	fields := []string{"time", "open_time", "path", "origin", "size", "bytes_read", "bytes_hit", "bytes_missed",
 		"bytes_bypassed", "duration_s", "client", "user", "protocol", "status"}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		b, _ := os.ReadFile(s.cfg.Log.AccessLog)
+	var b []byte
+	eventually.True(tb, func() bool {
+		b, _ = os.ReadFile(s.cfg.Log.AccessLog)
+		return len(b) > 0 && len(strings.Split(strings.TrimSpace(string(b)), "\n")) >= n
+	}, "%d lines in the access log", n)
+	{
 		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-		if len(b) > 0 && len(lines) >= n {
+		{
 			var out []accessRecord
 			for _, l := range lines {
 				var raw map[string]any
@@ -120,10 +119,6 @@ func (s *stack) accessLines(tb testing.TB, n int) []accessRecord {
 			}
 			return out
 		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("access log has %d lines, want %d:\n%s", len(lines), n, b)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -198,10 +193,7 @@ func TestCrossProtocol(t *testing.T) {
 	}
 	// The scrape's own connection is the only client left once the
 	// root:// clients have gone (they close as they exit).
-	deadline := time.Now().Add(30 * time.Second)
-	for s.scrape(t)[`hepcache_clients{protocol="root"}`] != 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually.True(t, func() bool { return s.scrape(t)[`hepcache_clients{protocol="root"}`] == 0 }, "no root client left after every client exited")
 	if n := s.scrape(t)[`hepcache_clients{protocol="root"}`]; n != 0 {
 		t.Errorf("%v root clients left after every client exited", n)
 	}
@@ -276,15 +268,6 @@ func TestHealthFollowsTheOrigin(t *testing.T) {
 	if got := xrdcpSum(t, realclient.Env(), s.url+"//store/cached.root"); got != sum {
 		t.Fatal("cached file not served while the origin is down")
 	}
-	deadline := time.Now().Add(window + 30*time.Second)
-	for {
-		st, why = s.health(t)
-		if st == "healthy" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/health still %s %v long after the last origin error", st, why)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	eventually.True(t, func() bool { st, why = s.health(t); return st == "healthy" },
+		"/health healthy again after the health window (%v) since the last origin error; last %s %v", window, st, why)
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"fmt"
+	"github.com/hepcache/hepcache/internal/eventually"
 	"net"
 	"os"
 	"os/exec"
@@ -105,9 +106,7 @@ func TestCrashDuringDownloadsThenRestart(t *testing.T) {
 		}(i)
 	}
 	// Kill once a good part, but not all, of the data has crossed the link.
-	for link.Stats.BytesDown.Load() < files*size/3 {
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually.True(t, func() bool { return link.Stats.BytesDown.Load() >= files*size/3 }, "a third of the data across the link")
 	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -179,9 +178,7 @@ func TestGracefulShutdown(t *testing.T) {
 		r := realclient.Run(t, realclient.Env(), "xrdcp", "-s", "-f", "root://"+p.addr+"//store/slow.root", "-")
 		res <- result{r, sha256.Sum256(r.Stdout)}
 	}()
-	for link.Stats.BytesDown.Load() < size/4 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually.True(t, func() bool { return link.Stats.BytesDown.Load() >= size/4 }, "a quarter of the file across the link")
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	got := <-res
 	if got.r.Err != nil || got.sum != want {
@@ -223,15 +220,14 @@ func TestInspectAndEvictWhileServing(t *testing.T) {
 		t.Fatalf("read: sha256 %s", hex(got))
 	}
 	var info []byte
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	eventually.True(t, func() bool {
 		out, err := exec.Command(hepcacheBin, "inspect", "--cache-dir", cacheDir, "/store/ops/f.root").CombinedOutput()
 		if err != nil {
 			t.Fatalf("inspect: %v\n%s", err, out)
 		}
-		if info = out; strings.Contains(string(out), "(100.0% complete)") && strings.Contains(string(out), "verified") {
-			break
-		}
-	}
+		info = out
+		return strings.Contains(string(out), "(100.0% complete)") && strings.Contains(string(out), "verified")
+	}, "inspect to show the file complete and verified")
 	for _, want := range []string{"root://" + origin.Addr, fmt.Sprintf("size          %d", size), "4 of 4 (100.0% complete)", "checksum      verified adler32="} {
 		if !strings.Contains(string(info), want) {
 			t.Fatalf("inspect output lacks %q:\n%s", want, info)

@@ -3,13 +3,13 @@ package e2e
 import (
 	"bytes"
 	"crypto/tls"
+	"github.com/hepcache/hepcache/internal/eventually"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/hepcache/hepcache/internal/auth/authtest"
 	"github.com/hepcache/hepcache/internal/realclient"
@@ -97,13 +97,7 @@ handshake_timeout = "5s"
 	renewed := ca.Host(t, "localhost", "127.0.0.1")
 	renewed.WriteFiles(t, dir, "hostcert")
 	p.cmd.Process.Signal(syscall.SIGHUP)
-	deadline := time.Now().Add(20 * time.Second)
-	for serial() == before {
-		if time.Now().After(deadline) {
-			t.Fatalf("SIGHUP did not reload the certificate:\n%s", p.log)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually.True(t, func() bool { return serial() != before }, "SIGHUP to reload the certificate")
 	if got := serial(); got != renewed.Cert.SerialNumber.String() {
 		t.Fatalf("after SIGHUP the server presents %s, want %s", got, renewed.Cert.SerialNumber)
 	}

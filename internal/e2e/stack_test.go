@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"github.com/hepcache/hepcache/internal/eventually"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -24,6 +25,7 @@ import (
 
 // stack is an origin, a byte-counting link in front of it, and a cache.
 type stack struct {
+	tb      testing.TB
 	dataDir string
 	origin  *xrdtest.Server
 	link    *wan.Proxy // counts the bytes the origin sends
@@ -60,17 +62,14 @@ func startStack(tb testing.TB, dataDir string, mut func(*config.Config)) *stack 
 		defer cancel()
 		srv.Shutdown(ctx)
 	})
-	return &stack{dataDir: dataDir, origin: o, link: link, srv: srv, cfg: cfg, url: "root://" + srv.RootAddr().String()}
+	return &stack{tb: tb, dataDir: dataDir, origin: o, link: link, srv: srv, cfg: cfg, url: "root://" + srv.RootAddr().String()}
 }
 
 // originBytes is how many bytes the origin has sent so far, once the cache
 // has finished with every file (the close and checksum exchanges with the
 // origin that follow a client's close are part of that file's cold read).
 func (s *stack) originBytes() int64 {
-	deadline := time.Now().Add(30 * time.Second)
-	for s.srv.Cache().Stats().OpenFiles.Load() > 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually.True(s.tb, func() bool { return s.srv.Cache().Stats().OpenFiles.Load() == 0 }, "the cache to close every file")
 	// The origin's answers to the closes come just after.
 	return s.link.Quiet(500 * time.Millisecond)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"github.com/hepcache/hepcache/internal/cache"
+	"github.com/hepcache/hepcache/internal/eventually"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -177,13 +178,7 @@ func TestReadCachedOnly(t *testing.T) {
 // closed (their blocks recorded).
 func waitClosed(t *testing.T, s *stack) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for s.cache.Stats().OpenFiles.Load() > 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("files stay open in the cache")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually.True(t, func() bool { return s.cache.Stats().OpenFiles.Load() == 0 }, "the cache to close every file")
 }
 
 // TestCurlTokens drives curl with Authorization: Bearer over HTTPS.

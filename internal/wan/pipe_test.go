@@ -2,6 +2,7 @@ package wan
 
 import (
 	"bytes"
+	"github.com/hepcache/hepcache/internal/eventually"
 	"io"
 	"net"
 	"sync"
@@ -59,15 +60,11 @@ func TestBackpressure(t *testing.T) {
 			})
 
 			// Wait until the pipe has filled up to its bound.
-			for {
+			eventually.True(t, func() bool {
 				p.mu.Lock()
-				in := p.inflight
-				p.mu.Unlock()
-				if in >= tc.maxInFlight {
-					break
-				}
-				time.Sleep(time.Millisecond)
-			}
+				defer p.mu.Unlock()
+				return p.inflight >= tc.maxInFlight
+			}, "the pipe filled to its bound")
 			if s := sent.Load(); s > tc.maxSent {
 				t.Errorf("the source wrote %d bytes into a stalled pipe, bound %d", s, tc.maxSent)
 			}

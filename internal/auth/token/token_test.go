@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"github.com/hepcache/hepcache/internal/eventually"
 	"strings"
 	"sync"
 	"testing"
@@ -263,13 +264,7 @@ func TestDiscoveryCacheAndRefresh(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually.True(t, cond, "the background key refresh")
 }
 
 func TestIssuerUnreachable(t *testing.T) {

@@ -2,6 +2,7 @@ package trace
 
 import (
 	"bytes"
+	"github.com/hepcache/hepcache/internal/eventually"
 	"net"
 	"os"
 	"os/exec"
@@ -61,17 +62,13 @@ func TestReadGStreamFromXCache(t *testing.T) {
 	}
 	// XCache closes its file after the client and flushes the stream every
 	// second; it may hold a file open longer, so take what arrived in 15 s.
-	deadline := time.Now().Add(15 * time.Second)
 	var raw string
-	for {
+	eventually.Within(15*time.Second, func() bool {
 		mu.Lock()
 		raw = collected.String()
 		mu.Unlock()
-		if strings.Count(raw, `"file_close"`) >= 3 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return strings.Count(raw, `"file_close"`) >= 3
+	})
 	records := strings.Count(raw, `"file_close"`)
 	if records == 0 {
 		t.Fatalf("XCache sent no file_close record in 15 s:\n%q", raw)
