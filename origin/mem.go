@@ -30,12 +30,26 @@ type Mem struct {
 	// Lookups counts Stat and Open calls, failed ones included.
 	Lookups atomic.Int64
 
-	// mu protects files, failErr, gate and sums.
+	// mu protects files, failErr, gate, onRead and sums.
 	mu      sync.Mutex
 	files   map[string]memFile
 	failErr error
 	gate    chan struct{}
+	onRead  ReadHook
 	sums    map[string]string // "algo path" -> forced checksum
+}
+
+// ReadHook runs before every read of n bytes at off of path. It may block
+// (a distant or stalled origin: wait for a channel or ctx), sleep, count,
+// or fail the read by returning an error.
+type ReadHook func(ctx context.Context, path string, off int64, n int) error
+
+// OnRead sets the read hook (nil removes it). Tests use it instead of
+// wrapping the origin to slow, hold back or fail some reads.
+func (m *Mem) OnRead(fn ReadHook) {
+	m.mu.Lock()
+	m.onRead = fn
+	m.mu.Unlock()
 }
 
 type memFile struct {
@@ -222,6 +236,14 @@ func (h *memHandle) ReadAt(ctx context.Context, p []byte, off int64) (int, error
 	f, gate, err := h.m.lookup(h.path)
 	if err != nil {
 		return 0, err
+	}
+	h.m.mu.Lock()
+	hook := h.m.onRead
+	h.m.mu.Unlock()
+	if hook != nil {
+		if err := hook(ctx, h.path, off, len(p)); err != nil {
+			return 0, err
+		}
 	}
 	if gate != nil {
 		select {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hepcache/hepcache/internal/eventually"
 	"io"
 	"math/rand/v2"
 	"strings"
@@ -186,43 +187,29 @@ func TestCoalescing(t *testing.T) {
 	}
 }
 
-// gatedOrigin blocks reads at or after offset gateAt until released.
-type gatedOrigin struct {
-	*origin.Mem
-	gateAt  int64
-	release chan struct{}
-}
-
-func (g *gatedOrigin) Open(ctx context.Context, p string) (origin.File, error) {
-	f, err := g.Mem.Open(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	return &gatedFile{File: f, g: g}, nil
-}
-
-type gatedFile struct {
-	origin.File
-	g *gatedOrigin
-}
-
-func (f *gatedFile) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
-	if off >= f.g.gateAt {
-		select {
-		case <-f.g.release:
-		case <-ctx.Done():
-			return 0, ctx.Err()
+// holdFrom makes m's reads at or after off wait until release is closed
+// (or their context ends): a distant origin that has sent only the start.
+func holdFrom(m *origin.Mem, off int64, release <-chan struct{}) {
+	m.OnRead(func(ctx context.Context, _ string, o int64, _ int) error {
+		if o < off {
+			return nil
 		}
-	}
-	return f.File.ReadAt(ctx, p, off)
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
 }
 
 func TestStreamThroughBeforeBlockCompletes(t *testing.T) {
 	m := origin.NewMem("mem://o")
 	data := randomData(5, testBlock)
 	m.Put("/f", data, time.Now())
-	g := &gatedOrigin{Mem: m, gateAt: testPiece, release: make(chan struct{})}
-	c := newTestCache(t, t.TempDir(), g, nil)
+	release := make(chan struct{})
+	holdFrom(m, testPiece, release)
+	c := newTestCache(t, t.TempDir(), m, nil)
 	f := openTest(t, c, "/f")
 	defer f.Close()
 	first := make(chan []byte, 1)
@@ -249,7 +236,7 @@ func TestStreamThroughBeforeBlockCompletes(t *testing.T) {
 		t.Fatal("stream finished before the gated pieces were released")
 	default:
 	}
-	close(g.release)
+	close(release)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
@@ -438,17 +425,12 @@ func TestPrefetchStopsAtCloseAndCompleteAfterClose(t *testing.T) {
 
 func waitIdle(tb testing.TB, c *Cache) {
 	tb.Helper()
-	for i := 0; i < 10000; i++ {
+	eventually.True(tb, func() bool {
 		c.mu.Lock()
-		n := len(c.files) + len(c.closing)
-		c.mu.Unlock()
-		if n == 0 {
-			c.bg.Wait() // verification and final syncs in the background
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
-	tb.Fatal("cache never went idle")
+		defer c.mu.Unlock()
+		return len(c.files)+len(c.closing) == 0
+	}, "the cache to go idle")
+	c.bg.Wait() // verification and final syncs in the background
 }
 
 func TestOSFileOnlyForPresentBlocks(t *testing.T) {
@@ -489,36 +471,7 @@ func TestOSFileOnlyForPresentBlocks(t *testing.T) {
 // waitBlocks waits until n block fetches have completed (their bits set).
 func waitBlocks(tb testing.TB, c *Cache, n int64) {
 	tb.Helper()
-	for i := 0; c.Stats().BlocksFetched.Load() < n; i++ {
-		if i > 10000 {
-			tb.Fatalf("only %d of %d blocks fetched", c.Stats().BlocksFetched.Load(), n)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-// slowOrigin delays every read, like a distant origin.
-type slowOrigin struct {
-	*origin.Mem
-	delay time.Duration
-}
-
-func (s *slowOrigin) Open(ctx context.Context, p string) (origin.File, error) {
-	f, err := s.Mem.Open(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	return &slowFile{File: f, delay: s.delay}, nil
-}
-
-type slowFile struct {
-	origin.File
-	delay time.Duration
-}
-
-func (f *slowFile) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
-	time.Sleep(f.delay)
-	return f.File.ReadAt(ctx, p, off)
+	eventually.True(tb, func() bool { return c.Stats().BlocksFetched.Load() >= n }, "%d block fetches", n)
 }
 
 func TestPrefetchWindowWidensForSlowOrigin(t *testing.T) {
@@ -530,7 +483,9 @@ func TestPrefetchWindowWidensForSlowOrigin(t *testing.T) {
 			m := origin.NewMem("mem://o")
 			data := randomData(71, 64*testBlock)
 			m.Put("/f", data, time.Now())
-			c := newTestCache(t, t.TempDir(), &slowOrigin{Mem: m, delay: 2 * time.Millisecond}, func(cfg *Config) {
+			// Every read takes a while, like a distant origin's.
+			m.OnRead(func(context.Context, string, int64, int) error { time.Sleep(2 * time.Millisecond); return nil })
+			c := newTestCache(t, t.TempDir(), m, func(cfg *Config) {
 				cfg.Prefetch = 2
 				cfg.PrefetchMax = tc.max
 			})
@@ -556,63 +511,49 @@ func TestPrefetchWindowWidensForSlowOrigin(t *testing.T) {
 	}
 }
 
-// countingOrigin records the most origin reads in flight at once. Reads wait
+// concurrency records the most origin reads in flight at once. Reads wait
 // (up to 2 s) until target reads are in flight, so a cache that sends them
 // together gets them answered at once, and one that sends them one by one
 // shows a low high-water mark.
-type countingOrigin struct {
-	*origin.Mem
+type concurrency struct {
 	target       int64
 	inflight, hi atomic.Int64
 	mu           sync.Mutex
 	release      chan struct{}
 }
 
-func (c *countingOrigin) reset(target int64) {
+func (c *concurrency) reset(target int64) {
 	c.mu.Lock()
 	c.target, c.release = target, make(chan struct{})
 	c.mu.Unlock()
 	c.hi.Store(0)
 }
 
-func (c *countingOrigin) Open(ctx context.Context, p string) (origin.File, error) {
-	f, err := c.Mem.Open(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	return &countingFile{File: f, o: c}, nil
-}
-
-type countingFile struct {
-	origin.File
-	o *countingOrigin
-}
-
-func (f *countingFile) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
-	o := f.o
-	n := o.inflight.Add(1)
-	defer o.inflight.Add(-1)
+// hook is the origin.Mem read hook that counts and holds the reads.
+func (c *concurrency) hook(ctx context.Context, _ string, _ int64, _ int) error {
+	n := c.inflight.Add(1)
+	defer c.inflight.Add(-1)
 	for {
-		h := o.hi.Load()
-		if n <= h || o.hi.CompareAndSwap(h, n) {
+		h := c.hi.Load()
+		if n <= h || c.hi.CompareAndSwap(h, n) {
 			break
 		}
 	}
-	o.mu.Lock()
-	rel := o.release
-	if n >= o.target {
+	c.mu.Lock()
+	rel := c.release
+	if n >= c.target {
 		select {
 		case <-rel:
 		default:
 			close(rel)
 		}
 	}
-	o.mu.Unlock()
+	c.mu.Unlock()
 	select {
 	case <-rel:
 	case <-time.After(2 * time.Second):
 	}
-	return f.File.ReadAt(ctx, p, off)
+	return nil
 }
 
 // TestLargeAndVectorReadsFetchBlocksTogether: a read spanning many missing
@@ -622,9 +563,10 @@ func TestLargeAndVectorReadsFetchBlocksTogether(t *testing.T) {
 	m := origin.NewMem("mem://o")
 	data := randomData(73, 16*testBlock)
 	m.Put("/f", data, time.Now())
-	co := &countingOrigin{Mem: m}
-	co.reset(16)                               // 4 blocks of 4 pieces
-	c := newTestCache(t, t.TempDir(), co, nil) // prefetch off
+	co := &concurrency{}
+	co.reset(16) // 4 blocks of 4 pieces
+	m.OnRead(co.hook)
+	c := newTestCache(t, t.TempDir(), m, nil) // prefetch off
 	f := openTest(t, c, "/f")
 	defer f.Close()
 	buf := make([]byte, 4*testBlock)

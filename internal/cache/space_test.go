@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hepcache/hepcache/internal/eventually"
 	"sync"
 	"testing"
 	"time"
@@ -130,10 +131,8 @@ func TestPurgeStartsWhenHighWatermarkIsCrossed(t *testing.T) {
 		c.purgeMu.Lock() // wait for a purge in progress
 		c.purgeMu.Unlock()
 	}
-	// Give the last kick a chance to run, then check the bound.
-	for i := 0; i < 1000 && len(c.purgeKick) > 0; i++ {
-		time.Sleep(time.Millisecond)
-	}
+	// Let the last kick run, then check the bound.
+	eventually.True(t, func() bool { return len(c.purgeKick) == 0 }, "the purger to take the last kick")
 	c.purgeMu.Lock()
 	c.purgeMu.Unlock()
 	u, _ := c.Usage()
@@ -205,15 +204,11 @@ func TestMaxFilesAndMaxAge(t *testing.T) {
 func waitClosed(tb testing.TB, c *Cache, p string) {
 	tb.Helper()
 	k := Key{Origin: "mem://o", Path: p}
-	for i := 0; i < 10000; i++ {
+	eventually.True(tb, func() bool {
 		c.mu.Lock()
+		defer c.mu.Unlock()
 		_, open := c.files[k]
 		_, closing := c.closing[k]
-		c.mu.Unlock()
-		if !open && !closing {
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
-	tb.Fatalf("%s never closed", p)
+		return !open && !closing
+	}, "%s to close", p)
 }

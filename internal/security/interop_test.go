@@ -333,14 +333,20 @@ f.close()
 `
 	// An authenticated client caches the first block; the origin holds
 	// back the rest, so its read-ahead ends with its close.
-	s.rec.holdFrom.Store(65536)
+	s.mem.OnRead(func(ctx context.Context, _ string, off int64, _ int) error {
+		if off >= 65536 {
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	})
 	tok := s.xrdEnv(t, "BEARER_TOKEN="+s.token(t, "storage.read:/public"))
 	r := realclient.MustRunPython(t, tok, py, readRange, roots+"/"+f, "65536")
 	if !bytes.Equal(r.Stdout, s.data[f][:65536]) {
 		t.Fatal("authenticated read of the first block: wrong bytes")
 	}
 	waitClosed(t, s)
-	s.rec.holdFrom.Store(0)
+	s.mem.OnRead(nil)
 	before := s.mem.BytesRead.Load()
 
 	anon := s.xrdEnv(t)

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -283,28 +282,9 @@ func (s *stack) fill(t *testing.T, path string) {
 type recOrigin struct {
 	origin.Origin
 
-	// holdFrom, when positive, makes reads at or past that offset wait
-	// until their context ends: a test can let a client cache the start of
-	// a file while its read-ahead never lands.
-	holdFrom atomic.Int64
-
 	// mu protects paths.
 	mu    sync.Mutex
 	paths []string
-}
-
-// heldFile is an origin file under recOrigin.holdFrom.
-type heldFile struct {
-	origin.File
-	r *recOrigin
-}
-
-func (h heldFile) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
-	if from := h.r.holdFrom.Load(); from > 0 && off >= from {
-		<-ctx.Done()
-		return 0, ctx.Err()
-	}
-	return h.File.ReadAt(ctx, p, off)
 }
 
 func (r *recOrigin) note(p string) {
@@ -327,11 +307,7 @@ func (r *recOrigin) Stat(ctx context.Context, p string) (origin.FileInfo, error)
 
 func (r *recOrigin) Open(ctx context.Context, p string) (origin.File, error) {
 	r.note(p)
-	f, err := r.Origin.Open(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	return heldFile{File: f, r: r}, nil
+	return r.Origin.Open(ctx, p)
 }
 
 func (r *recOrigin) List(ctx context.Context, p string, withStat bool) ([]origin.FileInfo, error) {

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -365,43 +366,29 @@ func TestPropfind(t *testing.T) {
 	}
 }
 
-// slowOrigin blocks reads at or beyond a given offset until released.
-type slowOrigin struct {
-	*origin.Mem
-	from    int64
-	release chan struct{}
-}
-
-func (o *slowOrigin) Open(ctx context.Context, p string) (origin.File, error) {
-	f, err := o.Mem.Open(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	return &slowFile{File: f, o: o}, nil
-}
-
-type slowFile struct {
-	origin.File
-	o *slowOrigin
-}
-
-func (f *slowFile) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
-	if off+int64(len(p)) > f.o.from {
-		select {
-		case <-f.o.release:
-		case <-ctx.Done():
-			return 0, ctx.Err()
+// holdBeyond makes m's reads reaching past from wait until release is
+// closed (or their context ends): an origin still sending the rest.
+func holdBeyond(m *origin.Mem, from int64, release <-chan struct{}) {
+	m.OnRead(func(ctx context.Context, _ string, off int64, n int) error {
+		if off+int64(n) <= from {
+			return nil
 		}
-	}
-	return f.File.ReadAt(ctx, p, off)
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
 }
 
 // TestStreamThrough: a client receives the start of a cold file while the
 // origin still holds back the rest.
 func TestStreamThrough(t *testing.T) {
 	mem := origin.NewMem("mem://slow")
-	so := &slowOrigin{Mem: mem, from: 1 << 20, release: make(chan struct{})}
-	e := newEnv(t, envOpts{origin: so})
+	release := make(chan struct{})
+	holdBeyond(mem, 1<<20, release)
+	e := newEnv(t, envOpts{origin: mem})
 	data := randomBytes(4<<20, 8)
 	mem.Put("/big", data, time.Unix(1, 0))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // deadlock guard only
@@ -416,7 +403,7 @@ func TestStreamThrough(t *testing.T) {
 	if _, err := io.ReadFull(resp.Body, first); err != nil {
 		t.Fatalf("first 512 KiB while the origin holds back the rest: %v", err)
 	}
-	close(so.release)
+	close(release)
 	rest, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatal(err)
@@ -430,8 +417,15 @@ func TestStreamThrough(t *testing.T) {
 // response, never a short body that looks complete.
 func TestCutOff(t *testing.T) {
 	mem := origin.NewMem("mem://flaky")
-	fo := &failAfter{Mem: mem, from: 2 << 20}
-	e := newEnv(t, envOpts{origin: fo, cache: func(c *cache.Config) { c.Prefetch = -1; c.FetchRetries = -1 }})
+	var from atomic.Int64 // reads reaching past it fail
+	from.Store(2 << 20)
+	mem.OnRead(func(_ context.Context, _ string, off int64, n int) error {
+		if off+int64(n) > from.Load() {
+			return fmt.Errorf("connection reset: %w", origin.ErrUnavailable)
+		}
+		return nil
+	})
+	e := newEnv(t, envOpts{origin: mem, cache: func(c *cache.Config) { c.Prefetch = -1; c.FetchRetries = -1 }})
 	mem.Put("/f", randomBytes(4<<20, 9), time.Unix(1, 0))
 	resp, err := http.Get(e.url + "/f")
 	if err != nil {
@@ -452,36 +446,11 @@ func TestCutOff(t *testing.T) {
 		t.Errorf("cut-off GETs counted %q; want 1", got)
 	}
 	// A failure before the first byte is a proper error status.
-	fo.from = 0
+	from.Store(0)
 	mem.Put("/g", randomBytes(1000, 10), time.Unix(1, 0))
 	if resp, body := do(t, "GET", e.url+"/g", nil, nil); resp.StatusCode != 502 {
 		t.Errorf("origin failing at once: %d %s; want 502", resp.StatusCode, body)
 	}
-}
-
-type failAfter struct {
-	*origin.Mem
-	from int64
-}
-
-func (o *failAfter) Open(ctx context.Context, p string) (origin.File, error) {
-	f, err := o.Mem.Open(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	return &failFile{File: f, from: o.from}, nil
-}
-
-type failFile struct {
-	origin.File
-	from int64
-}
-
-func (f *failFile) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
-	if off+int64(len(p)) > f.from {
-		return 0, fmt.Errorf("connection reset: %w", origin.ErrUnavailable)
-	}
-	return f.File.ReadAt(ctx, p, off)
 }
 
 // TestHitAfterHTTP: a file read through HTTP is a cache hit afterwards.
@@ -505,8 +474,9 @@ func TestHitAfterHTTP(t *testing.T) {
 // TestShutdown: Shutdown lets a request in flight finish.
 func TestShutdown(t *testing.T) {
 	mem := origin.NewMem("mem://slow")
-	so := &slowOrigin{Mem: mem, from: 1 << 20, release: make(chan struct{})}
-	e := newEnv(t, envOpts{origin: so})
+	release := make(chan struct{})
+	holdBeyond(mem, 1<<20, release)
+	e := newEnv(t, envOpts{origin: mem})
 	data := randomBytes(2<<20, 12)
 	mem.Put("/f", data, time.Unix(1, 0))
 	resp, err := http.Get(e.url + "/f")
@@ -524,7 +494,7 @@ func TestShutdown(t *testing.T) {
 		defer cancel()
 		done <- e.srv.Shutdown(ctx)
 	}()
-	close(so.release)
+	close(release)
 	rest, err := io.ReadAll(resp.Body)
 	if err != nil || !bytes.Equal(append(head, rest...), data) {
 		t.Fatalf("in-flight body during shutdown: %v", err)
@@ -539,8 +509,9 @@ func TestShutdown(t *testing.T) {
 
 func TestClientsTracked(t *testing.T) {
 	mem := origin.NewMem("mem://slow")
-	so := &slowOrigin{Mem: mem, from: 1 << 20, release: make(chan struct{})}
-	e := newEnv(t, envOpts{origin: so})
+	release := make(chan struct{})
+	holdBeyond(mem, 1<<20, release)
+	e := newEnv(t, envOpts{origin: mem})
 	mem.Put("/f", randomBytes(2<<20, 13), time.Unix(1, 0))
 	resp, err := http.Get(e.url + "/f")
 	if err != nil {
@@ -557,7 +528,7 @@ func TestClientsTracked(t *testing.T) {
 	if !found {
 		t.Errorf("clients %+v; want one http client reading /f", list)
 	}
-	close(so.release)
+	close(release)
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 }
