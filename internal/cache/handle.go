@@ -82,7 +82,13 @@ func (h *handle) Close() error {
 	rec := sidecar.Access{Open: h.opened, Close: now, BytesHit: h.hit.Load(), BytesMissed: h.missed.Load(), Bypass: h.bypassed.Load()}
 	e.c.index.dirAccess(e.key, e.wasState, rec.BytesHit, rec.BytesMissed, rec.Bypass)
 	if fn := e.c.cfg.OnAccess; fn != nil {
-		fn(AccessRecord{
+		done := 0
+		e.mu.Lock()
+		if e.present != nil {
+			done = e.present.Count()
+		}
+		e.mu.Unlock()
+		fn(AccessRecord{BlockSize: e.c.cfg.BlockSize, BlocksDone: done,
 			Time: now.UTC(), OpenTime: h.opened.UTC(), Path: e.key.Path, Origin: e.key.Origin,
 			Size: e.size, BytesRead: rec.BytesHit + rec.BytesMissed + rec.Bypass,
 			BytesHit: rec.BytesHit, BytesMissed: rec.BytesMissed, BytesBypassed: rec.Bypass,

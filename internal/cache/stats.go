@@ -66,4 +66,8 @@ type AccessRecord struct {
 	User          string    `json:"user"`
 	Protocol      string    `json:"protocol"`
 	Status        string    `json:"status"`
+	// BlockSize and BlocksDone (blocks present at close) are for the
+	// monitoring g-stream, not the access log.
+	BlockSize  int64 `json:"-"`
+	BlocksDone int   `json:"-"`
 }

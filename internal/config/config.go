@@ -40,6 +40,8 @@ type Config struct {
 	// Prestage is how files named by kXR_prepare, `hepcache prestage` and
 	// the HTTP form are fetched.
 	Prestage PrestageConfig `toml:"prestage"`
+	// Monitor is where the XRootD monitoring streams go (monitor.go).
+	Monitor MonitorConfig `toml:"monitor"`
 }
 
 // PrestageConfig is the [prestage] section.
@@ -218,6 +220,7 @@ func Default() *Config {
 		Cluster:  defaultCluster(),
 		Security: SecurityConfig{ClockSkew: Duration(60e9)},
 		Prestage: PrestageConfig{Workers: 4, MaxQueued: 100000},
+		Monitor:  defaultMonitor(),
 	}
 }
 
@@ -286,6 +289,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Space.Watermarks, "watermarks", c.Space.Watermarks, "low,high purge watermarks, fractions or sizes (space.watermarks)")
 	fs.StringVar(&c.Log.AccessLog, "access-log", c.Log.AccessLog, "access log file, - for stdout (log.access_log)")
 	fs.StringVar(&c.Log.Level, "log-level", c.Log.Level, "debug, info, warn, error (log.level)")
+	c.Monitor.flags(fs)
 }
 
 // Validate reports every invalid value, each with its key, the value and
@@ -414,6 +418,7 @@ func (c *Config) Validate() error {
 	c.validateCluster(bad)
 	c.Security.validate(bad)
 	c.Limits.validate(bad)
+	c.Monitor.validate(bad)
 	if c.Prestage.Workers < 1 {
 		bad("prestage.workers", c.Prestage.Workers, "at least 1")
 	}

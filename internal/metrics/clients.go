@@ -72,6 +72,9 @@ func (c *Clients) Len() int {
 	return len(c.m)
 }
 
+// Total returns the number of clients that ever connected.
+func (c *Clients) Total() int64 { return int64(c.nextID.Load()) }
+
 // SetActivity records what the client does now ("" when idle) and counts a
 // request when s is not empty.
 func (cl *Client) SetActivity(s string) {

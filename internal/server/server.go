@@ -26,6 +26,7 @@ import (
 	httpfront "github.com/hepcache/hepcache/internal/frontend/http"
 	"github.com/hepcache/hepcache/internal/frontend/xrootd"
 	"github.com/hepcache/hepcache/internal/metrics"
+	"github.com/hepcache/hepcache/internal/monitor"
 	"github.com/hepcache/hepcache/internal/notfound"
 	"github.com/hepcache/hepcache/internal/policy"
 	"github.com/hepcache/hepcache/internal/prestage"
@@ -52,6 +53,8 @@ type Server struct {
 	stage   *prestage.Stager
 	metrics *metrics.Registry
 	dash    *dashboard.Dashboard
+	// mon sends the XRootD monitoring streams (monitor.go); nil when off.
+	mon *monitor.Monitor
 	// sec authenticates and authorizes clients (the [security] section);
 	// with no security configured it allows everything.
 	sec *security.Security
@@ -177,11 +180,15 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 		}
 		s.metrics.CounterFunc("hepcache_access_log_dropped_total", "Access records dropped because the log writer fell behind.", s.alog.Dropped.Load)
 	}
+	if s.mon, err = s.newMonitor(cfg); err != nil {
+		return nil, err
+	}
 	ccfg.OnAccess = func(r cache.AccessRecord) {
 		if s.alog != nil {
 			s.alog.Record(r)
 		}
 		s.dash.Record(r)
+		s.mon.Access(r)
 	}
 	if s.cache, err = cache.New(ccfg); err != nil {
 		return nil, err
@@ -202,8 +209,10 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 		return nil, err
 	}
 	s.cl.register(s.metrics)
+	// The f-stream sees what clients open, not what prestaging reads.
+	fe := s.mon.Wrap(be)
 	lim := rootLimits(cfg.Limits)
-	if s.root, err = xrootd.New(&xrootd.Config{Backend: be, Metrics: s.metrics, Logger: log, Stager: s.stage,
+	if s.root, err = xrootd.New(&xrootd.Config{Backend: fe, Metrics: s.metrics, Logger: log, Stager: s.stage,
 		Authenticator: s.sec.XRootDAuthenticator(), Authorizer: s.sec.XRootDAuthorizer(),
 		TLS: s.sec.TLSConfig(), RequireTLS: s.sec.RequireTLS(),
 		MaxConnections: lim.MaxConnections, MaxInFlight: lim.MaxInFlight,
@@ -223,7 +232,7 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	}
 	s.serve("root", func() error { return s.root.Serve(s.rootLn) })
 	if cfg.Server.HTTPListen != "" {
-		hc := &httpfront.Config{Backend: be, Metrics: s.metrics, Logger: log, Stager: s.stage,
+		hc := &httpfront.Config{Backend: fe, Metrics: s.metrics, Logger: log, Stager: s.stage,
 			Authorizer: s.sec.HTTPAuthorizer(), TLSConfig: s.sec.TLSConfig(),
 			ReadHeaderTimeout: time.Duration(cfg.Limits.HTTPHeaderTimeout), IdleTimeout: time.Duration(cfg.Limits.HTTPIdleTimeout),
 			MaxHeaderBytes: int(cfg.Limits.HTTPMaxHeaderBytes)}
@@ -391,6 +400,7 @@ func (s *Server) Close() error {
 		if s.alog != nil {
 			errs = append(errs, s.alog.Close())
 		}
+		s.mon.Close() // after the cache: its last closes are on the g-stream
 		if s.sec != nil {
 			s.sec.Close()
 		}

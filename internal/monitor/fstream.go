@@ -1,0 +1,312 @@
+package monitor
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/user"
+	"strconv"
+	"sync"
+
+	"github.com/hepcache/hepcache/internal/backend"
+	"github.com/hepcache/hepcache/origin"
+)
+
+// Wrap returns be with its opens, reads and closes reported on the
+// f-stream; be itself when the f-stream is off. Wrap only what clients
+// read through (the front ends), not internal readers such as prestaging.
+func (m *Monitor) Wrap(be backend.Backend) backend.Backend {
+	if m == nil || m.fs == nil {
+		return be
+	}
+	return &observed{Backend: be, fs: m.fs}
+}
+
+type observed struct {
+	backend.Backend
+	fs *fileStream
+}
+
+func (o *observed) Open(ctx context.Context, req backend.Request) (backend.File, error) {
+	f, err := o.Backend.Open(ctx, req)
+	if err != nil {
+		return f, err
+	}
+	return o.fs.opened(f, req), nil
+}
+
+// fileStream buffers f-stream records into packets: the header, a time
+// record, then records until the packet is full or the flush interval ends.
+type fileStream struct {
+	m *Monitor
+
+	// mu protects the fields below.
+	mu         sync.Mutex
+	buf        []byte // whole packet; records start at hdrLen+todLen
+	nRec, nXfr int
+	tBeg       uint32
+	seq        uint8
+	mapSeq     uint8
+	// users maps a client session to its dictid ('u' record sent).
+	users map[string]uint32
+	// open holds the files for transfer records.
+	open map[*file]struct{}
+}
+
+// maxUsers bounds the remembered sessions; when full the map starts over
+// (a session seen again gets a new 'u' record, which collectors accept).
+const maxUsers = 1 << 16
+
+func newFileStream(m *Monitor) *fileStream {
+	fs := &fileStream{m: m, users: map[string]uint32{}, open: map[*file]struct{}{}}
+	fs.buf = make([]byte, hdrLen+todLen, maxFPkt)
+	return fs
+}
+
+// add appends one record, flushing first if it does not fit. mu held.
+func (fs *fileStream) addLocked(rec []byte, isXfr bool) {
+	if len(fs.buf)+len(rec) > maxFPkt {
+		fs.flushLocked()
+	}
+	if fs.nRec == 0 {
+		fs.tBeg = uint32(fs.m.cfg.now().Unix())
+	}
+	fs.buf = append(fs.buf, rec...)
+	fs.nRec++
+	if isXfr {
+		fs.nXfr++
+	}
+}
+
+func (fs *fileStream) flush() {
+	fs.mu.Lock()
+	fs.flushLocked()
+	fs.mu.Unlock()
+}
+
+func (fs *fileStream) flushLocked() {
+	if fs.nRec == 0 {
+		return
+	}
+	m := fs.m
+	putHeader(fs.buf, codeFStream, fs.seq, len(fs.buf), m.stod())
+	putTOD(fs.buf[hdrLen:], fs.nXfr, fs.nRec, fs.tBeg, uint32(m.cfg.now().Unix()), m.sid)
+	fs.seq++
+	m.fstream.send(fs.buf)
+	fs.buf = fs.buf[:hdrLen+todLen]
+	fs.nRec, fs.nXfr = 0, 0
+}
+
+// sendMap sends a dictionary packet at once (XRootD does not buffer them:
+// a collector must know the id before the records that use it).
+func (fs *fileStream) sendMapLocked(code byte, dictid uint32, text string) {
+	fs.m.fstream.send(mapPacket(code, fs.mapSeq, fs.m.stod(), dictid, text))
+	fs.mapSeq++
+}
+
+// sendIdent sends the server identification record ('='): who runs the
+// server and where, keyed by the server id the other packets carry.
+func (m *Monitor) sendIdent() {
+	uname := strconv.Itoa(os.Getuid())
+	if u, err := user.Current(); err == nil {
+		uname = u.Username
+	}
+	c := &m.cfg
+	text := fmt.Sprintf("=/%s.%d:%s@%s\n&site=%s&port=%d&inst=%s&pgm=hepcache&ver=%s",
+		uname, os.Getpid(), m.sidText, c.Host, c.Site, c.Port, c.Name, m.version)
+	m.fs.mu.Lock()
+	m.fs.sendMapLocked(codeIdent, 0, text)
+	m.fs.mu.Unlock()
+}
+
+// userID returns the dictid of the request's client session, sending its
+// 'u' record the first time: "prot/user.pid:sid@host" then the
+// authentication information. The client's port stands in for its pid (a
+// front end does not keep the pid the client sent at login), so one
+// connection is one session, as for XRootD. mu held.
+func (fs *fileStream) userIDLocked(req backend.Request) uint32 {
+	key := req.Protocol + "\x00" + req.Client + "\x00" + req.User
+	if id, ok := fs.users[key]; ok {
+		return id
+	}
+	if len(fs.users) >= maxUsers {
+		clear(fs.users)
+	}
+	id := fs.m.nextDictID()
+	fs.users[key] = id
+	host, port, err := net.SplitHostPort(req.Client)
+	if err != nil {
+		host, port = req.Client, "0"
+	}
+	ipv := '4'
+	if ip := net.ParseIP(host); ip != nil && ip.To4() == nil {
+		host, ipv = "["+host+"]", '6'
+	}
+	name := req.User
+	if name == "" {
+		name = "nobody"
+	}
+	prot := "xroot"
+	if req.Protocol == "http" || req.Protocol == "https" {
+		prot = req.Protocol
+	}
+	text := fmt.Sprintf("%s/%s.%s:%s@%s\n&p=%s&n=%s&h=%s&o=&r=&g=&m=&I=%c",
+		prot, name, port, fs.m.sidText, host, req.Protocol, name, host, ipv)
+	fs.sendMapLocked(codeUser, id, text)
+	return id
+}
+
+func (fs *fileStream) opened(f backend.File, req backend.Request) backend.File {
+	path := req.Path
+	if len(path) > maxLFN-1 {
+		path = path[:maxLFN-1]
+	}
+	of := &file{File: f, fs: fs, id: fs.m.nextDictID()}
+	fs.mu.Lock()
+	uid := fs.userIDLocked(req)
+	fs.addLocked(appendOpen(nil, of.id, uid, f.Info().Size, path), false)
+	fs.open[of] = struct{}{}
+	fs.mu.Unlock()
+	return of
+}
+
+// transfers adds a transfer record for every open file that read
+// something since the last one (monitor fstat ... xfr).
+func (fs *fileStream) transfers() {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	for f := range fs.open {
+		f.mu.Lock()
+		active, x := f.active, f.x
+		f.active = false
+		f.mu.Unlock()
+		if active {
+			fs.addLocked(appendXfr(nil, f.id, x), true)
+		}
+	}
+}
+
+// file is an open file seen by the f-stream: it counts the bytes and
+// operations a close record reports.
+type file struct {
+	backend.File
+	fs *fileStream
+	id uint32
+
+	// mu protects the counts.
+	mu     sync.Mutex
+	x      xfr
+	o      ops
+	active bool // read since the last transfer record
+	closed bool
+}
+
+func (f *file) countRead(n int64) {
+	if n <= 0 {
+		return
+	}
+	k := int32(min(n, 1<<31-1))
+	f.mu.Lock()
+	f.x.read += n
+	if f.o.read == 0 || k < f.o.rdMin {
+		f.o.rdMin = k
+	}
+	f.o.rdMax = max(f.o.rdMax, k)
+	f.o.read++
+	f.active = true
+	f.mu.Unlock()
+}
+
+func (f *file) countReadV(n int64, segs int) {
+	k := int32(min(n, 1<<31-1))
+	s := int16(min(segs, 1<<15-1))
+	f.mu.Lock()
+	f.x.readv += n
+	if f.o.readv == 0 {
+		f.o.rvMin, f.o.rsMin = k, s
+	}
+	f.o.rvMin, f.o.rvMax = min(f.o.rvMin, k), max(f.o.rvMax, k)
+	f.o.rsMin, f.o.rsMax = min(f.o.rsMin, s), max(f.o.rsMax, s)
+	f.o.readv++
+	f.o.rsegs += int64(segs)
+	f.active = true
+	f.mu.Unlock()
+}
+
+// ReadAt implements backend.File.
+func (f *file) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	n, err := f.File.ReadAt(ctx, p, off)
+	f.countRead(int64(n))
+	return n, err
+}
+
+// Stream implements backend.File.
+func (f *file) Stream(ctx context.Context, off, n int64, fn func([]byte) error) (int64, error) {
+	k, err := f.File.Stream(ctx, off, n, fn)
+	f.countRead(k)
+	return k, err
+}
+
+// OSFile implements backend.OSFiler when the wrapped file does; the bytes
+// are counted as read (the front end sends them all).
+func (f *file) OSFile(off, n int64) (*os.File, bool) {
+	osf, ok := f.File.(backend.OSFiler)
+	if !ok {
+		return nil, false
+	}
+	of, ok := osf.OSFile(off, n)
+	if ok {
+		f.countRead(n)
+	}
+	return of, ok
+}
+
+type segmentReader interface {
+	ReadV(ctx context.Context, segs []origin.Segment) error
+}
+
+// ReadV serves a vector read with the wrapped file's ReadV, or segment by
+// segment, and counts it as one readv.
+func (f *file) ReadV(ctx context.Context, segs []origin.Segment) error {
+	var total int64
+	for _, s := range segs {
+		total += int64(len(s.Buf))
+	}
+	if sr, ok := f.File.(segmentReader); ok {
+		if err := sr.ReadV(ctx, segs); err != nil {
+			return err
+		}
+	} else {
+		for _, s := range segs {
+			n, err := f.File.ReadAt(ctx, s.Buf, s.Offset)
+			if err == io.EOF && n == len(s.Buf) {
+				err = nil
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	f.countReadV(total, len(segs))
+	return nil
+}
+
+// Close implements backend.File: the close record carries the counts.
+func (f *file) Close() error {
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return f.File.Close()
+	}
+	f.closed = true
+	x, o := f.x, f.o
+	f.mu.Unlock()
+	fs := f.fs
+	fs.mu.Lock()
+	delete(fs.open, f)
+	fs.addLocked(appendClose(nil, f.id, x, o), false)
+	fs.mu.Unlock()
+	return f.File.Close()
+}

@@ -1,0 +1,87 @@
+package monitor
+
+import (
+	"bytes"
+	"encoding/xml"
+	"fmt"
+	"os"
+	"syscall"
+)
+
+// Figures are what the summary report carries, read at each report.
+type Figures struct {
+	// Connections is the number of clients connected now, over all
+	// protocols; ConnectionsTotal counts every connection since start.
+	Connections, ConnectionsTotal int64
+	// BytesIn and BytesOut are the bytes received from and sent to
+	// clients (link in/out).
+	BytesIn, BytesOut int64
+	// Opens by outcome and failed opens.
+	Hits, PartialHits, Misses, OpenErrors int64
+	// Bytes served by where they came from; BytesFetched read from origins,
+	// of which PrefetchBytes ahead of any client.
+	BytesHit, BytesMissed, BytesBypassed, BytesFetched, PrefetchBytes int64
+	// OpenFiles is the number of files with a client now.
+	OpenFiles int64
+	// Evictions and EvictedBytes count purged files.
+	Evictions, EvictedBytes int64
+	// Files and BytesCached are what the cache holds; SpaceTotal and
+	// SpaceUsed the space it may fill and what is used of it.
+	Files, BytesCached, SpaceTotal, SpaceUsed int64
+	// MemoryLimit and MemoryUsed are the bytes the cache may hold in
+	// flight from origins and holds now.
+	MemoryLimit, MemoryUsed int64
+}
+
+// sendSummary sends one summary report.
+func (m *Monitor) sendSummary() {
+	var f Figures
+	if m.cfg.Stats != nil {
+		f = m.cfg.Stats()
+	}
+	m.maxConns = max(m.maxConns, f.Connections)
+	m.summary.send(m.summaryXML(f))
+}
+
+// summaryXML renders a report as XrdStats does (xrd.report ... all): the
+// statistics element with the sections hepcache has figures for: info,
+// link, proc, xrootd (opens and errors) and cache (the pfc section layout,
+// type "hepcache").
+func (m *Monitor) summaryXML(f Figures) []byte {
+	c := &m.cfg
+	now := c.now()
+	var b bytes.Buffer
+	fmt.Fprintf(&b, `<statistics tod="%d" ver="%s" src="%s:%d" tos="%d" pgm="hepcache" ins="%s" pid="%d" site="%s">`,
+		now.Unix(), esc(m.version), esc(c.Host), c.Port, m.start.Unix(), esc(c.Name), os.Getpid(), esc(c.Site))
+	fmt.Fprintf(&b, `<stats id="info"><host>%s</host><port>%d</port><name>%s</name></stats>`, esc(c.Host), c.Port, esc(c.Name))
+	fmt.Fprintf(&b, `<stats id="link"><num>%d</num><maxn>%d</maxn><tot>%d</tot><in>%d</in><out>%d</out>`+
+		`<ctime>0</ctime><tmo>0</tmo><stall>0</stall><sfps>0</sfps></stats>`,
+		f.Connections, m.maxConns, f.ConnectionsTotal, f.BytesIn, f.BytesOut)
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		fmt.Fprintf(&b, `<stats id="proc"><usr><s>%d</s><u>%d</u></usr><sys><s>%d</s><u>%d</u></sys></stats>`,
+			ru.Utime.Sec, ru.Utime.Usec, ru.Stime.Sec, ru.Stime.Usec)
+	}
+	opens := f.Hits + f.PartialHits + f.Misses
+	fmt.Fprintf(&b, `<stats id="xrootd"><num>%d</num><ops><open>%d</open><rf>0</rf><rd>0</rd><pr>0</pr><rv>0</rv><rs>0</rs>`+
+		`<wv>0</wv><ws>0</ws><wr>0</wr><sync>0</sync><getf>0</getf><putf>0</putf><misc>0</misc></ops>`+
+		`<err>%d</err></stats>`, f.ConnectionsTotal, opens, f.OpenErrors)
+	fmt.Fprintf(&b, `<stats id="cache" type="hepcache"><prerd><in>%d</in><hits>0</hits><miss>0</miss></prerd>`+
+		`<rd><in>%d</in><out>%d</out><hits>%d</hits><miss>%d</miss></rd>`+
+		`<pass>%d<cnt>0</cnt></pass><wr><out>0</out><updt>0</updt></wr><saved>0</saved><purge>%d</purge>`+
+		`<files><opened>%d</opened><closed>%d</closed><new>%d</new><del>%d</del><now>%d</now><full>0</full></files>`+
+		`<store><size>%d</size><used>%d</used><min>0</min><max>0</max></store>`+
+		`<mem><size>%d</size><used>%d</used><wq>0</wq></mem></stats>`,
+		f.PrefetchBytes, f.BytesFetched-f.PrefetchBytes, f.BytesHit+f.BytesMissed, f.Hits+f.PartialHits, f.Misses,
+		f.BytesBypassed, f.EvictedBytes,
+		opens, max(opens-f.OpenFiles, 0), f.Misses, f.Evictions, f.Files,
+		f.SpaceTotal, f.SpaceUsed, f.MemoryLimit, f.MemoryUsed)
+	b.WriteString(`</statistics>`)
+	return b.Bytes()
+}
+
+func esc(s string) string {
+	var b bytes.Buffer
+	xml.EscapeText(&b, []byte(s))
+	return b.String()
+}

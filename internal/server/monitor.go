@@ -1,0 +1,43 @@
+package server
+
+import (
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/hepcache/hepcache/internal/config"
+	"github.com/hepcache/hepcache/internal/monitor"
+)
+
+// newMonitor starts the XRootD monitoring streams of [monitor] (nil when
+// none has a destination). The figures are read from the metrics registry
+// at each summary report.
+func (s *Server) newMonitor(cfg *config.Config) (*monitor.Monitor, error) {
+	mc := &cfg.Monitor
+	m := monitor.Config{
+		Summary: mc.Dest(mc.Summary), FStream: mc.Dest(mc.FStream), GStream: mc.Dest(mc.GStream),
+		SummaryInterval: time.Duration(mc.SummaryInterval), FStreamFlush: time.Duration(mc.FStreamFlush),
+		XfrInterval: time.Duration(mc.XfrInterval), GStreamFlush: time.Duration(mc.GStreamFlush),
+		GStreamJSONHeader: mc.GStreamHeader == "json", IdentInterval: time.Duration(mc.IdentInterval),
+		Host: mc.Host, Site: mc.Site, Name: cfg.Cluster.Name, Stats: s.monitorFigures, Logger: s.log,
+	}
+	if !m.Enabled() {
+		return nil, nil
+	}
+	if _, port, err := net.SplitHostPort(cfg.Server.Listen); err == nil {
+		m.Port, _ = strconv.Atoi(port)
+	}
+	return monitor.New(m)
+}
+
+func (s *Server) monitorFigures() monitor.Figures {
+	snap := s.metrics.Snapshot()
+	return monitor.Figures{
+		Connections: snap.Clients, ConnectionsTotal: s.metrics.Clients().Total(), BytesOut: snap.BytesServed(),
+		Hits: snap.Hits, PartialHits: snap.PartialHits, Misses: snap.Misses, OpenErrors: snap.OpenErrors,
+		BytesHit: snap.BytesHit, BytesMissed: snap.BytesMissed, BytesBypassed: snap.BytesBypassed,
+		BytesFetched: snap.BytesFetched, PrefetchBytes: snap.PrefetchBytes, OpenFiles: snap.OpenFiles,
+		Evictions: snap.Evictions, EvictedBytes: snap.Evicted, Files: snap.Files, BytesCached: snap.Cached,
+		SpaceTotal: snap.Total, SpaceUsed: snap.Used, MemoryLimit: int64(s.cfg.Cache.FetchMemory),
+	}
+}
