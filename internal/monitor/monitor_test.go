@@ -1,0 +1,127 @@
+package monitor
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hepcache/hepcache/internal/backend"
+	"github.com/hepcache/hepcache/internal/cache"
+	"github.com/hepcache/hepcache/internal/eventually"
+	"github.com/hepcache/hepcache/internal/monitor/decode"
+	"github.com/hepcache/hepcache/origin"
+)
+
+// collect receives datagrams on a loopback UDP port into a decode.Collector.
+func collect(t *testing.T) (string, *decode.Collector) {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	c := decode.NewCollector()
+	go func() {
+		buf := make([]byte, 1<<16)
+		for {
+			n, _, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			c.Add(buf[:n])
+		}
+	}()
+	return pc.LocalAddr().String(), c
+}
+
+// TestStreamsRoundTrip: what the encoders send, the decoder reads back:
+// identity, user mapping, open/transfer/close with read and readv counts,
+// the g-stream record and the summary report.
+func TestStreamsRoundTrip(t *testing.T) {
+	for _, jsonHdr := range []bool{false, true} {
+		t.Run(map[bool]string{false: "binary-gstream", true: "json-gstream"}[jsonHdr], func(t *testing.T) {
+			addr, col := collect(t)
+			dir := t.TempDir()
+			data := strings.Repeat("x", 300000)
+			if err := os.WriteFile(filepath.Join(dir, "f.root"), []byte(data), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			be, err := backend.NewDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer be.Close()
+			m, err := New(Config{Summary: addr, FStream: addr, GStream: addr, Host: "cache.example", Port: 1094, Site: "T2_Test",
+				SummaryInterval: 50 * time.Millisecond, FStreamFlush: 50 * time.Millisecond, GStreamFlush: 50 * time.Millisecond,
+				XfrInterval: 10 * time.Millisecond, GStreamJSONHeader: jsonHdr,
+				Stats: func() Figures { return Figures{Connections: 1, ConnectionsTotal: 3, BytesOut: 300000, Misses: 1} }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			ctx := context.Background()
+			req := backend.Request{Path: "/f.root", Client: "127.0.0.1:40000", User: "alice", Protocol: "root"}
+			f, err := m.Wrap(be).Open(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, 100000)
+			if _, err := f.ReadAt(ctx, buf, 0); err != nil {
+				t.Fatal(err)
+			}
+			eventually.True(t, func() bool { return len(col.Files()) == 1 && col.Files()[0].Xfrs > 0 }, "a transfer record")
+			segs := []origin.Segment{{Offset: 100000, Buf: make([]byte, 1000)}, {Offset: 200000, Buf: make([]byte, 500)}}
+			if err := f.(interface {
+				ReadV(context.Context, []origin.Segment) error
+			}).ReadV(ctx, segs); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			now := time.Now()
+			m.Access(cache.AccessRecord{Time: now, OpenTime: now.Add(-time.Second), Path: "/f.root", Origin: "root://origin.example:1094",
+				Size: 300000, BytesHit: 1000, BytesMissed: 100500, BlockSize: 131072, BlocksDone: 2})
+
+			eventually.True(t, func() bool {
+				fs := col.Files()
+				return len(fs) == 1 && fs[0].Closed && len(col.FileCloses()) == 1 && len(col.Summaries()) > 0 && len(col.Idents()) > 0
+			}, "every stream")
+			if err := col.Err(); err != nil {
+				t.Fatal(err)
+			}
+			fr := col.Files()[0]
+			if fr.LFN != "/f.root" || fr.Size != 300000 || fr.Read != 100000 || fr.ReadV != 1500 {
+				t.Errorf("file %+v", fr)
+			}
+			if o := fr.Ops; o == nil || o.Read != 1 || o.ReadV != 1 || o.RSegs != 2 || o.RdMax != 100000 || o.RvMin != 1500 || o.RsMax != 2 {
+				t.Errorf("ops %+v", fr.Ops)
+			}
+			if u := fr.User; u.Prot != "xroot" || u.Name != "alice" || u.Host != "127.0.0.1" || u.SID != m.sidText || !strings.Contains(u.Info, "&n=alice") {
+				t.Errorf("user %+v", u)
+			}
+			id := col.Idents()[0]
+			if !strings.HasPrefix(id, "=/") || !strings.Contains(id, ":"+m.sidText+"@cache.example\n") || !strings.Contains(id, "&site=T2_Test&port=1094") {
+				t.Errorf("ident %q", id)
+			}
+			gc := col.FileCloses()[0]
+			if gc.LFN != "/f.root" || gc.Size != 300000 || gc.BlkSize != 131072 || gc.NBlks != 3 || gc.NBlksDone != 2 ||
+				gc.BHit != 1000 || gc.BMiss != 100500 || gc.AccessCnt != 1 || gc.DetachT-gc.AttachT != 1 ||
+				len(gc.Remotes) != 1 || gc.Remotes[0] != "origin.example:1094" {
+				t.Errorf("g-stream %+v", gc)
+			}
+			s := col.Summaries()[0]
+			for k, want := range map[string]string{"link.num": "1", "link.tot": "3", "link.out": "300000", "info.port": "1094",
+				"cache.rd.miss": "1", "info.host": "cache.example"} {
+				if s.Values[k] != want {
+					t.Errorf("summary %s = %q, want %q", k, s.Values[k], want)
+				}
+			}
+			if s.Types["cache"] != "hepcache" || s.Attr["site"] != "T2_Test" || s.Attr["pgm"] != "hepcache" {
+				t.Errorf("summary %+v", s)
+			}
+		})
+	}
+}
