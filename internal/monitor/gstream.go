@@ -82,7 +82,8 @@ func (gs *gStream) add(r cache.AccessRecord) {
 	if r.BlockSize > 0 {
 		rec.NBlks = (r.Size + r.BlockSize - 1) / r.BlockSize
 	}
-	if h := remote(r.Origin); h != "" {
+	// Like XrdPfc, list the origin only if this access read from it.
+	if h := remote(r.Origin); h != "" && r.BytesMissed+r.BytesBypassed > 0 {
 		rec.Remotes = append(rec.Remotes, h)
 	}
 	gs.mu.Lock()
