@@ -113,7 +113,7 @@ func TestCompareWithXCache(t *testing.T) {
 	}
 	origin := xrdtest.StartOrigin(t, data)
 	accesses := []access{
-		{"/a.root", xrdcp(xrdcpBin)}, // pgread
+		{"/a.root", xrdcp(xrdcpBin)},                       // pgread
 		{"/b.root", xrdcp(xrdcpBin, "XRD_CPUSEPGWRTRD=0")}, // kXR_read
 		{"/a.root", func(url string) error { // kXR_read + kXR_readv, a hit
 			cmd := exec.Command(python, "-c", readScript, url)
