@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/hepcache/hepcache/internal/eventually"
+	"github.com/hepcache/hepcache/internal/realclient"
+)
+
+// TestSimReplaysOwnGStream: `hepcache serve --monitor` sends its g-stream
+// to a UDP collector that stores the payloads as received (like socat),
+// and `hepcache sim` replays that capture: one access per client read,
+// with the file sizes the cache saw.
+func TestSimReplaysOwnGStream(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs hepcache serve and xrdcp")
+	}
+	xrdcp := realclient.Require(t, "xrdcp")
+	bin := hepcacheBin(t)
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	os.MkdirAll(data, 0o755)
+	sizes := map[string]int{"a.root": 2<<20 + 5, "b.root": 300000}
+	for name, n := range sizes {
+		if err := os.WriteFile(filepath.Join(data, name), bytes.Repeat([]byte{'z'}, n), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	var mu sync.Mutex // protects packets
+	var packets [][]byte
+	go func() {
+		buf := make([]byte, 1<<16)
+		for {
+			n, _, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			packets = append(packets, bytes.Clone(buf[:n]))
+			mu.Unlock()
+		}
+	}()
+
+	// The JSON header keeps a capture of raw payloads line-oriented (the
+	// binary header is for collectors that decode packets).
+	cfgPath := filepath.Join(dir, "hepcache.toml")
+	if err := os.WriteFile(cfgPath, []byte(`[monitor]
+gstream_header = "json"
+gstream_flush = "1s"
+fstream_flush = "1s"
+summary_interval = "1s"
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	srv := exec.Command(bin, "serve", "--config", cfgPath, "--origin", "file://"+data, "--cache-dir", filepath.Join(dir, "cache"),
+		"--listen", addr, "--monitor", pc.LocalAddr().String())
+	var slog bytes.Buffer
+	srv.Stdout, srv.Stderr = &slog, &slog
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		srv.Process.Signal(os.Interrupt)
+		srv.Wait()
+		if t.Failed() {
+			t.Logf("hepcache serve:\n%s", slog.String())
+		}
+	}()
+	eventually.NoError(t, func() error {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}, "hepcache listening on %s", addr)
+
+	reads := []string{"a.root", "b.root", "a.root"}
+	for _, name := range reads {
+		cmd := exec.Command(xrdcp, "-f", "-s", "root://"+addr+"//"+name, "/dev/null")
+		cmd.Env = realclient.Env()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("xrdcp %s: %v\n%s", name, err, out)
+		}
+	}
+	// The collector gets every stream; the g-stream's payloads (they
+	// start with its JSON header) are stored back to back as received,
+	// as a collector filing the streams apart would.
+	var gs []byte
+	eventually.True(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		gs = gs[:0]
+		for _, p := range packets {
+			if bytes.HasPrefix(p, []byte(`{"code":"g"`)) {
+				gs = append(gs, p...)
+			}
+		}
+		return bytes.Count(gs, []byte(`"file_close"`)) == len(reads)
+	}, "%d file_close records on the g-stream", len(reads))
+	trace := filepath.Join(dir, "gstream.log")
+	if err := os.WriteFile(trace, gs, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, err := hepcache(t, bin, "sim", "run", "--trace", trace, "--size", "1GB", "--policy", "lru", "--json")
+	if err != nil {
+		t.Fatalf("sim run: %v\n%s\ncapture: %q", err, stderr, gs)
+	}
+	var res map[string]any
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("sim output: %v\n%s", err, out)
+	}
+	// Three accesses of two files: the second read of a is a hit in any
+	// cache that holds both.
+	if res["requests"] != float64(len(reads)) || res["hits"] != float64(1) {
+		t.Errorf("sim replayed %v requests with %v hits, want %d and 1: %s", res["requests"], res["hits"], len(reads), out)
+	}
+	if want := float64(2*sizes["a.root"] + sizes["b.root"]); res["bytes_out"] != want {
+		t.Errorf("bytes_out %v, want %v", res["bytes_out"], want)
+	}
+}
