@@ -1,11 +1,15 @@
 package monitor
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +17,7 @@ import (
 	"github.com/hepcache/hepcache/internal/cache"
 	"github.com/hepcache/hepcache/internal/eventually"
 	"github.com/hepcache/hepcache/internal/monitor/decode"
+	"github.com/hepcache/hepcache/internal/realclient"
 	"github.com/hepcache/hepcache/origin"
 )
 
@@ -124,4 +129,64 @@ func TestStreamsRoundTrip(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSummaryReadByMpxstats: XRootD's own summary reader (mpxstats, from
+// xrootd-server) reads hepcache's summary report.
+func TestSummaryReadByMpxstats(t *testing.T) {
+	bin := realclient.Require(t, "mpxstats")
+	// mpxstats takes a port, not an address: find a free one.
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := pc.LocalAddr().(*net.UDPAddr).Port
+	pc.Close()
+	cmd := exec.Command(bin, "-f", "flat", "-p", strconv.Itoa(port))
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	m, err := New(Config{Summary: "127.0.0.1:" + strconv.Itoa(port), SummaryInterval: 20 * time.Millisecond, Host: "cache.example", Port: 1094,
+		Stats: func() Figures {
+			return Figures{Connections: 2, ConnectionsTotal: 7, BytesOut: 12345, BytesHit: 10000, BytesMissed: 2345, Hits: 3, Misses: 1, Files: 4}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	want := []string{"pgm hepcache", "info.host cache.example", "info.port 1094", "link.num 2", "link.tot 7", "link.out 12345",
+		"cache.rd.out 12345", "cache.rd.hits 3", "cache.rd.miss 1", "cache.files.now 4", "xrootd.ops.open 4"}
+	eventually.True(t, func() bool {
+		got := out.String()
+		for _, w := range want {
+			if !strings.Contains(got, "\n"+w+"\n") {
+				return false
+			}
+		}
+		return true
+	}, "mpxstats to print %q", want)
+}
+
+// syncBuffer is a bytes.Buffer safe for a writing process and a reading test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
