@@ -16,7 +16,13 @@ type Clients struct {
 	// mu protects m.
 	mu sync.Mutex
 	m  map[uint64]*Client
+	// onRemove is called when a client goes (SetOnRemove).
+	onRemove atomic.Pointer[func(protocol, addr string)]
 }
+
+// SetOnRemove sets fn to be called, outside any lock, when a client
+// disconnects (the monitoring f-stream reports the end of its session).
+func (c *Clients) SetOnRemove(fn func(protocol, addr string)) { c.onRemove.Store(&fn) }
 
 // Client is one connected client.
 type Client struct {
@@ -61,8 +67,12 @@ func (c *Clients) Remove(cl *Client) {
 		return
 	}
 	c.mu.Lock()
+	_, ok := c.m[cl.id]
 	delete(c.m, cl.id)
 	c.mu.Unlock()
+	if fn := c.onRemove.Load(); ok && fn != nil {
+		(*fn)(cl.protocol, cl.addr)
+	}
 }
 
 // Len returns the number of connected clients.

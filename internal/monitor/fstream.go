@@ -49,8 +49,11 @@ type fileStream struct {
 	tBeg       uint32
 	seq        uint8
 	mapSeq     uint8
-	// users maps a client session to its dictid ('u' record sent).
-	users map[string]uint32
+	// users maps a client session to its dictid ('u' record sent);
+	// sessions lists the users' keys of a connection (protocol, address)
+	// for its disconnect record.
+	users    map[string]uint32
+	sessions map[string][]string
 	// open holds the files for transfer records.
 	open map[*file]struct{}
 }
@@ -60,7 +63,7 @@ type fileStream struct {
 const maxUsers = 1 << 16
 
 func newFileStream(m *Monitor) *fileStream {
-	fs := &fileStream{m: m, users: map[string]uint32{}, open: map[*file]struct{}{}}
+	fs := &fileStream{m: m, users: map[string]uint32{}, sessions: map[string][]string{}, open: map[*file]struct{}{}}
 	fs.buf = make([]byte, hdrLen+todLen, maxFPkt)
 	return fs
 }
@@ -127,15 +130,18 @@ func (m *Monitor) sendIdent() {
 // front end does not keep the pid the client sent at login), so one
 // connection is one session, as for XRootD. mu held.
 func (fs *fileStream) userIDLocked(req backend.Request) uint32 {
-	key := req.Protocol + "\x00" + req.Client + "\x00" + req.User
+	conn := req.Protocol + "\x00" + req.Client
+	key := conn + "\x00" + req.User
 	if id, ok := fs.users[key]; ok {
 		return id
 	}
 	if len(fs.users) >= maxUsers {
 		clear(fs.users)
+		clear(fs.sessions)
 	}
 	id := fs.m.nextDictID()
 	fs.users[key] = id
+	fs.sessions[conn] = append(fs.sessions[conn], key)
 	host, port, err := net.SplitHostPort(req.Client)
 	if err != nil {
 		host, port = req.Client, "0"
@@ -156,6 +162,26 @@ func (fs *fileStream) userIDLocked(req backend.Request) uint32 {
 		prot, name, port, fs.m.sidText, host, req.Protocol, name, host, ipv)
 	fs.sendMapLocked(codeUser, id, text)
 	return id
+}
+
+// Disconnected reports the end of a client connection: a disc record for
+// each user session of it that opened a file. Front ends call it through
+// metrics.Clients.SetOnRemove, after closing the connection's files.
+func (m *Monitor) Disconnected(protocol, addr string) {
+	if m == nil || m.fs == nil {
+		return
+	}
+	fs := m.fs
+	conn := protocol + "\x00" + addr
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	for _, key := range fs.sessions[conn] {
+		if id, ok := fs.users[key]; ok {
+			fs.addLocked(appendRecHdr(nil, recDisc, 0, 8, id), false)
+			delete(fs.users, key)
+		}
+	}
+	delete(fs.sessions, conn)
 }
 
 func (fs *fileStream) opened(f backend.File, req backend.Request) backend.File {

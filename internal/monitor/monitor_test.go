@@ -86,13 +86,15 @@ func TestStreamsRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			f.Close()
+			m.Disconnected("root", "127.0.0.1:40000")
 			now := time.Now()
 			m.Access(cache.AccessRecord{Time: now, OpenTime: now.Add(-time.Second), Path: "/f.root", Origin: "root://origin.example:1094",
 				Size: 300000, BytesHit: 1000, BytesMissed: 100500, BlockSize: 131072, BlocksDone: 2})
 
 			eventually.True(t, func() bool {
 				fs := col.Files()
-				return len(fs) == 1 && fs[0].Closed && len(col.FileCloses()) == 1 && len(col.Summaries()) > 0 && len(col.Idents()) > 0
+				return len(fs) == 1 && fs[0].Closed && len(col.FileCloses()) == 1 && len(col.Summaries()) > 0 && len(col.Idents()) > 0 &&
+					len(col.Disconnects()) == 1
 			}, "every stream")
 			if err := col.Err(); err != nil {
 				t.Fatal(err)
@@ -106,6 +108,9 @@ func TestStreamsRoundTrip(t *testing.T) {
 			}
 			if u := fr.User; u.Prot != "xroot" || u.Name != "alice" || u.Host != "127.0.0.1" || u.SID != m.sidText || !strings.Contains(u.Info, "&n=alice") {
 				t.Errorf("user %+v", u)
+			}
+			if d := col.Disconnects()[0]; d != fr.User {
+				t.Errorf("disconnect of %+v, want %+v", d, fr.User)
 			}
 			id := col.Idents()[0]
 			if !strings.HasPrefix(id, "=/") || !strings.Contains(id, ":"+m.sidText+"@cache.example\n") || !strings.Contains(id, "&site=T2_Test&port=1094") {

@@ -17,6 +17,7 @@ const (
 	recOpen  = 1
 	recTime  = 2
 	recXfr   = 3
+	recDisc  = 4
 
 	// f-stream record flags.
 	flagHasOPS = 0x02 // close: ops follow the transfer counts

@@ -164,7 +164,8 @@ func TestCompareWithXCache(t *testing.T) {
 					closed++
 				}
 			}
-			return closed >= len(accesses) && len(c.FileCloses()) >= len(accesses) && len(c.Summaries()) > 0 && len(c.Idents()) > 0
+			return closed >= len(accesses) && len(c.FileCloses()) >= len(accesses) && len(c.Summaries()) > 0 && len(c.Idents()) > 0 &&
+				len(c.Disconnects()) >= len(accesses)
 		}, "%s's close records on the f-stream and g-stream, a summary and an identification", name)
 		if err := c.Err(); err != nil {
 			t.Errorf("%s: %v", name, err)
@@ -224,6 +225,14 @@ func TestCompareWithXCache(t *testing.T) {
 	}
 	if xFiles[0].Read < sizes["/a.root"] || xFiles[2].ReadV != 3000 {
 		t.Errorf("XCache read %d bytes of a, readv %d: the comparison compared nothing", xFiles[0].Read, xFiles[2].ReadV)
+	}
+
+	// Each client's session ends with a disc record naming its user.
+	for i := range accesses {
+		x, h := xc.Disconnects(), hc.Disconnects()
+		if x[i].Name != h[i].Name || x[i].Pid != xFiles[i].User.Pid || h[i].Pid != hFiles[i].User.Pid {
+			t.Errorf("disconnect %d: XCache %+v, hepcache %+v", i, x[i], h[i])
+		}
 	}
 
 	// g-stream: one file_close per access in order.

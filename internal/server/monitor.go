@@ -27,7 +27,12 @@ func (s *Server) newMonitor(cfg *config.Config) (*monitor.Monitor, error) {
 	if _, port, err := net.SplitHostPort(cfg.Server.Listen); err == nil {
 		m.Port, _ = strconv.Atoi(port)
 	}
-	return monitor.New(m)
+	mon, err := monitor.New(m)
+	if err != nil {
+		return nil, err
+	}
+	s.metrics.Clients().SetOnRemove(mon.Disconnected)
+	return mon, nil
 }
 
 func (s *Server) monitorFigures() monitor.Figures {

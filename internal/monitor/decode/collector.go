@@ -16,6 +16,7 @@ type Collector struct {
 	users     map[uint32]User
 	files     map[uint32]*File
 	order     []uint32
+	discs     []uint32
 	closes    []FileClose
 	summaries []*Summary
 	errs      []error
@@ -92,6 +93,7 @@ func (c *Collector) Add(b []byte) {
 
 func (c *Collector) fileRecord(r FileRecord) {
 	if r.Type == RecDisc {
+		c.discs = append(c.discs, r.ID)
 		return
 	}
 	f := c.files[r.ID]
@@ -119,6 +121,17 @@ func (c *Collector) Files() []File {
 	out := make([]File, 0, len(c.order))
 	for _, id := range c.order {
 		out = append(out, *c.files[id])
+	}
+	return out
+}
+
+// Disconnects returns the users whose disc record arrived, in order.
+func (c *Collector) Disconnects() []User {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]User, 0, len(c.discs))
+	for _, id := range c.discs {
+		out = append(out, c.users[id])
 	}
 	return out
 }
