@@ -502,7 +502,7 @@ func TestPrefetchWindowWidensForSlowOrigin(t *testing.T) {
 			}
 			e := f.(*handle).e
 			e.mu.Lock()
-			w := e.window
+			w := e.st.window
 			e.mu.Unlock()
 			if w != tc.want {
 				t.Fatalf("window %d after a sequential read of a slow origin, want %d", w, tc.want)

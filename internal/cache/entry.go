@@ -11,7 +11,6 @@ import (
 	"sync"
 
 	"github.com/hepcache/hepcache/disk"
-	"github.com/hepcache/hepcache/internal/bitmap"
 	"github.com/hepcache/hepcache/internal/checksum"
 	"github.com/hepcache/hepcache/internal/sidecar"
 	"github.com/hepcache/hepcache/origin"
@@ -52,21 +51,16 @@ type entry struct {
 
 	// mu protects the fields below.
 	mu sync.Mutex
-	// present has a bit per block written to the data file.
-	present *bitmap.Bitmap
+	// st is the blocks' state: present, in flight, read-ahead window
+	// (blockstate.go). It decides; the entry does the I/O.
+	st *blockState
 	// blockSums holds the checksums of blocks fetched in this session
 	// (Len 0: unknown), combined into the file's when it completes.
 	blockSums []checksum.Sums
 	// unsynced lists blocks written since the last sync.
 	unsynced []int
-	// fetches holds the in-flight fetch of each missing block.
+	// fetches holds the in-flight fetch of each block st has in flight.
 	fetches map[int]*fetch
-	// prefetching counts in-flight prefetch fetches, at most window
-	// (Prefetch, widened up to PrefetchMax while readers catch up with
-	// it); frontier is the furthest block a client asked for.
-	prefetching int
-	window      int
-	frontier    int
 
 	// Guarded by Cache.mu.
 	refs           int
@@ -205,10 +199,8 @@ func (e *entry) init(ctx context.Context, revalidate, noFetch bool) error {
 	e.data = data
 	e.size = side.FileSize
 	e.nblocks = side.Durable.Len()
-	e.present = side.Durable.Clone()
+	e.st = newBlockState(side.Durable.Clone(), c.cfg.Prefetch, c.cfg.PrefetchMax)
 	e.blockSums = make([]checksum.Sums, e.nblocks)
-	e.frontier = -1
-	e.window = c.cfg.Prefetch
 	e.initOK = true
 	c.index.opened(e.key, durableBytes(side), c.cfg.now(), e.disk)
 	if e.wasState == "miss" {
@@ -281,7 +273,7 @@ func (e *entry) originFile(ctx context.Context) (origin.File, error) {
 func (e *entry) complete() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.present != nil && e.present.Full()
+	return e.st != nil && e.st.complete()
 }
 
 func (e *entry) blockRange(b int) (off, n int64) {
@@ -292,21 +284,6 @@ func (e *entry) blockRange(b int) (off, n int64) {
 		n = e.size - off
 	}
 	return off, n
-}
-
-// blockWritten records that block b is on disk (not yet synced) with the
-// checksums of its bytes.
-func (e *entry) blockWritten(b int, sums checksum.Sums) (complete bool) {
-	_, n := e.blockRange(b)
-	e.c.grew(e.key, n)
-	e.mu.Lock()
-	e.present.Set(b)
-	e.blockSums[b] = sums
-	e.unsynced = append(e.unsynced, b)
-	complete = e.present.Full()
-	e.mu.Unlock()
-	e.c.markDirty(e)
-	return complete
 }
 
 // sync makes written blocks durable and records them in the sidecar.
@@ -401,8 +378,9 @@ func (e *entry) completeInBackground() {
 	for e.ctx.Err() == nil {
 		e.mu.Lock()
 		var f *fetch
-		if b := e.nextMissingLocked(0); b >= 0 {
-			f = e.startFetchLocked(b, true)
+		if b := e.st.nextMissing(0); b >= 0 {
+			e.st.started(b, true)
+			f = e.fetchLocked(b, true)
 		} else {
 			for _, x := range e.fetches {
 				f = x
@@ -422,53 +400,25 @@ func (e *entry) completeInBackground() {
 	e.c.release(e, sidecar.Access{}, false)
 }
 
-// readAheadLocked schedules read-ahead after block b for h's reader: every
-// read path (stream, vector read, sendfile) comes through here, so a
-// reader that may not start downloads (NoFetch) never starts read-ahead.
+// readAheadLocked starts the read-ahead that h's reader reaching block b
+// calls for. Every read path (stream, vector read, sendfile) comes here;
+// e.st starts none for a reader that may not start downloads (NoFetch).
 // MUST be called with e.mu held.
 func (e *entry) readAheadLocked(h *handle, b int) {
-	if h.req.NoFetch {
-		return
-	}
-	e.schedulePrefetchLocked(b)
+	e.startAheadLocked(e.st.reached(b, !h.req.NoFetch))
 }
 
-// schedulePrefetchLocked starts read-ahead fetches after block b.
+// startAheadLocked starts the read-ahead fetches e.st decided on; once the
+// entry is finishing they are handed back instead.
 // MUST be called with e.mu held.
-func (e *entry) schedulePrefetchLocked(b int) {
-	if b > e.frontier {
-		e.frontier = b
-	}
-	if e.c.cfg.Prefetch <= 0 || e.ctx.Err() != nil {
-		return
-	}
-	from := e.frontier + 1
-	for e.prefetching < e.window {
-		nb := e.nextMissingLocked(from)
-		if nb < 0 {
-			return
+func (e *entry) startAheadLocked(blocks []int) {
+	for _, b := range blocks {
+		if e.ctx.Err() != nil {
+			e.st.finished(b, true, false, true)
+			continue
 		}
-		e.startFetchLocked(nb, true)
-		from = nb + 1
+		e.fetchLocked(b, true)
 	}
-}
-
-// nextMissingLocked returns the first block at or after from (wrapping to
-// the start) that is neither present nor being fetched, or -1.
-// MUST be called with e.mu held.
-func (e *entry) nextMissingLocked(from int) int {
-	for _, r := range [2][2]int{{from, e.nblocks}, {0, min(from, e.nblocks)}} {
-		for i := r[0]; ; i++ {
-			i = e.present.NextClear(i)
-			if i < 0 || i >= r[1] {
-				break
-			}
-			if e.fetches[i] == nil {
-				return i
-			}
-		}
-	}
-	return -1
 }
 
 // stream implements File.Stream for handle h.
@@ -494,9 +444,9 @@ func (e *entry) stream(ctx context.Context, h *handle, off, n int64, fn func([]b
 		segEnd := min(end, bend)
 
 		e.mu.Lock()
-		if e.present.Test(b) {
+		if e.st.has(b) {
 			// Extend over following present blocks to read in large chunks.
-			for segEnd < end && e.present.Test(int(segEnd/bs)) {
+			for segEnd < end && e.st.has(int(segEnd/bs)) {
 				_, l := e.blockRange(int(segEnd / bs))
 				segEnd = min(end, segEnd+l)
 			}
@@ -523,26 +473,25 @@ func (e *entry) stream(ctx context.Context, h *handle, off, n int64, fn func([]b
 			continue
 		}
 		f := e.fetches[b]
-		if (f == nil || f.failed.Load() != nil) && h.req.NoFetch {
+		if f != nil && f.failed.Load() != nil {
+			// Failed but not yet unregistered: never joined; this reader
+			// starts a new fetch (takes the turn).
+			e.st.abandon(b)
+			f = nil
+		}
+		switch {
+		case f == nil && h.req.NoFetch:
 			// Joining another client's download is fine; starting one is
 			// not.
 			e.mu.Unlock()
 			return done, notCached(e.key, fmt.Sprintf("block %d is missing", b))
-		}
-		if f == nil || f.failed.Load() != nil {
-			// A fetch whose failure is not yet unregistered must not be
-			// joined: this reader starts a new one (takes the turn).
-			f = e.startFetchLocked(b, false)
-		} else {
+		case f == nil:
+			e.st.claim(b)
+			f = e.fetchLocked(b, false)
+		default:
 			f.waiters++
 			e.c.stats.CoalescedWaits.Add(1)
-			if f.prefetch && e.window < e.c.cfg.PrefetchMax {
-				// The reader caught up with read-ahead still in flight:
-				// the window does not cover the origin's latency. Widen it,
-				// as TCP widens its window (a high-latency origin needs
-				// more blocks in flight than a near one).
-				e.window = min(2*e.window, e.c.cfg.PrefetchMax)
-			}
+			e.st.join(b)
 		}
 		ps := e.c.cfg.PieceSize
 		first, last := int((pos-bstart)/ps), int((segEnd-1-bstart)/ps)
@@ -586,10 +535,8 @@ func (e *entry) fetchRange(off, end int64) {
 	last = min(last, first+maxReadBlocks-1)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for b := first; b <= last; b++ {
-		if f := e.fetches[b]; !e.present.Test(b) && (f == nil || f.failed.Load() != nil) {
-			e.startFetchLocked(b, false)
-		}
+	for _, b := range e.st.missing(first, last, maxReadBlocks) {
+		e.fetchLocked(b, false)
 	}
 }
 

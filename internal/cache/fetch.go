@@ -104,9 +104,10 @@ func (f *fetch) pieceErr(i int) error {
 	return nil
 }
 
-// startFetchLocked registers and starts the fetch of block b.
+// fetchLocked registers and starts the fetch of block b, which the
+// caller has marked in flight in e.st.
 // MUST be called with e.mu held.
-func (e *entry) startFetchLocked(b int, prefetch bool) *fetch {
+func (e *entry) fetchLocked(b int, prefetch bool) *fetch {
 	off, n := e.blockRange(b)
 	ps := e.c.cfg.PieceSize
 	np := int((n + ps - 1) / ps)
@@ -119,9 +120,6 @@ func (e *entry) startFetchLocked(b int, prefetch bool) *fetch {
 		f.refs[i].Store(1) // the fetcher's own reference
 	}
 	e.fetches[b] = f
-	if prefetch {
-		e.prefetching++
-	}
 	e.fetchWG.Add(1)
 	go e.runFetch(f)
 	return f
@@ -141,6 +139,7 @@ func (e *entry) runFetch(f *fetch) {
 			e.mu.Lock()
 			if e.fetches[f.block] == f {
 				delete(e.fetches, f.block)
+				e.st.abandon(f.block)
 			}
 			e.mu.Unlock()
 		}
@@ -215,26 +214,31 @@ func (e *entry) runFetch(f *fetch) {
 		}
 	}
 
-	complete := false
-	if f.err == nil {
-		sums := checksum.Empty
+	ok := f.err == nil
+	sums := checksum.Empty
+	if ok {
 		for _, ps := range f.sums {
 			sums = checksum.Append(sums, ps)
 		}
-		complete = e.blockWritten(f.block, sums)
-		c.stats.BlocksFetched.Add(1) // after the bit: a test may wait on it
+		_, n := e.blockRange(f.block)
+		c.grew(e.key, n)
 	}
 	e.mu.Lock()
-	if e.fetches[f.block] == f {
+	if ok {
+		e.blockSums[f.block] = sums
+		e.unsynced = append(e.unsynced, f.block)
+	}
+	current := e.fetches[f.block] == f
+	if current {
 		delete(e.fetches, f.block)
 	}
-	if f.prefetch {
-		e.prefetching--
-	}
-	if f.err == nil && !complete {
-		e.schedulePrefetchLocked(e.frontier)
-	}
+	complete, next := e.st.finished(f.block, f.prefetch, ok, current)
+	e.startAheadLocked(next)
 	e.mu.Unlock()
+	if ok {
+		c.markDirty(e)
+		c.stats.BlocksFetched.Add(1) // after the bit: a test may wait on it
+	}
 	close(f.done)
 	if complete {
 		// Record the complete file at once rather than at the next tick,

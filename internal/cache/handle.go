@@ -116,7 +116,7 @@ func (h *handle) OSFile(off, n int64) (*os.File, bool) {
 	first, last := int(off/bs), int((off+n-1)/bs)
 	e.mu.Lock()
 	for b := first; b <= last; b++ {
-		if !e.present.Test(b) {
+		if !e.st.has(b) {
 			e.mu.Unlock()
 			return nil, false
 		}

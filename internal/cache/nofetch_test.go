@@ -66,7 +66,7 @@ func TestNoFetch(t *testing.T) {
 	if f, ok := rf.(backend.OSFiler).OSFile(0, 2*testBlock); !ok || f == nil {
 		t.Fatal("OSFile of two present blocks refused")
 	}
-	present := c.files[Key{Origin: "mem://o", Path: "/f"}].present.Count()
+	present := c.files[Key{Origin: "mem://o", Path: "/f"}].st.present.Count()
 	_, err = rf.ReadAt(ctx, got, 30*testBlock)
 	if !errors.Is(err, backend.ErrForbidden) {
 		t.Fatalf("missing block with NoFetch: %v", err)

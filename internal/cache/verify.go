@@ -159,7 +159,7 @@ func (e *entry) drop() {
 	defer e.syncMu.Unlock()
 	e.mu.Lock()
 	for b := 0; b < e.nblocks; b++ {
-		e.present.Clear(b)
+		e.st.drop(b)
 		e.side.Durable.Clear(b)
 		e.blockSums[b] = checksum.Sums{}
 	}
