@@ -84,8 +84,8 @@ func (h *handle) Close() error {
 	if fn := e.c.cfg.OnAccess; fn != nil {
 		done := 0
 		e.mu.Lock()
-		if e.present != nil {
-			done = e.present.Count()
+		if e.st != nil {
+			done = e.st.present.Count()
 		}
 		e.mu.Unlock()
 		fn(AccessRecord{BlockSize: e.c.cfg.BlockSize, BlocksDone: done,

@@ -139,9 +139,10 @@ func TestSighupReloadsSpaceAndLimits(t *testing.T) {
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "hepcache.toml")
 	cacheDir := filepath.Join(dir, "cache")
+	alog := filepath.Join(dir, "access.log")
 	writeCfg := func(extra string) {
 		t.Helper()
-		body := fmt.Sprintf("[cache]\ndir = %q\n[origin]\ndefault = %q\n%s", cacheDir, "root://"+o, extra)
+		body := fmt.Sprintf("[cache]\ndir = %q\n[origin]\ndefault = %q\n[log]\naccess_log = %q\n%s", cacheDir, "root://"+o, alog, extra)
 		if err := os.WriteFile(cfgPath, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -168,6 +169,15 @@ func TestSighupReloadsSpaceAndLimits(t *testing.T) {
 		return n
 	}
 	eventually.True(t, func() bool { return cached() == 4 }, "4 files cached")
+	lines := func(p string) int {
+		b, _ := os.ReadFile(p)
+		return strings.Count(string(b), "\n")
+	}
+	eventually.True(t, func() bool { return lines(alog) == 5 }, "5 access log lines")
+	// logrotate without copytruncate: move the log, then SIGHUP.
+	if err := os.Rename(alog, alog+".1"); err != nil {
+		t.Fatal(err)
+	}
 
 	// A broken file: the reload fails, the server keeps serving as before.
 	writeCfg("[space]\nwatermarks = \"high\"\n")
@@ -175,6 +185,11 @@ func TestSighupReloadsSpaceAndLimits(t *testing.T) {
 	eventually.True(t, func() bool { return strings.Contains(p.log.String(), "reload on SIGHUP") }, "the failed reload to be logged")
 	if r := readv(); r.Err != nil {
 		t.Fatalf("a failed reload changed the limits: %s", r)
+	}
+	// The log was reopened all the same: the new read is in a new file.
+	eventually.True(t, func() bool { return lines(alog) == 1 }, "the read after SIGHUP in a new access log")
+	if n := lines(alog + ".1"); n != 5 {
+		t.Fatalf("the rotated log has %d lines, want its 5", n)
 	}
 
 	writeCfg("[limits]\nmax_readv_segments = 2\n[[quota]]\nprefix = \"/store/vo\"\nsize = \"2M\"\n")

@@ -12,8 +12,8 @@ import (
 	"github.com/hepcache/hepcache/internal/metrics"
 )
 
-// Reload applies what may change while serving (SIGHUP): it re-reads the
-// TLS certificate and key, the CA certificates and the vomsdir, and, given
+// Reload applies what may change while serving (SIGHUP): it reopens the
+// access log (logrotate moved it), re-reads the TLS certificate and key, the CA certificates and the vomsdir, and, given
 // the configuration as it now reads (nil: only those files), replaces the
 // [space] watermarks, max_age, max_files and pin, the [[quota]] tables and
 // the root:// [limits]. Settings that need a restart are named in a
@@ -21,6 +21,11 @@ import (
 // part that fails keeps its previous value.
 func (s *Server) Reload(next *config.Config) error {
 	var errs []error
+	if s.alog != nil {
+		if err := s.alog.Reopen(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err := s.sec.Reload(); err != nil {
 		errs = append(errs, err)
 	}
