@@ -11,18 +11,21 @@ import (
 	"testing"
 
 	"github.com/hepcache/hepcache/internal/eventually"
+	"github.com/hepcache/hepcache/internal/monitor/decode"
 	"github.com/hepcache/hepcache/internal/realclient"
 )
 
-// TestSimReplaysOwnGStream: `hepcache serve --monitor` sends its g-stream
-// to a UDP collector that stores the payloads as received (like socat),
-// and `hepcache sim` replays that capture: one access per client read,
-// with the file sizes the cache saw.
+// TestSimReplaysOwnGStream: `hepcache serve --monitor` sends its streams
+// to a UDP collector: the f-stream names every read of xrdcp (root://) and
+// curl (http://) with its user session; the g-stream payloads, stored as
+// received (like socat), are a trace `hepcache sim` replays: one access per
+// client read, with the file sizes the cache saw.
 func TestSimReplaysOwnGStream(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs hepcache serve and xrdcp")
 	}
 	xrdcp := realclient.Require(t, "xrdcp")
+	curl := realclient.Require(t, "curl")
 	bin := hepcacheBin(t)
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
@@ -71,8 +74,14 @@ summary_interval = "1s"
 	}
 	addr := ln.Addr().String()
 	ln.Close()
+	hln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	haddr := hln.Addr().String()
+	hln.Close()
 	srv := exec.Command(bin, "serve", "--config", cfgPath, "--origin", "file://"+data, "--cache-dir", filepath.Join(dir, "cache"),
-		"--listen", addr, "--monitor", pc.LocalAddr().String())
+		"--listen", addr, "--http-listen", haddr, "--monitor", pc.LocalAddr().String())
 	var slog bytes.Buffer
 	srv.Stdout, srv.Stderr = &slog, &slog
 	if err := srv.Start(); err != nil {
@@ -94,11 +103,14 @@ summary_interval = "1s"
 	}, "hepcache listening on %s", addr)
 
 	reads := []string{"a.root", "b.root", "a.root"}
-	for _, name := range reads {
+	for i, name := range reads {
 		cmd := exec.Command(xrdcp, "-f", "-s", "root://"+addr+"//"+name, "/dev/null")
+		if i == 1 {
+			cmd = exec.Command(curl, "-sS", "--fail", "-o", "/dev/null", "http://"+haddr+"/"+name)
+		}
 		cmd.Env = realclient.Env()
 		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("xrdcp %s: %v\n%s", name, err, out)
+			t.Fatalf("%s %s: %v\n%s", cmd.Args[0], name, err, out)
 		}
 	}
 	// The collector gets every stream; the g-stream's payloads (they
@@ -116,6 +128,36 @@ summary_interval = "1s"
 		}
 		return bytes.Count(gs, []byte(`"file_close"`)) == len(reads)
 	}, "%d file_close records on the g-stream", len(reads))
+	// The f-stream and the summary flush on their own timers.
+	var col *decode.Collector
+	eventually.True(t, func() bool {
+		col = decode.NewCollector()
+		mu.Lock()
+		for _, p := range packets {
+			col.Add(p)
+		}
+		mu.Unlock()
+		closed := 0
+		for _, f := range col.Files() {
+			if f.Closed {
+				closed++
+			}
+		}
+		return closed == len(reads) && len(col.Summaries()) > 0 && len(col.Idents()) > 0
+	}, "the f-stream's close records and a summary")
+	if err := col.Err(); err != nil {
+		t.Error(err)
+	}
+	files := col.Files()
+	if len(files) != len(reads) {
+		t.Fatalf("f-stream: %d files, want %d: %+v", len(files), len(reads), files)
+	}
+	for i, f := range files {
+		prot := map[bool]string{false: "xroot", true: "http"}[i == 1]
+		if f.LFN != "/"+reads[i] || !f.Closed || f.Read != int64(sizes[reads[i]]) || f.User.Prot != prot || f.User.Host != "127.0.0.1" {
+			t.Errorf("f-stream file %d: %+v, want %s read whole over %s", i, f, reads[i], prot)
+		}
+	}
 	trace := filepath.Join(dir, "gstream.log")
 	if err := os.WriteFile(trace, gs, 0o644); err != nil {
 		t.Fatal(err)
