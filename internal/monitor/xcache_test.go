@@ -3,6 +3,7 @@ package monitor_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"net"
@@ -169,6 +170,20 @@ func TestCompareWithXCache(t *testing.T) {
 		}, "%s's close records on the f-stream and g-stream, a summary and an identification", name)
 		if err := c.Err(); err != nil {
 			t.Errorf("%s: %v", name, err)
+		}
+	}
+	// HEPCACHE_MONITOR_CAPTURE=DIR keeps both captures (the decoder's
+	// tests read XCache's from testdata).
+	if dir := os.Getenv("HEPCACHE_MONITOR_CAPTURE"); dir != "" {
+		for name, c := range map[string]*udpCollector{"xcache-5.5.3.packets": xc, "hepcache.packets": hc} {
+			var b []byte
+			for _, p := range c.packets() {
+				b = binary.BigEndian.AppendUint32(b, uint32(len(p)))
+				b = append(b, p...)
+			}
+			if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	xFiles, hFiles := closedFiles(xc), closedFiles(hc)
