@@ -158,8 +158,9 @@ func (fs *fileStream) userIDLocked(req backend.Request) uint32 {
 	if req.Protocol == "http" || req.Protocol == "https" {
 		prot = req.Protocol
 	}
-	text := fmt.Sprintf("%s/%s.%s:%s@%s\n&p=%s&n=%s&h=%s&o=&r=&g=&m=&I=%c",
-		prot, name, port, fs.m.sidText, host, req.Protocol, name, host, ipv)
+	// The authentication protocol (p) and VO (o) are not known here.
+	text := fmt.Sprintf("%s/%s.%s:%s@%s\n&p=&n=%s&h=%s&o=&r=&g=&m=&I=%c",
+		prot, name, port, fs.m.sidText, host, name, host, ipv)
 	fs.sendMapLocked(codeUser, id, text)
 	return id
 }

@@ -148,3 +148,24 @@ func TestParseRejectsBadPackets(t *testing.T) {
 		t.Error("ParseSummary of a truncated report succeeded")
 	}
 }
+
+// FuzzDecodePacket: a collector decodes whatever arrives on its UDP port;
+// no datagram may make it panic.
+func FuzzDecodePacket(f *testing.F) {
+	for _, name := range []string{"xcache-5.5.3.packets", "hepcache.packets"} {
+		b, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		for len(b) >= 4 && int(binary.BigEndian.Uint32(b)) <= len(b)-4 {
+			n := binary.BigEndian.Uint32(b)
+			f.Add(b[4 : 4+n])
+			b = b[4+n:]
+		}
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		Parse(b)
+		ParseSummary(b)
+		NewCollector().Add(b)
+	})
+}
