@@ -29,6 +29,11 @@ type Request struct {
 	User string
 	// Protocol is "root", "roots", "http" or "https".
 	Protocol string
+	// ClientPID and ClientLogin are what a root:// client said at login:
+	// its process id and login CGI ("xrd.appname=xrdcp&xrd.rn=v5.5.3&...");
+	// the monitoring f-stream names the client's session with them.
+	ClientPID   int
+	ClientLogin string
 	// NoFetch forbids contacting the origin for file data on this
 	// request's behalf: the client may read what the cache already holds
 	// (and join a download another client started) but not start one. The

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/user"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/hepcache/hepcache/internal/backend"
@@ -124,11 +125,10 @@ func (m *Monitor) sendIdent() {
 	m.fs.mu.Unlock()
 }
 
-// userID returns the dictid of the request's client session, sending its
-// 'u' record the first time: "prot/user.pid:sid@host" then the
-// authentication information. The client's port stands in for its pid (a
-// front end does not keep the pid the client sent at login), so one
-// connection is one session, as for XRootD. mu held.
+// userID returns the dictid of the request's client session (one
+// connection), sending its 'u' record the first time: "prot/user.pid:sid@host"
+// then the authentication and login information. Without a login pid (HTTP)
+// the client's port stands in for it. mu held.
 func (fs *fileStream) userIDLocked(req backend.Request) uint32 {
 	conn := req.Protocol + "\x00" + req.Client
 	key := conn + "\x00" + req.User
@@ -142,9 +142,12 @@ func (fs *fileStream) userIDLocked(req backend.Request) uint32 {
 	id := fs.m.nextDictID()
 	fs.users[key] = id
 	fs.sessions[conn] = append(fs.sessions[conn], key)
-	host, port, err := net.SplitHostPort(req.Client)
+	host, pid, err := net.SplitHostPort(req.Client)
 	if err != nil {
-		host, port = req.Client, "0"
+		host, pid = req.Client, "0"
+	}
+	if req.ClientPID > 0 {
+		pid = strconv.Itoa(req.ClientPID)
 	}
 	ipv := '4'
 	if ip := net.ParseIP(host); ip != nil && ip.To4() == nil {
@@ -158,9 +161,12 @@ func (fs *fileStream) userIDLocked(req backend.Request) uint32 {
 	if req.Protocol == "http" || req.Protocol == "https" {
 		prot = req.Protocol
 	}
-	// The authentication protocol (p) and VO (o) are not known here.
-	text := fmt.Sprintf("%s/%s.%s:%s@%s\n&p=&n=%s&h=%s&o=&r=&g=&m=&I=%c",
-		prot, name, port, fs.m.sidText, host, name, host, ipv)
+	// XRootD's form with authentication (p, n, h, o, r, g, m), then what
+	// the client said at login (R: version, x: application, y: info). The
+	// authentication protocol and VO are not known here.
+	login := loginCGI(req.ClientLogin)
+	text := fmt.Sprintf("%s/%s.%s:%s@%s\n&p=&n=%s&h=%s&o=&r=&g=&m=&R=%s&x=%s&y=%s&I=%c",
+		prot, name, pid, fs.m.sidText, host, name, host, login["xrd.rn"], login["xrd.appname"], login["xrd.info"], ipv)
 	fs.sendMapLocked(codeUser, id, text)
 	return id
 }
@@ -183,6 +189,26 @@ func (m *Monitor) Disconnected(protocol, addr string) {
 		}
 	}
 	delete(fs.sessions, conn)
+}
+
+// loginCGI splits a login CGI ("&xrd.rn=v5.5.3&xrd.appname=xrdcp") into
+// its values, keeping only characters that cannot break the record's own
+// CGI.
+func loginCGI(s string) map[string]string {
+	m := map[string]string{}
+	for _, kv := range strings.Split(s, "&") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			continue
+		}
+		m[k] = strings.Map(func(r rune) rune {
+			if r == '&' || r == '=' || r == '\n' || r < ' ' || r > '~' {
+				return -1
+			}
+			return r
+		}, v)
+	}
+	return m
 }
 
 func (fs *fileStream) opened(f backend.File, req backend.Request) backend.File {

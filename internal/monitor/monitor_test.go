@@ -69,7 +69,8 @@ func TestStreamsRoundTrip(t *testing.T) {
 			}
 			defer m.Close()
 			ctx := context.Background()
-			req := backend.Request{Path: "/f.root", Client: "127.0.0.1:40000", User: "alice", Protocol: "root"}
+			req := backend.Request{Path: "/f.root", Client: "127.0.0.1:40000", User: "alice", Protocol: "root",
+				ClientPID: 4242, ClientLogin: "xrd.cc=us&xrd.appname=my&app\n&xrd.rn=v5.5.3"}
 			f, err := m.Wrap(be).Open(ctx, req)
 			if err != nil {
 				t.Fatal(err)
@@ -106,7 +107,8 @@ func TestStreamsRoundTrip(t *testing.T) {
 			if o := fr.Ops; o == nil || o.Read != 1 || o.ReadV != 1 || o.RSegs != 2 || o.RdMax != 100000 || o.RvMin != 1500 || o.RsMax != 2 {
 				t.Errorf("ops %+v", fr.Ops)
 			}
-			if u := fr.User; u.Prot != "xroot" || u.Name != "alice" || u.Host != "127.0.0.1" || u.SID != m.sidText || !strings.Contains(u.Info, "&n=alice") {
+			if u := fr.User; u.Prot != "xroot" || u.Name != "alice" || u.Host != "127.0.0.1" || u.SID != m.sidText || u.Pid != "4242" ||
+				!strings.HasPrefix(u.Info, "&p=&n=alice&h=127.0.0.1&") || !strings.HasSuffix(u.Info, "&R=v5.5.3&x=my&y=&I=4") {
 				t.Errorf("user %+v", u)
 			}
 			if d := col.Disconnects()[0]; d != fr.User {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -78,20 +79,17 @@ if not st.ok: raise SystemExit("vector_read: " + st.message)
 f.close()
 `
 
-// access is one client access of the comparison.
+// access is one client access of the comparison: the command reading url.
 type access struct {
 	path string
-	run  func(url string) error
+	cmd  func(url string) *exec.Cmd
 }
 
-func xrdcp(bin string, env ...string) func(string) error {
-	return func(url string) error {
+func xrdcp(bin string, env ...string) func(string) *exec.Cmd {
+	return func(url string) *exec.Cmd {
 		cmd := exec.Command(bin, "-f", "-s", url, "/dev/null")
 		cmd.Env = realclient.Env(env...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("xrdcp %s: %v\n%s", url, err, out)
-		}
-		return nil
+		return cmd
 	}
 }
 
@@ -116,13 +114,10 @@ func TestCompareWithXCache(t *testing.T) {
 	accesses := []access{
 		{"/a.root", xrdcp(xrdcpBin)},                       // pgread
 		{"/b.root", xrdcp(xrdcpBin, "XRD_CPUSEPGWRTRD=0")}, // kXR_read
-		{"/a.root", func(url string) error { // kXR_read + kXR_readv, a hit
+		{"/a.root", func(url string) *exec.Cmd { // kXR_read + kXR_readv, a hit
 			cmd := exec.Command(python, "-c", readScript, url)
 			cmd.Env = realclient.Env()
-			if out, err := cmd.CombinedOutput(); err != nil {
-				return fmt.Errorf("python %s: %v\n%s", url, err, out)
-			}
-			return nil
+			return cmd
 		}},
 	}
 
@@ -150,11 +145,15 @@ func TestCompareWithXCache(t *testing.T) {
 	defer srv.Shutdown(context.Background())
 	hepURL := "root://" + srv.RootAddr().String()
 
-	for _, a := range accesses {
-		for _, url := range []string{xcache.URL + "/" + a.path, hepURL + "/" + a.path} {
-			if err := a.run(url); err != nil {
-				t.Fatal(err)
+	// pids[i] are the client processes of access i: XCache's, hepcache's.
+	pids := make([][2]string, len(accesses))
+	for i, a := range accesses {
+		for j, url := range []string{xcache.URL + "/" + a.path, hepURL + "/" + a.path} {
+			cmd := a.cmd(url)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("%s: %v\n%s", cmd, err, out)
 			}
+			pids[i][j] = strconv.Itoa(cmd.Process.Pid)
 		}
 	}
 	for name, c := range map[string]*udpCollector{"XCache": xc, "hepcache": hc} {
@@ -211,7 +210,9 @@ func TestCompareWithXCache(t *testing.T) {
 				t.Errorf("access %d %s: lfn %q size %d opened %v, want %s %d", i, f.who, f.f.LFN, f.f.Size, f.f.Opened, a.path, want)
 			}
 		}
-		if x.User.Prot != h.User.Prot || x.User.Name != h.User.Name || sameHost(x.User.Host) != sameHost(h.User.Host) {
+		if x.User.Prot != h.User.Prot || x.User.Name != h.User.Name || sameHost(x.User.Host) != sameHost(h.User.Host) ||
+			infoValue(x.User.Info, "x") != infoValue(h.User.Info, "x") || infoValue(x.User.Info, "R") != infoValue(h.User.Info, "R") ||
+			infoValue(h.User.Info, "x") == "" || x.User.Pid != pids[i][0] || h.User.Pid != pids[i][1] {
 			t.Errorf("access %d user: XCache %+v, hepcache %+v", i, x.User, h.User)
 		}
 		if x.Ops == nil || h.Ops == nil {
@@ -319,6 +320,16 @@ func TestCompareWithXCache(t *testing.T) {
 			t.Errorf("summary %+v", s)
 		}
 	}
+}
+
+// infoValue returns key's value in a "&k=v&k=v" text.
+func infoValue(info, key string) string {
+	for _, kv := range strings.Split(info, "&") {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
 }
 
 func closedFiles(c *udpCollector) []decode.File {

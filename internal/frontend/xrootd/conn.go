@@ -63,6 +63,8 @@ type conn struct {
 	tlsOn      bool
 	asyncOK    bool // the client understands kXR_waitresp + kXR_attn
 	loginName  string
+	loginPID   int // the client's pid and login CGI, for monitoring
+	loginCGI   string
 	ident      *Identity
 	reqCtx     context.Context // ctx with the identity, for handlers
 	authFails  int
@@ -508,6 +510,7 @@ func (c *conn) doLogin(h proto.RequestHeader, body []byte) bool {
 		return true
 	}
 	c.loginName = sanitizeName(r.Username)
+	c.loginPID, c.loginCGI = int(r.PID), r.Token
 	c.asyncOK = r.CapVer&proto.CapVerMask >= 2
 	if _, err := rand.Read(c.sessID[:]); err != nil {
 		c.sendError(h.StreamID, proto.ErrServerError, "cannot make a session id")
@@ -630,6 +633,7 @@ func (c *conn) request(ctx context.Context, pp parsedPath) backend.Request {
 		// (XrdClLocalFileHandler).
 		FollowsFileRedirect: true,
 	}
+	req.ClientPID, req.ClientLogin = c.loginPID, c.loginCGI
 	if id := IdentityFrom(ctx); id != nil {
 		req.User = id.Name
 	}
