@@ -34,6 +34,9 @@ type Request struct {
 	// the monitoring f-stream names the client's session with them.
 	ClientPID   int
 	ClientLogin string
+	// Auth is the security protocol that authenticated User on root://
+	// ("ztn", "gsi"), "" if none.
+	Auth string
 	// NoFetch forbids contacting the origin for file data on this
 	// request's behalf: the client may read what the cache already holds
 	// (and join a download another client started) but not start one. The

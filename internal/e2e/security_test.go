@@ -17,8 +17,9 @@ import (
 
 // TestServeWithSecurity runs `hepcache serve` with a [security] section:
 // real xrdcp reads over roots:// with a bearer token (ztn) and is refused
-// without one, curl reads over https:// with the token, and SIGHUP makes
-// the server present a renewed certificate.
+// without one (the monitoring f-stream names the token's user and ztn),
+// curl reads over https:// with the token, and SIGHUP makes the server
+// present a renewed certificate.
 func TestServeWithSecurity(t *testing.T) {
 	realclient.Require(t, "xrdcp")
 	realclient.Require(t, "curl")
@@ -40,6 +41,7 @@ func TestServeWithSecurity(t *testing.T) {
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	httpAddr := l.Addr().String()
 	l.Close()
+	mon := newMonitorCollector(t)
 	cfg := `
 [server]
 http_listen = "` + httpAddr + `"
@@ -61,6 +63,9 @@ read = ["scope"]
 [limits]
 max_connections = 50
 handshake_timeout = "5s"
+[monitor]
+fstream = "` + mon.addr + `"
+fstream_flush = "1s"
 `
 	cfgFile := filepath.Join(dir, "hepcache.toml")
 	os.WriteFile(cfgFile, []byte(cfg), 0o644)
@@ -74,6 +79,14 @@ handshake_timeout = "5s"
 	}
 	if got, _ := os.ReadFile(out); !bytes.Equal(got, want) {
 		t.Fatal("xrdcp read wrong bytes")
+	}
+	eventually.True(t, func() bool {
+		f := mon.Files()
+		return len(f) == 1 && f[0].Closed
+	}, "the token read on the f-stream")
+	if f := mon.Files()[0]; f.LFN != "/store/f.root" || f.Read != int64(len(want)) || f.User.Prot != "xroot" || f.User.Name == "" ||
+		!strings.HasPrefix(f.User.Info, "&p=ztn&n="+f.User.Name+"&") || !strings.Contains(f.User.Info, "&x=xrdcp&") {
+		t.Errorf("f-stream of the token read: %+v", f)
 	}
 	if r := realclient.Run(t, env, "xrdcp", "-f", "-N", "roots://"+p.addr+"//store/f.root", out); r.Err == nil || !strings.Contains(string(r.Stdout)+string(r.Stderr), "3010") {
 		t.Fatalf("xrdcp without a token: %s", r)

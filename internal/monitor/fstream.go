@@ -163,10 +163,10 @@ func (fs *fileStream) userIDLocked(req backend.Request) uint32 {
 	}
 	// XRootD's form with authentication (p, n, h, o, r, g, m), then what
 	// the client said at login (R: version, x: application, y: info). The
-	// authentication protocol and VO are not known here.
+	// VO and role are not known here.
 	login := loginCGI(req.ClientLogin)
-	text := fmt.Sprintf("%s/%s.%s:%s@%s\n&p=&n=%s&h=%s&o=&r=&g=&m=&R=%s&x=%s&y=%s&I=%c",
-		prot, name, pid, fs.m.sidText, host, name, host, login["xrd.rn"], login["xrd.appname"], login["xrd.info"], ipv)
+	text := fmt.Sprintf("%s/%s.%s:%s@%s\n&p=%s&n=%s&h=%s&o=&r=&g=&m=&R=%s&x=%s&y=%s&I=%c",
+		prot, name, pid, fs.m.sidText, host, req.Auth, name, host, login["xrd.rn"], login["xrd.appname"], login["xrd.info"], ipv)
 	fs.sendMapLocked(codeUser, id, text)
 	return id
 }

@@ -70,7 +70,7 @@ func TestStreamsRoundTrip(t *testing.T) {
 			defer m.Close()
 			ctx := context.Background()
 			req := backend.Request{Path: "/f.root", Client: "127.0.0.1:40000", User: "alice", Protocol: "root",
-				ClientPID: 4242, ClientLogin: "xrd.cc=us&xrd.appname=my&app\n&xrd.rn=v5.5.3"}
+				Auth: "ztn", ClientPID: 4242, ClientLogin: "xrd.cc=us&xrd.appname=my&app\n&xrd.rn=v5.5.3"}
 			f, err := m.Wrap(be).Open(ctx, req)
 			if err != nil {
 				t.Fatal(err)
@@ -108,7 +108,7 @@ func TestStreamsRoundTrip(t *testing.T) {
 				t.Errorf("ops %+v", fr.Ops)
 			}
 			if u := fr.User; u.Prot != "xroot" || u.Name != "alice" || u.Host != "127.0.0.1" || u.SID != m.sidText || u.Pid != "4242" ||
-				!strings.HasPrefix(u.Info, "&p=&n=alice&h=127.0.0.1&") || !strings.HasSuffix(u.Info, "&R=v5.5.3&x=my&y=&I=4") {
+				!strings.HasPrefix(u.Info, "&p=ztn&n=alice&h=127.0.0.1&") || !strings.HasSuffix(u.Info, "&R=v5.5.3&x=my&y=&I=4") {
 				t.Errorf("user %+v", u)
 			}
 			if d := col.Disconnects()[0]; d != fr.User {

@@ -635,7 +635,7 @@ func (c *conn) request(ctx context.Context, pp parsedPath) backend.Request {
 	}
 	req.ClientPID, req.ClientLogin = c.loginPID, c.loginCGI
 	if id := IdentityFrom(ctx); id != nil {
-		req.User = id.Name
+		req.User, req.Auth = id.Name, id.Protocol
 	}
 	return req
 }
