@@ -45,8 +45,8 @@ func (m *Monitor) sendSummary() {
 
 // summaryXML renders a report as XrdStats does (xrd.report ... all): the
 // statistics element with the sections hepcache has figures for: info,
-// link, proc, xrootd (opens and errors) and cache (the pfc section layout,
-// type "hepcache").
+// link, proc, xrootd (opens and errors), cache (the pfc section layout,
+// type "hepcache") and sgen.
 func (m *Monitor) summaryXML(f Figures) []byte {
 	c := &m.cfg
 	now := c.now()
@@ -76,6 +76,9 @@ func (m *Monitor) summaryXML(f Figures) []byte {
 		f.BytesBypassed, f.EvictedBytes,
 		opens, max(opens-f.OpenFiles, 0), f.Misses, f.Evictions, f.Files,
 		f.SpaceTotal, f.SpaceUsed, f.MemoryLimit, f.MemoryUsed)
+	// sgen: the report was made without synchronizing counters (as 1),
+	// in et microseconds, at toe.
+	fmt.Fprintf(&b, `<stats id="sgen"><as>1</as><et>%d</et><toe>%d</toe></stats>`, c.now().Sub(now).Microseconds(), c.now().Unix())
 	b.WriteString(`</statistics>`)
 	return b.Bytes()
 }
