@@ -394,7 +394,17 @@ func (c *Cache) release(e *entry, rec sidecar.Access, record bool) {
 		c.mu.Unlock()
 		return
 	}
-	if c.cfg.CompleteAfterClose && e.initialized() && !e.complete() && !e.completing {
+	if e.detached {
+		// Spoiled: its key may already belong to a fresh entry, which the
+		// index and the closing table now describe.
+		c.mu.Unlock()
+		c.goBackground(func() {
+			e.finish()
+			e.closeOrigin()
+		})
+		return
+	}
+	if c.cfg.CompleteAfterClose && e.initialized() && !e.complete() && !e.completing && e.spoilErr() == nil {
 		// Keep the entry alive (it holds no client) until the download is done.
 		e.refs++
 		e.completing = true

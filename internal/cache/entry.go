@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hepcache/hepcache/disk"
 	"github.com/hepcache/hepcache/internal/checksum"
@@ -62,7 +63,16 @@ type entry struct {
 	// fetches holds the in-flight fetch of each block st has in flight.
 	fetches map[int]*fetch
 
+	// spoiled, once set, holds why no read of the entry may go on: its
+	// cached bytes are of another version of the file than the origin now
+	// serves (or failed the checksum), so a reader gets neither more of them
+	// nor a mix with the new ones (spoil.go).
+	spoiled atomic.Pointer[error]
+
 	// Guarded by Cache.mu.
+	// detached: a spoiled entry no longer in Cache.files; a new open of
+	// the key gets a fresh entry.
+	detached       bool
 	refs           int
 	pendingRecords []sidecar.Access
 	completing     bool
@@ -253,16 +263,25 @@ func (e *entry) originFile(ctx context.Context) (origin.File, error) {
 	if e.of != nil {
 		return e.of, nil
 	}
+	if err := e.spoilErr(); err != nil {
+		return nil, err
+	}
 	octx, cancel := context.WithTimeout(ctx, e.c.cfg.OriginTimeout)
 	defer cancel()
 	of, err := e.o.Open(octx, e.key.Path)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", e.key, err)
 	}
-	if of.Info().Size != e.size {
+	// The blocks on disk came from the version the sidecar describes: a
+	// different file at the origin must not fill the gaps.
+	if why := e.versionDiffers(of.Info()); why != "" {
 		of.Close()
-		return nil, fmt.Errorf("open %s: origin size %d differs from cached size %d: %w",
-			e.key, of.Info().Size, e.size, origin.ErrInvalid)
+		err := fmt.Errorf("open %s: %s: %w", e.key, why, errChanged)
+		e.c.stats.Revalidations.Add(1)
+		e.c.cfg.Logger.Info("origin file changed under a partial cached copy: copy dropped, its readers get an I/O error",
+			"key", e.key.String(), "change", why)
+		e.spoil(err)
+		return nil, err
 	}
 	e.of = of
 	return of, nil
@@ -331,8 +350,8 @@ func (e *entry) syncLocked(recs []sidecar.Access) {
 // writeSidecarLocked replaces the sidecar on disk with e.side. MUST be called
 // with syncMu held.
 func (e *entry) writeSidecarLocked() {
-	if !e.c.disks[e.disk].up() {
-		return // the disk was taken out: its files are forgotten
+	if !e.c.disks[e.disk].up() || e.spoilErr() != nil {
+		return // the copy was forgotten (disk taken out, file changed)
 	}
 	if err := disk.WriteFileAtomic(e.c.cfg.FS, e.c.metaPath(e.key), e.side.Marshal(), false); err != nil {
 		e.c.stats.SyncErrors.Add(1)
@@ -438,6 +457,9 @@ func (e *entry) stream(ctx context.Context, h *handle, off, n int64, fn func([]b
 		e.fetchRange(off, end)
 	}
 	for pos < end {
+		if err := e.spoilErr(); err != nil {
+			return done, err
+		}
 		b := int(pos / bs)
 		bstart, blen := e.blockRange(b)
 		bend := bstart + blen

@@ -109,7 +109,7 @@ var _ backend.OSFiler = (*handle)(nil)
 func (h *handle) OSFile(off, n int64) (*os.File, bool) {
 	e := h.e
 	f := disk.OSFile(e.data)
-	if f == nil || h.closed.Load() || off < 0 || n <= 0 || off+n > e.size {
+	if f == nil || h.closed.Load() || off < 0 || n <= 0 || off+n > e.size || e.spoilErr() != nil {
 		return nil, false
 	}
 	bs := e.c.cfg.BlockSize

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/hepcache/hepcache/disk"
@@ -69,7 +70,9 @@ func (c *Cache) verify(o origin.Origin, k Key, size int64, created time.Time, su
 				c.stats.ChecksumFailures.Add(1)
 				c.cfg.Logger.Error("checksum mismatch, dropping cached copy", "key", k.String(),
 					"algo", algo, "cached", got, "origin", want)
-				c.updateCopy(k, created, func(e *entry) { e.drop() }, func(in *sidecar.Info) bool { return false })
+				c.updateCopy(k, created, func(e *entry) {
+					e.spoil(fmt.Errorf("%s: cached copy differs from the origin's %s checksum: %w", k, algo, syscall.EIO))
+				}, func(in *sidecar.Info) bool { return false })
 				return
 			}
 			state = sidecar.ChecksumVerified
@@ -151,23 +154,6 @@ func (c *Cache) updateCopy(k Key, created time.Time, open func(*entry), onDisk f
 		close(done)
 		return
 	}
-}
-
-// drop forgets every block of the entry, in memory and in the sidecar.
-func (e *entry) drop() {
-	e.syncMu.Lock()
-	defer e.syncMu.Unlock()
-	e.mu.Lock()
-	for b := 0; b < e.nblocks; b++ {
-		e.st.drop(b)
-		e.side.Durable.Clear(b)
-		e.blockSums[b] = checksum.Sums{}
-	}
-	e.unsynced = nil
-	e.mu.Unlock()
-	e.side.ChecksumState = sidecar.ChecksumNone
-	e.writeSidecarLocked()
-	e.c.index.setBytes(e.key, 0)
 }
 
 func normalizeHex(s string) string {

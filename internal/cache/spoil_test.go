@@ -1,0 +1,92 @@
+package cache
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hepcache/hepcache/internal/eventually"
+	"github.com/hepcache/hepcache/origin"
+)
+
+// TestReplacedOriginFileNeverMixes: a partial copy (blocks 0-1 of 8) whose
+// origin file is then replaced by one of the same size: a reader of the
+// whole file gets old bytes only up to the first missing block and then an
+// I/O error, never new bytes after old ones with success; the copy is gone
+// before any new byte was stored; the next open reads the new file whole.
+func TestReplacedOriginFileNeverMixes(t *testing.T) {
+	ctx := context.Background()
+	m := origin.NewMem("mem://o")
+	old := randomData(1, 8*testBlock)
+	m.Put("/f", old, time.Unix(1000, 0))
+	dir := t.TempDir()
+	warm := newTestCache(t, dir, m, nil) // no read-ahead: exactly two blocks
+	f := openTest(t, warm, "/f")
+	if _, err := f.ReadAt(ctx, make([]byte, 2*testBlock), 0); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	waitIdle(t, warm)
+	warm.Close()
+
+	renewed := randomData(2, 8*testBlock)
+	m.Put("/f", renewed, time.Unix(2000, 0)) // same size, new content
+	c := newTestCache(t, dir, m, func(c *Config) { c.Prefetch = 4 })
+	before := m.BytesRead.Load()
+	r := openTest(t, c, "/f")
+	var got bytes.Buffer
+	_, err := r.Stream(ctx, 0, int64(len(old)), func(p []byte) error { got.Write(p); return nil })
+	if !errors.Is(err, syscall.EIO) || !errors.Is(err, errChanged) {
+		t.Fatalf("read across the replacement: %v, want an I/O error", err)
+	}
+	if !bytes.HasPrefix(old, got.Bytes()) {
+		t.Fatal("the reader got bytes that are not the old version's")
+	}
+	if _, ok := c.index.lookup(Key{Origin: "mem://o", Path: "/f"}); ok {
+		t.Fatal("the old copy is still indexed")
+	}
+	if _, err := r.ReadAt(ctx, make([]byte, 10), 0); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("a later read of the spoiled open: %v, want an I/O error", err)
+	}
+	r.Close()
+
+	if all := readAllVia(t, c, "/f"); !bytes.Equal(all, renewed) {
+		t.Fatal("the open after the replacement does not read the new file")
+	}
+	if n := m.BytesRead.Load() - before; n != int64(len(renewed)) {
+		t.Fatalf("origin sent %d bytes, want the new file once (%d)", n, len(renewed))
+	}
+	waitIdle(t, c)
+}
+
+// TestChecksumMismatchFailsReadersInFlight: when a completed copy fails the
+// origin's checksum, a client still reading the file gets an I/O error
+// instead of more bytes, and the next open fetches the file again.
+func TestChecksumMismatchFailsReadersInFlight(t *testing.T) {
+	ctx := context.Background()
+	m := origin.NewMem("mem://o")
+	data := randomData(3, 4*testBlock)
+	m.Put("/f", data, time.Now())
+	m.SetChecksum("/f", "adler32", "00000001")
+	c := newTestCache(t, t.TempDir(), m, func(c *Config) { c.VerifyChecksum = "adler32" })
+	slow := openTest(t, c, "/f") // a reader that is not done yet
+	if _, err := slow.ReadAt(ctx, make([]byte, 100), 0); err != nil {
+		t.Fatal(err)
+	}
+	readAllVia(t, c, "/f") // completes the copy; verification follows
+	eventually.True(t, func() bool { return c.Stats().ChecksumFailures.Load() == 1 }, "the checksum mismatch")
+	if _, err := slow.ReadAt(ctx, make([]byte, 100), testBlock); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("read after the mismatch: %v, want an I/O error", err)
+	}
+	slow.Close()
+	before := m.BytesRead.Load()
+	if all := readAllVia(t, c, "/f"); !bytes.Equal(all, data) {
+		t.Fatal("reopened read")
+	}
+	if m.BytesRead.Load() == before {
+		t.Fatal("the copy that failed its checksum was served again")
+	}
+}

@@ -1,0 +1,64 @@
+package e2e
+
+import (
+	"crypto/sha256"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hepcache/hepcache/internal/config"
+	"github.com/hepcache/hepcache/internal/realclient"
+)
+
+// pyReadHead reads the first argv[2] bytes of argv[1] with the Python
+// bindings (a job that reads a little of a file).
+const pyReadHead = `
+import sys
+from XRootD import client
+f = client.File()
+st, _ = f.open(sys.argv[1])
+assert st.ok, st
+st, data = f.read(0, int(sys.argv[2]))
+assert st.ok, st
+f.close()
+`
+
+// TestReplacedOriginFile: a file partly cached (its first MiB, read with
+// the Python bindings) is replaced at the real C++ xrootd origin by one of
+// the same size with new content and a new modification time. A read of
+// the whole file through hepcache never returns a mix of the two with
+// success: xrdcp either fails with an I/O error or gets the new file, and
+// the next xrdcp gets the new file byte for byte.
+func TestReplacedOriginFile(t *testing.T) {
+	data := t.TempDir()
+	const size = 8 * mib
+	writeFile(t, data, "store/v/f.root", size, 70)
+	s := startStack(t, data, func(c *config.Config) { c.Cache.Prefetch = 0 })
+	env := realclient.Env()
+	py := realclient.Python(t, realclient.DebianPython, "XRootD.client")
+	url := s.url + "//store/v/f.root"
+	realclient.MustRunPython(t, env, py, pyReadHead, url, "1048576")
+	s.originBytes()
+
+	newSum := writeFile(t, data, "store/v/f.root", size, 71)
+	later := time.Now().Add(time.Hour)
+	if err := os.Chtimes(filepath.Join(data, "store/v/f.root"), later, later); err != nil {
+		t.Fatal(err)
+	}
+	r := realclient.Run(t, env, "xrdcp", "-s", "-f", url, "-")
+	if r.Err == nil {
+		if sha256.Sum256(r.Stdout) != newSum {
+			t.Fatal("xrdcp succeeded with bytes that are not the new file (a mix of versions)")
+		}
+		t.Log("xrdcp across the replacement got the new file")
+	} else if strings.Contains(r.String(), "changed at the origin") {
+		t.Log("xrdcp across the replacement failed with the I/O error")
+	} else {
+		t.Fatalf("xrdcp across the replacement failed without saying why: %s", r)
+	}
+	if got := xrdcpSum(t, env, url); got != newSum {
+		t.Fatalf("after the replacement: sha256 %s, want the new file", hex(got))
+	}
+}
