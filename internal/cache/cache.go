@@ -69,6 +69,9 @@ type Cache struct {
 	// disks hold the data files (disks.go); the index knows which file is
 	// on which.
 	disks []*dataDisk
+	// confined is the default file system (closed to links), released at
+	// Close; nil when Config.FS was given.
+	confined *disk.Confined
 	// rules are the space settings in force (SetSpace replaces them).
 	rules atomic.Pointer[spaceRules]
 	// purgeKick wakes the purger; purgeMu serialises purges.
@@ -95,6 +98,15 @@ var _ backend.Backend = (*Cache)(nil)
 // New creates a cache over cfg.Dir, creating the directory if needed.
 func New(cfg *Config) (*Cache, error) {
 	c := *cfg
+	var confined *disk.Confined
+	if c.FS == nil && c.Dir != "" {
+		// The cache's own trees, closed to symbolic links (disk.Confined).
+		fsys, err := disk.NewConfined(append([]string{c.Dir}, c.DataDirs...)...)
+		if err != nil {
+			return nil, fmt.Errorf("cache dir: %w", err)
+		}
+		c.FS, confined = fsys, fsys
+	}
 	c.EnsureDefaults()
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("cache config: %w", err)
@@ -119,6 +131,7 @@ func New(cfg *Config) (*Cache, error) {
 		purgeKick:  make(chan struct{}, 1),
 		shutdownCh: make(chan struct{}),
 		disks:      disks,
+		confined:   confined,
 	}
 	ca.CheckDisks() // measure them; take out any that is already failing
 	ca.rules.Store(ca.index.rules)
@@ -158,6 +171,9 @@ func (c *Cache) Close() error {
 		// verification) and wait for the final syncs.
 		c.cancel()
 		c.bg.Wait()
+		if c.confined != nil {
+			c.confined.Close()
+		}
 	})
 	return nil
 }
@@ -286,6 +302,10 @@ func (c *Cache) LocalPath(k Key) string { return c.dataPath(k) }
 func (c *Cache) readSidecar(k Key) *sidecar.Info {
 	b, err := readAll(c.cfg.FS, c.metaPath(k))
 	if err != nil {
+		if errors.Is(err, disk.ErrLink) {
+			c.linkFound(c.metaPath(k), err)
+			return nil
+		}
 		if !errors.Is(err, fs.ErrNotExist) {
 			c.cfg.Logger.Warn("cannot read sidecar", "key", k.String(), "err", err)
 		}

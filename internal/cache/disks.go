@@ -160,6 +160,14 @@ func diskFailure(err error) bool {
 	return false
 }
 
+// linkFound reports a symbolic link met in the cache directory (never
+// followed) and removes it: the cache's own files are never links.
+func (c *Cache) linkFound(p string, err error) {
+	c.stats.LinksRefused.Add(1)
+	c.warn("symbolic link in the cache directory: not followed, removed", "path", p, "err", err)
+	c.cfg.FS.Remove(p)
+}
+
 // diskError is called with an error from a data file on disk id; a disk
 // failure takes the disk out of service.
 func (c *Cache) diskError(id int, err error) {

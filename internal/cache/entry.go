@@ -122,6 +122,9 @@ func (e *entry) init(ctx context.Context, revalidate, noFetch bool) error {
 			e.disk = id
 			f, err = c.cfg.FS.OpenFile(c.disks[id].path(e.key), os.O_RDWR, 0)
 			c.diskError(id, err)
+			if errors.Is(err, disk.ErrLink) {
+				c.linkFound(c.disks[id].path(e.key), err)
+			}
 		}
 		if err == nil {
 			if st, serr := f.Stat(); serr != nil || st.Size() != side.FileSize {
@@ -174,7 +177,7 @@ func (e *entry) init(ctx context.Context, revalidate, noFetch bool) error {
 			d, err := c.placeDisk(info.Size)
 			if err == nil {
 				e.disk = d.id
-				data, err = createDataFile(c.cfg.FS, d.path(e.key))
+				data, err = c.createDataFile(d.path(e.key))
 				c.diskError(d.id, err)
 			}
 			if err != nil {
@@ -220,8 +223,24 @@ func (e *entry) init(ctx context.Context, revalidate, noFetch bool) error {
 	return nil
 }
 
-func createDataFile(fsys disk.FS, name string) (disk.File, error) {
+func (c *Cache) createDataFile(name string) (disk.File, error) {
+	fsys := c.cfg.FS
 	f, err := fsys.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	if errors.Is(err, disk.ErrLink) {
+		// A planted link on the file's path (the file itself or a
+		// directory): removed (the link, never its target), then the file
+		// is created in its place.
+		for p, i := name, 0; i < 64 && p != filepath.Dir(p); p, i = filepath.Dir(p), i+1 {
+			if fi, serr := fsys.Stat(p); serr == nil && fi.Mode()&fs.ModeSymlink != 0 {
+				c.linkFound(p, err)
+				break
+			}
+		}
+		if err := fsys.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+			return nil, err
+		}
+		f, err = fsys.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := fsys.MkdirAll(filepath.Dir(name), 0o755); err != nil {
 			return nil, err

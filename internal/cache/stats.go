@@ -30,6 +30,9 @@ type Stats struct {
 	FetchErrors, WriteErrors atomic.Int64
 	// SyncErrors counts failed syncs or sidecar writes.
 	SyncErrors atomic.Int64
+	// LinksRefused counts symbolic links found in the cache directory
+	// (never followed).
+	LinksRefused atomic.Int64
 	// DisksFailed counts data disks taken out of service.
 	DisksFailed atomic.Int64
 	// OpenFiles is the number of files with at least one client.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hepcache/hepcache/internal/cache"
 	"github.com/hepcache/hepcache/internal/config"
 	"github.com/hepcache/hepcache/internal/realclient"
 )
@@ -60,5 +61,45 @@ func TestReplacedOriginFile(t *testing.T) {
 	}
 	if got := xrdcpSum(t, env, url); got != newSum {
 		t.Fatalf("after the replacement: sha256 %s, want the new file", hex(got))
+	}
+}
+
+// TestPlantedLinkInCacheDir: the data file of a cached file is replaced by
+// a symbolic link to a file outside the cache; xrdcp and curl still get
+// the origin's bytes, the outside file is neither served nor written, and
+// /metrics reports the link.
+func TestPlantedLinkInCacheDir(t *testing.T) {
+	data := t.TempDir()
+	sum := writeFile(t, data, "store/l/f.root", 2*mib+3, 72)
+	s := startStack(t, data, withHTTP)
+	env := realclient.Env()
+	url := s.url + "//store/l/f.root"
+	xrdcpSum(t, env, url)
+	s.originBytes()
+	infos, err := cache.Inspect(s.cfg.Cache.Dir, "", "/store/l/f.root")
+	if err != nil || len(infos) != 1 {
+		t.Fatalf("inspect: %v", err)
+	}
+	dataPath := cache.DataPath(s.cfg.Cache.Dir, cache.Key{Origin: infos[0].Origin, Path: infos[0].Path})
+	outside := filepath.Join(t.TempDir(), "outside")
+	os.WriteFile(outside, []byte("not a cached file"), 0o644)
+	os.Remove(dataPath)
+	if err := os.Symlink(outside, dataPath); err != nil {
+		t.Fatal(err)
+	}
+	if got := xrdcpSum(t, env, url); got != sum {
+		t.Fatalf("xrdcp with a planted link: sha256 %s", hex(got))
+	}
+	if got := curlSum(t, s.httpURL()+"/store/l/f.root"); got != sum {
+		t.Fatalf("curl with a planted link: sha256 %s", hex(got))
+	}
+	if b, _ := os.ReadFile(outside); string(b) != "not a cached file" {
+		t.Fatalf("the outside file was written through the link: %q", b)
+	}
+	if fi, err := os.Lstat(dataPath); err != nil || fi.Mode()&os.ModeSymlink != 0 {
+		t.Fatalf("the link is still there: %v", err)
+	}
+	if n := s.scrape(t)["hepcache_links_refused_total"]; n < 1 {
+		t.Fatalf("hepcache_links_refused_total = %v", n)
 	}
 }

@@ -322,6 +322,8 @@ func (r *Registry) WriteTo(w io.Writer) (int64, error) {
 		e.counter("hepcache_purge_runs_total", "Purges that evicted something.", st.PurgeRuns.Load())
 		e.counter("hepcache_checksum_failures_total", "Complete files whose checksum differed from the origin's (the copy was dropped).", st.ChecksumFailures.Load())
 		e.counter("hepcache_revalidations_total", "Cached copies dropped because the origin's file changed.", st.Revalidations.Load())
+		e.counter("hepcache_links_refused_total", "Symbolic links found in the cache directory; never followed, removed.", st.LinksRefused.Load())
+		e.counter("hepcache_disks_failed_total", "Data disks taken out of service (I/O errors, read-only, unmounted).", st.DisksFailed.Load())
 		e.gauge("hepcache_open_files", "Files with at least one client.", s.OpenFiles)
 		if s.UsageErr == "" {
 			e.gauge("hepcache_cache_capacity_bytes", "Space the cache may fill.", s.Total)

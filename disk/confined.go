@@ -1,0 +1,182 @@
+package disk
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// ErrLink marks an operation refused because a path inside a cache
+// directory is (or passes through) a symbolic link. The cache's own files
+// are never links: one found there was planted, and following it could
+// write a cached file's bytes outside the cache or serve a file from
+// outside as a cached one.
+var ErrLink = errors.New("symbolic link in the cache directory, not followed")
+
+// Confined is the real file system limited to a few directory trees (the
+// cache directory and its data disks). Every path is resolved inside its
+// tree with os.Root, which refuses to leave it, and files are opened with
+// O_NOFOLLOW: no symbolic link is followed, and paths outside the trees are
+// refused.
+type Confined struct {
+	roots []confinedRoot
+}
+
+type confinedRoot struct {
+	dir  string
+	root *os.Root
+}
+
+var _ FS = (*Confined)(nil)
+
+// NewConfined opens dirs, creating them if needed.
+func NewConfined(dirs ...string) (*Confined, error) {
+	c := &Confined{}
+	for _, d := range dirs {
+		d = filepath.Clean(d)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			c.Close()
+			return nil, err
+		}
+		r, err := os.OpenRoot(d)
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		c.roots = append(c.roots, confinedRoot{dir: d, root: r})
+	}
+	return c, nil
+}
+
+// Close releases the trees.
+func (c *Confined) Close() error {
+	for _, r := range c.roots {
+		r.root.Close()
+	}
+	return nil
+}
+
+// resolve finds the tree holding name (the longest matching directory)
+// and name's path inside it.
+func (c *Confined) resolve(op, name string) (*os.Root, string, error) {
+	name = filepath.Clean(name)
+	var best *confinedRoot
+	for i := range c.roots {
+		r := &c.roots[i]
+		if (name == r.dir || strings.HasPrefix(name, r.dir+string(filepath.Separator))) && (best == nil || len(r.dir) > len(best.dir)) {
+			best = r
+		}
+	}
+	if best == nil {
+		return nil, "", &fs.PathError{Op: op, Path: name, Err: errors.New("outside the cache directories")}
+	}
+	rel, err := filepath.Rel(best.dir, name)
+	if err != nil {
+		return nil, "", &fs.PathError{Op: op, Path: name, Err: err}
+	}
+	return best.root, rel, nil
+}
+
+// linkErr turns os.Root's and O_NOFOLLOW's refusals into ErrLink.
+func linkErr(op, name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, syscall.ELOOP) || strings.Contains(err.Error(), "escapes from parent") {
+		return &fs.PathError{Op: op, Path: name, Err: ErrLink}
+	}
+	return err
+}
+
+// OpenFile implements FS.
+func (c *Confined) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
+	r, rel, err := c.resolve("open", name)
+	if err != nil {
+		return nil, err
+	}
+	f, err := r.OpenFile(rel, flag|syscall.O_NOFOLLOW, perm)
+	if err != nil {
+		return nil, linkErr("open", name, err)
+	}
+	return osFile{f}, nil
+}
+
+// Remove implements FS. A link is removed itself, never its target.
+func (c *Confined) Remove(name string) error {
+	r, rel, err := c.resolve("remove", name)
+	if err != nil {
+		return err
+	}
+	return linkErr("remove", name, r.Remove(rel))
+}
+
+// Rename implements FS.
+func (c *Confined) Rename(oldname, newname string) error {
+	r1, rel1, err := c.resolve("rename", oldname)
+	if err != nil {
+		return err
+	}
+	r2, rel2, err := c.resolve("rename", newname)
+	if err != nil {
+		return err
+	}
+	if r1 != r2 {
+		return &fs.PathError{Op: "rename", Path: newname, Err: fmt.Errorf("across cache directories")}
+	}
+	return linkErr("rename", newname, r1.Rename(rel1, rel2))
+}
+
+// MkdirAll implements FS.
+func (c *Confined) MkdirAll(name string, perm fs.FileMode) error {
+	r, rel, err := c.resolve("mkdir", name)
+	if err != nil {
+		return err
+	}
+	if rel == "." {
+		return nil
+	}
+	return linkErr("mkdir", name, r.MkdirAll(rel, perm))
+}
+
+// Stat implements FS. It does not follow a final link: a link is reported
+// as one (Mode()&ModeSymlink), never as its target.
+func (c *Confined) Stat(name string) (fs.FileInfo, error) {
+	r, rel, err := c.resolve("stat", name)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := r.Lstat(rel)
+	return fi, linkErr("stat", name, err)
+}
+
+// ReadDir implements FS.
+func (c *Confined) ReadDir(name string) ([]fs.DirEntry, error) {
+	r, rel, err := c.resolve("readdir", name)
+	if err != nil {
+		return nil, err
+	}
+	d, err := r.OpenFile(rel, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, linkErr("readdir", name, err)
+	}
+	defer d.Close()
+	return d.ReadDir(-1)
+}
+
+// SyncDir implements FS.
+func (c *Confined) SyncDir(name string) error {
+	r, rel, err := c.resolve("syncdir", name)
+	if err != nil {
+		return err
+	}
+	d, err := r.OpenFile(rel, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		return linkErr("syncdir", name, err)
+	}
+	defer d.Close()
+	return d.Sync()
+}

@@ -1,0 +1,68 @@
+package disk
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestConfinedRefusesLinks: planted links (to a file outside, to a
+// directory outside, as a file's name) are neither read nor written
+// through; paths outside the trees are refused; a link can be removed
+// itself.
+func TestConfinedRefusesLinks(t *testing.T) {
+	outside := t.TempDir()
+	secret := filepath.Join(outside, "secret")
+	os.WriteFile(secret, []byte("outside"), 0o644)
+	dir := filepath.Join(t.TempDir(), "cache")
+	c, err := NewConfined(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.MkdirAll(filepath.Join(dir, "data/o"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "data/o/f")
+	os.Symlink(secret, link)
+	os.Symlink(outside, filepath.Join(dir, "data/d"))
+
+	for _, p := range []string{link, filepath.Join(dir, "data/d/secret")} {
+		if _, err := c.OpenFile(p, os.O_RDONLY, 0); !errors.Is(err, ErrLink) {
+			t.Errorf("read through %s: %v, want ErrLink", p, err)
+		}
+		if _, err := c.OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644); !errors.Is(err, ErrLink) {
+			t.Errorf("write through %s: %v, want ErrLink", p, err)
+		}
+	}
+	if err := WriteFileAtomic(c, filepath.Join(dir, "data/d/x"), []byte("x"), false); !errors.Is(err, ErrLink) {
+		t.Errorf("atomic write through a directory link: %v", err)
+	}
+	if b, _ := os.ReadFile(secret); string(b) != "outside" {
+		t.Fatalf("the outside file was changed: %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "x")); err == nil {
+		t.Fatal("a file was created outside")
+	}
+	if fi, err := c.Stat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("Stat of a link: %v %v, want the link itself", fi, err)
+	}
+	if _, err := c.OpenFile(secret, os.O_RDONLY, 0); err == nil {
+		t.Fatal("a path outside the cache directories was opened")
+	}
+	if err := c.Remove(link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(link); !os.IsNotExist(err) {
+		t.Fatal("link not removed")
+	}
+	if _, err := os.Stat(secret); err != nil {
+		t.Fatal("removing the link removed its target")
+	}
+	f, err := c.OpenFile(link, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+}
