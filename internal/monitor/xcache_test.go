@@ -155,6 +155,12 @@ func TestCompareWithXCache(t *testing.T) {
 			}
 			pids[i][j] = strconv.Itoa(cmd.Process.Pid)
 		}
+		// XCache detaches a file some time after the client's close: wait
+		// for each access's file_close, so that the next access of the
+		// same file is an access of its own in both.
+		for name, c := range map[string]*udpCollector{"XCache": xc, "hepcache": hc} {
+			eventually.True(t, func() bool { return len(c.FileCloses()) > i }, "%s's file_close of access %d", name, i)
+		}
 	}
 	for name, c := range map[string]*udpCollector{"XCache": xc, "hepcache": hc} {
 		eventually.True(t, func() bool {
