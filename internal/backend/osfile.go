@@ -17,3 +17,19 @@ var _ OSFiler = (*dirFile)(nil)
 
 // OSFile implements OSFiler: a Dir's files are local.
 func (f *dirFile) OSFile(off, n int64) (*os.File, bool) { return f.f, true }
+
+// DisconnectCloser is an optional interface of File: CloseAtDisconnect
+// ends an access the client left open when it went away (the monitoring
+// f-stream marks its close record "forced", as XRootD does).
+type DisconnectCloser interface {
+	CloseAtDisconnect() error
+}
+
+// CloseAtDisconnect closes f for a client that disconnected without
+// closing it.
+func CloseAtDisconnect(f File) error {
+	if dc, ok := f.(DisconnectCloser); ok {
+		return dc.CloseAtDisconnect()
+	}
+	return f.Close()
+}

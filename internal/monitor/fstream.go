@@ -347,7 +347,13 @@ func (f *file) ReadV(ctx context.Context, segs []origin.Segment) error {
 }
 
 // Close implements backend.File: the close record carries the counts.
-func (f *file) Close() error {
+func (f *file) Close() error { return f.close(false) }
+
+// CloseAtDisconnect implements backend.DisconnectCloser: the close record
+// is marked forced.
+func (f *file) CloseAtDisconnect() error { return f.close(true) }
+
+func (f *file) close(forced bool) error {
 	f.mu.Lock()
 	if f.closed {
 		f.mu.Unlock()
@@ -359,7 +365,7 @@ func (f *file) Close() error {
 	fs := f.fs
 	fs.mu.Lock()
 	delete(fs.open, f)
-	fs.addLocked(appendClose(nil, f.id, x, o), false)
+	fs.addLocked(appendClose(nil, f.id, x, o, forced), false)
 	fs.mu.Unlock()
 	return f.File.Close()
 }

@@ -20,6 +20,7 @@ const (
 	recDisc  = 4
 
 	// f-stream record flags.
+	flagForced = 0x01 // close: the client disconnected without closing
 	flagHasOPS = 0x02 // close: ops follow the transfer counts
 	flagHasLFN = 0x01 // open: user dictid and path follow the size
 	flagHasSID = 0x01 // time: the server id is present
@@ -106,8 +107,12 @@ type ops struct {
 	wrMin, wrMax       int32
 }
 
-func appendClose(b []byte, fileID uint32, x xfr, o ops) []byte {
-	b = appendRecHdr(b, recClose, flagHasOPS, closeLen, fileID)
+func appendClose(b []byte, fileID uint32, x xfr, o ops, forced bool) []byte {
+	flag := byte(flagHasOPS)
+	if forced {
+		flag |= flagForced
+	}
+	b = appendRecHdr(b, recClose, flag, closeLen, fileID)
 	b = appendXfrCounts(b, x)
 	for _, v := range []int32{o.read, o.readv, o.write} {
 		b = binary.BigEndian.AppendUint32(b, uint32(v))

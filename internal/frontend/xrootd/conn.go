@@ -187,7 +187,7 @@ func (c *conn) finish() {
 	c.netConn().Close()
 	for _, of := range c.files.removeAll() {
 		of.ops.Wait()
-		if err := of.f.Close(); err != nil {
+		if err := backend.CloseAtDisconnect(of.f); err != nil {
 			c.log.Warn("xrootd: close file at disconnect", "client", c.remote, "path", of.req.String(), "err", err)
 		}
 	}

@@ -31,6 +31,8 @@ type File struct {
 	UserID uint32
 	Opened bool
 	Closed bool
+	// Forced: the server closed the file when the client disconnected.
+	Forced bool
 	// Read, ReadV and Ops are the close record's (or the last transfer
 	// record's while the file is open).
 	Read, ReadV int64
@@ -110,7 +112,7 @@ func (c *Collector) fileRecord(r FileRecord) {
 		f.Xfrs++
 		f.Read, f.ReadV = r.Read, r.ReadV
 	case RecClose:
-		f.Closed, f.Read, f.ReadV, f.Ops = true, r.Read, r.ReadV, r.Ops
+		f.Closed, f.Forced, f.Read, f.ReadV, f.Ops = true, r.Forced, r.Read, r.ReadV, r.Ops
 	}
 }
 

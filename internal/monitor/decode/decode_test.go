@@ -31,8 +31,9 @@ func readCapture(t *testing.T, name string) [][]byte {
 }
 
 // TestCaptures decodes what XCache 5.5.3 and hepcache sent for the same
-// reads (xrdcp of /a.root and /b.root, then the Python bindings reading
-// /a.root with read and readv) and checks what a collector relies on: the
+// reads (xrdcp of /a.root and /b.root, the Python bindings reading
+// /a.root with read and readv, then reading /b.root and exiting without
+// closing it) and checks what a collector relies on: the
 // server id of the identification record is the one of every f-stream time
 // record and g-stream header, the user and file dictionaries resolve, and
 // every stream decodes.
@@ -86,7 +87,7 @@ func TestCaptures(t *testing.T) {
 				lfn        string
 				size       int64
 				readv, seg int64
-			}{{"/a.root", 3<<20 + 17, 0, 0}, {"/b.root", 1 << 20, 0, 0}, {"/a.root", 3<<20 + 17, 3000, 2}}
+			}{{"/a.root", 3<<20 + 17, 0, 0}, {"/b.root", 1 << 20, 0, 0}, {"/a.root", 3<<20 + 17, 3000, 2}, {"/b.root", 1 << 20, 0, 0}}
 			files := c.Files()
 			if len(files) != len(want) {
 				t.Fatalf("%d files, want %d", len(files), len(want))
@@ -94,7 +95,7 @@ func TestCaptures(t *testing.T) {
 			for i, f := range files {
 				w := want[i]
 				if f.LFN != w.lfn || f.Size != w.size || !f.Closed || f.ReadV != w.readv || f.Ops == nil || f.Ops.RSegs != w.seg ||
-					f.User.Prot != "xroot" || f.User.Name != "root" || f.User.SID != id.SID {
+					f.User.Prot != "xroot" || f.User.Name != "root" || f.User.SID != id.SID || f.Forced != (i == 3) {
 					t.Errorf("file %d: %+v user %+v ops %+v", i, f, f.User, f.Ops)
 				}
 			}
@@ -107,13 +108,18 @@ func TestCaptures(t *testing.T) {
 				t.Fatalf("%d file_close records, want %d", len(gs), len(want))
 			}
 			for i, g := range gs {
+				// n_blks_done: all blocks once the file is complete (from
+				// the second access on); hepcache counts at the client's
+				// close, when a block may still be on its way to disk.
 				if g.LFN != want[i].lfn || g.Size != want[i].size || g.BlkSize != 1<<20 || g.NBlks != (g.Size+g.BlkSize-1)/g.BlkSize ||
-					g.NBlksDone != g.NBlks || g.AccessCnt != int64(map[int]int{0: 1, 1: 1, 2: 2}[i]) {
+					g.NBlksDone > g.NBlks || (i >= 2 && g.NBlksDone != g.NBlks) || g.AccessCnt != int64(map[int]int{0: 1, 1: 1, 2: 2, 3: 2}[i]) {
 					t.Errorf("file_close %d: %+v", i, g)
 				}
 			}
-			if g := gs[2]; g.BHit != 103000 || g.BMiss != 0 || len(g.Remotes) != 0 {
-				t.Errorf("file_close of the hit: %+v", g)
+			for i, hit := range map[int]int64{2: 103000, 3: 1000} {
+				if g := gs[i]; g.BHit != hit || g.BMiss != 0 || len(g.Remotes) != 0 {
+					t.Errorf("file_close of hit %d: %+v", i, g)
+				}
 			}
 
 			sums := c.Summaries()
