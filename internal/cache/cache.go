@@ -50,6 +50,9 @@ type Cache struct {
 	// reads from the data files.
 	pieces *bufpool.Pool
 	bufs   sync.Pool
+	// blockBufs holds whole-block buffers for checking blocks read back
+	// from disk (blockcheck.go).
+	blockBufs sync.Pool
 	// diskWrites bounds concurrent pwrites: dozens of writers on one file
 	// make ext4 ten times slower than a few (inode lock contention).
 	diskWrites chan struct{}

@@ -142,6 +142,9 @@ type Config struct {
 	FS disk.FS
 	// Logger receives operational messages. Default slog.Default().
 	Logger *slog.Logger
+	// NoBlockChecksums turns off the check of blocks read back from disk
+	// against their recorded CRC32C (blockcheck.go). Default false: on.
+	NoBlockChecksums bool
 	// DataDirs are the directories holding the data files, one per disk
 	// of a JBOD node; Dir keeps the sidecars. A new file goes to the disk
 	// with the most free space; a disk that fails is taken out of service

@@ -55,6 +55,9 @@ type entry struct {
 	// st is the blocks' state: present, in flight, read-ahead window
 	// (blockstate.go). It decides; the entry does the I/O.
 	st *blockState
+	// atRest holds the CRC32C recorded for each block that was on disk
+	// at open, to check it when first read back (blockcheck.go).
+	atRest blockCRCs
 	// blockSums holds the checksums of blocks fetched in this session
 	// (Len 0: unknown), combined into the file's when it completes.
 	blockSums []checksum.Sums
@@ -213,6 +216,7 @@ func (e *entry) init(ctx context.Context, revalidate, noFetch bool) error {
 	e.size = side.FileSize
 	e.nblocks = side.Durable.Len()
 	e.st = newBlockState(side.Durable.Clone(), c.cfg.Prefetch, c.cfg.PrefetchMax)
+	e.atRest = c.atRestCRCs(e.key, side)
 	e.blockSums = make([]checksum.Sums, e.nblocks)
 	e.initOK = true
 	c.index.opened(e.key, durableBytes(side), c.cfg.now(), e.disk)
@@ -353,9 +357,14 @@ func (e *entry) syncLocked(recs []sidecar.Access) {
 			blocks = nil
 		}
 	}
+	e.mu.Lock()
 	for _, b := range blocks {
 		e.side.Durable.Set(b)
+		if _, n := e.blockRange(b); e.blockSums[b].Len == n {
+			e.side.SetBlockCRC(b, e.blockSums[b].CRC32C)
+		}
 	}
+	e.mu.Unlock()
 	for _, r := range recs {
 		e.side.AddRecord(r)
 		e.side.AccessCount++
@@ -493,10 +502,14 @@ func (e *entry) stream(ctx context.Context, h *handle, off, n int64, fn func([]b
 			}
 			e.readAheadLocked(h, int((segEnd-1)/bs))
 			e.mu.Unlock()
-			k, err := e.readData(pos, segEnd-pos, fn)
+			k, err := e.readChecked(pos, segEnd-pos, fn)
 			done += k
 			h.hit.Add(k)
 			e.c.stats.BytesHit.Add(k)
+			if errors.Is(err, errBadBlock) {
+				pos += k
+				continue // dropped: fetched again (or refused to a NoFetch reader)
+			}
 			if errors.Is(err, errDiskRead) && !h.req.NoFetch {
 				// The disk failed under a cached block: the client gets
 				// the rest of the range from the origin, not an error.

@@ -233,9 +233,13 @@ func (e *entry) runFetch(f *fetch) {
 		delete(e.fetches, f.block)
 	}
 	complete, next := e.st.finished(f.block, f.prefetch, ok, current)
+	if ok {
+		e.atRest.fresh(f.block) // just written: nothing to check
+	}
 	e.startAheadLocked(next)
 	e.mu.Unlock()
 	if ok {
+		c.index.checked(e.key, f.block, e.nblocks) // its bytes are the origin's
 		c.markDirty(e)
 		c.stats.BlocksFetched.Add(1) // after the bit: a test may wait on it
 	}

@@ -116,7 +116,9 @@ func (h *handle) OSFile(off, n int64) (*os.File, bool) {
 	first, last := int(off/bs), int((off+n-1)/bs)
 	e.mu.Lock()
 	for b := first; b <= last; b++ {
-		if !e.st.has(b) {
+		if !e.st.has(b) || e.atRest.unchecked(b) {
+			// Missing, or not yet checked against its CRC: the stream
+			// path fetches or checks it; later reads use sendfile.
 			e.mu.Unlock()
 			return nil, false
 		}

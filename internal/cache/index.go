@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"github.com/hepcache/hepcache/internal/bitmap"
 	"sort"
 	"strings"
 	"sync"
@@ -57,6 +58,9 @@ type item struct {
 	dir *dirStat
 	// disk is the id of the data disk holding the file.
 	disk int
+	// checked has a bit per block found equal to its recorded CRC32C
+	// since the process started (nil: none yet).
+	checked *bitmap.Bitmap
 }
 
 // group is the set of items under one quota.
@@ -337,6 +341,30 @@ func (x *index) remove(k Key) int64 {
 	x.dirs.add(it.dir, -1, -it.bytes)
 	x.diskAddLocked(it.disk, -1, -it.bytes)
 	return it.bytes
+}
+
+// checked records that block b (of n) of k passed its CRC32C check.
+func (x *index) checked(k Key, b, n int) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	it := x.items[k]
+	if it == nil {
+		return
+	}
+	if it.checked == nil || it.checked.Len() != n {
+		it.checked = bitmap.New(n)
+	}
+	it.checked.Set(b)
+}
+
+// forChecked calls fn with k's checked blocks, if any (under the index's
+// lock: fn must only read).
+func (x *index) forChecked(k Key, fn func(*bitmap.Bitmap)) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if it := x.items[k]; it != nil && it.checked != nil {
+		fn(it.checked)
+	}
 }
 
 // diskOf returns the id of the disk holding k, if k is cached.

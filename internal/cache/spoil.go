@@ -42,12 +42,29 @@ func (e *entry) versionDiffers(fi origin.FileInfo) string {
 
 // spoil stops the entry for good (see above): its fetches end, its copy
 // is removed from disk and index, and it leaves Cache.files so the next
-// open of the key starts afresh. Readers holding it get why.
+// open of the key starts afresh (waiting until the removal is done).
+// Readers holding it get why.
 func (e *entry) spoil(why error) {
-	if !e.spoiled.CompareAndSwap(nil, &why) {
+	c := e.c
+	c.mu.Lock()
+	if e.spoiled.Load() != nil {
+		c.mu.Unlock()
 		return
 	}
-	c := e.c
+	// Detached and the key marked closing before any reader can see the
+	// reason: a reader that fails and opens again gets a fresh entry.
+	if c.files[e.key] == e {
+		delete(c.files, e.key)
+		e.detached = true
+	}
+	var done chan struct{}
+	if _, busy := c.closing[e.key]; !busy {
+		done = make(chan struct{})
+		c.closing[e.key] = done
+	}
+	delete(c.dirty, e)
+	e.spoiled.Store(&why)
+	c.mu.Unlock()
 	e.cancel()
 	// The data file is unlinked, not truncated: a sendfile in progress
 	// still reads the old inode, and the next copy gets a new one.
@@ -56,13 +73,12 @@ func (e *entry) spoil(why error) {
 	c.cfg.FS.Remove(c.disks[e.disk].path(e.key))
 	e.syncMu.Unlock()
 	c.index.remove(e.key)
-	c.mu.Lock()
-	if c.files[e.key] == e {
-		delete(c.files, e.key)
-		e.detached = true
+	if done != nil {
+		c.mu.Lock()
+		delete(c.closing, e.key)
+		c.mu.Unlock()
+		close(done)
 	}
-	delete(c.dirty, e)
-	c.mu.Unlock()
 }
 
 // spoilErr returns why e is spoiled, or nil.

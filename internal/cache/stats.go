@@ -30,6 +30,10 @@ type Stats struct {
 	FetchErrors, WriteErrors atomic.Int64
 	// SyncErrors counts failed syncs or sidecar writes.
 	SyncErrors atomic.Int64
+	// BlocksChecked counts blocks read back from disk and found equal to
+	// their recorded CRC32C; BlocksCorrupt those that were not (dropped
+	// and fetched again).
+	BlocksChecked, BlocksCorrupt atomic.Int64
 	// LinksRefused counts symbolic links found in the cache directory
 	// (never followed).
 	LinksRefused atomic.Int64

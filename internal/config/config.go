@@ -135,6 +135,10 @@ type ServerConfig struct {
 type CacheConfig struct {
 	// Dir holds the cached data and metadata. Required.
 	Dir string `toml:"dir"`
+	// BlockChecksums checks blocks read back from disk against the CRC32C
+	// recorded when they were written (once per block and process); a
+	// block that fails is fetched again. Default true.
+	BlockChecksums bool `toml:"block_checksums"`
 	// DataDirs put the data files on several disks (one directory per
 	// disk), Dir keeping the metadata. Default []: the data lives in Dir.
 	DataDirs []string `toml:"data_dirs"`
@@ -211,7 +215,7 @@ type LogConfig struct {
 func Default() *Config {
 	return &Config{
 		Server: ServerConfig{Listen: ":1094", ShutdownTimeout: Duration(30e9), HealthWindow: Duration(300e9)},
-		Cache: CacheConfig{DataDirs: []string{}, BlockSize: 1 << 20, PieceSize: 128 << 10, Prefetch: 10,
+		Cache: CacheConfig{DataDirs: []string{}, BlockChecksums: true, BlockSize: 1 << 20, PieceSize: 128 << 10, Prefetch: 10,
 			FetchMemory: 24 << 20, SyncInterval: Duration(2e9)},
 		Space: SpaceConfig{Watermarks: "0.90,0.95", PurgeInterval: Duration(30e9), VerifyChecksum: "adler32",
 			Pin: []string{}, DirStatsDepth: 2, DirStatsMax: 1000},

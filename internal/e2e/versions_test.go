@@ -2,9 +2,13 @@ package e2e
 
 import (
 	"crypto/sha256"
+	"github.com/hepcache/hepcache/internal/eventually"
+	"github.com/hepcache/hepcache/internal/xrdtest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -101,5 +105,58 @@ func TestPlantedLinkInCacheDir(t *testing.T) {
 	}
 	if n := s.scrape(t)["hepcache_links_refused_total"]; n < 1 {
 		t.Fatalf("hepcache_links_refused_total = %v", n)
+	}
+}
+
+// TestCorruptBlockAtRest: a byte of a cached file rots on disk while the
+// server is down. `hepcache verify` finds the block (exit 1); the restarted
+// server checks the block when xrdcp reads it, fetches it again from the
+// real origin and serves the right bytes; verify then finds nothing.
+func TestCorruptBlockAtRest(t *testing.T) {
+	data := t.TempDir()
+	sum := writeFile(t, data, "store/r/f.root", 4*mib+3, 73)
+	o := xrdtest.StartOrigin(t, data)
+	dir := t.TempDir()
+	args := []string{"--cache-dir", dir, "--origin", "root://" + o.Addr}
+	p := startProc(t, args...)
+	env := realclient.Env()
+	url := "root://" + p.addr + "//store/r/f.root"
+	if got := xrdcpSum(t, env, url); got != sum {
+		t.Fatalf("cold read: sha256 %s", hex(got))
+	}
+	eventually.True(t, func() bool { return complete(dir, "/store/r/f.root") }, "the file complete on disk")
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	<-p.done
+
+	infos, _ := cache.Inspect(dir, "", "/store/r/f.root")
+	dp := cache.DataPath(dir, cache.Key{Origin: infos[0].Origin, Path: infos[0].Path})
+	f, err := os.OpenFile(dp, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b [1]byte
+	f.ReadAt(b[:], 2*mib+100)
+	f.WriteAt([]byte{b[0] ^ 0x55}, 2*mib+100)
+	f.Close()
+
+	out, err := exec.Command(hepcacheBin, "verify", "--cache-dir", dir).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "bad blocks [2]") {
+		t.Fatalf("verify of a rotten block: %v\n%s", err, out)
+	}
+
+	p = startProc(t, args...)
+	url = "root://" + p.addr + "//store/r/f.root"
+	if got := xrdcpSum(t, env, url); got != sum {
+		t.Fatalf("read after the rot: sha256 %s, the bad block was served", hex(got))
+	}
+	eventually.True(t, func() bool { return complete(dir, "/store/r/f.root") }, "the block fetched again and recorded")
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	<-p.done
+	out, err = exec.Command(hepcacheBin, "verify", "--cache-dir", dir, "/store/r/f.root").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "5 of 5 blocks checked") {
+		t.Fatalf("verify after the repair by the server: %v\n%s", err, out)
+	}
+	if !strings.Contains(p.log.String(), "failed its CRC32C check") {
+		t.Fatalf("the server did not report the bad block:\n%s", p.log)
 	}
 }

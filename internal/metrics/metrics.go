@@ -322,6 +322,8 @@ func (r *Registry) WriteTo(w io.Writer) (int64, error) {
 		e.counter("hepcache_purge_runs_total", "Purges that evicted something.", st.PurgeRuns.Load())
 		e.counter("hepcache_checksum_failures_total", "Complete files whose checksum differed from the origin's (the copy was dropped).", st.ChecksumFailures.Load())
 		e.counter("hepcache_revalidations_total", "Cached copies dropped because the origin's file changed.", st.Revalidations.Load())
+		e.counter("hepcache_blocks_checked_total", "Blocks read back from disk and found equal to their recorded CRC32C (once per block and process).", st.BlocksChecked.Load())
+		e.counter("hepcache_blocks_corrupt_total", "Blocks read back from disk that failed their CRC32C check; dropped and fetched again.", st.BlocksCorrupt.Load())
 		e.counter("hepcache_links_refused_total", "Symbolic links found in the cache directory; never followed, removed.", st.LinksRefused.Load())
 		e.counter("hepcache_disks_failed_total", "Data disks taken out of service (I/O errors, read-only, unmounted).", st.DisksFailed.Load())
 		e.gauge("hepcache_open_files", "Files with at least one client.", s.OpenFiles)

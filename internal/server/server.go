@@ -143,6 +143,7 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	ccfg := &cache.Config{
 		Dir:                cfg.Cache.Dir,
 		DataDirs:           cfg.Cache.DataDirs,
+		NoBlockChecksums:   !cfg.Cache.BlockChecksums,
 		Origins:            neg,
 		BlockSize:          int64(cfg.Cache.BlockSize),
 		PieceSize:          int64(cfg.Cache.PieceSize),

@@ -19,8 +19,10 @@ import (
 var ErrCorrupt = errors.New("sidecar: corrupt")
 
 const (
-	magic   = "HCINFO\x00\x01"
-	version = 1
+	magic = "HCINFO\x00\x01"
+	// version 2 adds the per-block CRC32Cs; version 1 sidecars still load
+	// (their blocks have no known CRC).
+	version = 2
 	// MaxRecords is how many access records a sidecar keeps (the newest).
 	MaxRecords = 20
 )
@@ -78,6 +80,24 @@ type Info struct {
 	CRC32C        uint32
 	// Records are the newest accesses, oldest first.
 	Records []Access
+	// BlockCRC holds each block's CRC32C (Castagnoli) as written, valid
+	// where CRCKnown has its bit (blocks cached by a version without them
+	// have none), so blocks read back from disk can be checked.
+	BlockCRC []uint32
+	CRCKnown *bitmap.Bitmap
+}
+
+// SetBlockCRC records block b's CRC32C.
+func (in *Info) SetBlockCRC(b int, crc uint32) {
+	in.BlockCRC[b] = crc
+	in.CRCKnown.Set(b)
+}
+
+// ForgetBlock clears block b: not durable, no CRC.
+func (in *Info) ForgetBlock(b int) {
+	in.Durable.Clear(b)
+	in.CRCKnown.Clear(b)
+	in.BlockCRC[b] = 0
 }
 
 // NumBlocks returns how many blocks a file of size bytes has.
@@ -93,7 +113,9 @@ func New(origin, path string, size, blockSize int64, modTime time.Time, etag str
 	return &Info{
 		BlockSize: blockSize, FileSize: size, Origin: origin, Path: path,
 		ModTime: modTime, ETag: etag, Created: now, LastAccess: now,
-		Durable: bitmap.New(NumBlocks(size, blockSize)),
+		Durable:  bitmap.New(NumBlocks(size, blockSize)),
+		BlockCRC: make([]uint32, NumBlocks(size, blockSize)),
+		CRCKnown: bitmap.New(NumBlocks(size, blockSize)),
 	}
 }
 
@@ -136,6 +158,10 @@ func (in *Info) Marshal() []byte {
 	}
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(bm)))
 	b = append(b, bm...)
+	b = append(b, in.CRCKnown.Bytes()...)
+	for _, c := range in.BlockCRC {
+		b = binary.LittleEndian.AppendUint32(b, c)
+	}
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
@@ -152,7 +178,8 @@ func Unmarshal(b []byte) (*Info, error) {
 	if string(d.bytes(len(magic))) != magic {
 		return nil, fmt.Errorf("%w: bad magic", ErrCorrupt)
 	}
-	if v := d.u32(); v != version {
+	v := d.u32()
+	if v != 1 && v != version {
 		return nil, fmt.Errorf("%w: version %d", ErrCorrupt, v)
 	}
 	in := &Info{}
@@ -183,9 +210,6 @@ func Unmarshal(b []byte) (*Info, error) {
 	if d.err != nil {
 		return nil, d.err
 	}
-	if len(d.b) != 0 {
-		return nil, fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(d.b))
-	}
 	if in.BlockSize <= 0 || in.FileSize < 0 {
 		return nil, fmt.Errorf("%w: block size %d, file size %d", ErrCorrupt, in.BlockSize, in.FileSize)
 	}
@@ -194,6 +218,20 @@ func Unmarshal(b []byte) (*Info, error) {
 		return nil, fmt.Errorf("%w: bitmap of %d bytes for %d blocks", ErrCorrupt, bmLen, nb)
 	}
 	in.Durable = bitmap.FromBytes(nb, bm)
+	in.BlockCRC = make([]uint32, nb)
+	in.CRCKnown = bitmap.New(nb)
+	if v >= 2 {
+		in.CRCKnown = bitmap.FromBytes(nb, d.bytes(bmLen))
+		for i := range in.BlockCRC {
+			in.BlockCRC[i] = d.u32()
+		}
+		if d.err != nil {
+			return nil, d.err
+		}
+	}
+	if len(d.b) != 0 {
+		return nil, fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(d.b))
+	}
 	return in, nil
 }
 

@@ -1,7 +1,9 @@
 package sidecar
 
 import (
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"reflect"
 	"testing"
 	"time"
@@ -73,4 +75,30 @@ func FuzzUnmarshal(f *testing.F) {
 			t.Fatalf("re-encoding of a valid sidecar fails: %v", err)
 		}
 	})
+}
+
+// TestVersion1StillLoads: a sidecar written before per-block CRCs loads,
+// with no CRC known; a version 2 round trip keeps them.
+func TestVersion1StillLoads(t *testing.T) {
+	in := New("root://o", "/f", 5<<20+1, 1<<20, time.Unix(5, 0), "", time.Unix(6, 0))
+	in.Durable.Set(0)
+	in.Durable.Set(5)
+	in.SetBlockCRC(5, 0xdeadbeef)
+	b := in.Marshal()
+	out, err := Unmarshal(b)
+	if err != nil || !out.CRCKnown.Test(5) || out.CRCKnown.Test(0) || out.BlockCRC[5] != 0xdeadbeef {
+		t.Fatalf("v2 round trip: %v %+v", err, out)
+	}
+	// Version 1: no CRC section.
+	nb := 6
+	v1 := append([]byte(nil), b[:len(b)-4-(nb+7)/8-4*nb]...)
+	binary.LittleEndian.PutUint32(v1[len(magic):], 1)
+	v1 = binary.LittleEndian.AppendUint32(v1, crc32.Checksum(v1, castagnoli))
+	old, err := Unmarshal(v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !old.Durable.Test(5) || old.CRCKnown.Count() != 0 || len(old.BlockCRC) != nb {
+		t.Fatalf("v1: %+v", old)
+	}
 }
