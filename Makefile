@@ -2,13 +2,32 @@
 GO      ?= go
 BIN     := bin/hepcache
 PKGS    := ./...
+# Packages: version from the newest tag (0.1.0 before the first) plus the commit.
+VERSION  ?= $(shell (git describe --tags --abbrev=0 2>/dev/null || echo v0.1.0) | sed 's/^v//')$(shell git rev-parse --short HEAD >/dev/null 2>&1 && echo +git$$(git rev-parse --short HEAD))
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+ARCH     ?= $(shell $(GO) env GOARCH)
+LDFLAGS  := -s -w -X github.com/hepcache/hepcache/internal/buildinfo.Version=$(VERSION) -X github.com/hepcache/hepcache/internal/buildinfo.Revision=$(REVISION)
+NFPM     := $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
 
-.PHONY: all build demo test unit interop bench lint clean fuzz
+.PHONY: all build demo test unit interop bench lint clean fuzz deb rpm packages
 
 all: build
 
+# build makes a static binary (no cgo: it runs on any Linux of its arch).
 build:
-	$(GO) build -o $(BIN) ./cmd/hepcache
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/hepcache
+
+# deb and rpm package the static binary with the systemd unit, the default
+# /etc/hepcache/hepcache.toml, logrotate and the Grafana dashboard (packaging/).
+deb: build
+	mkdir -p dist
+	VERSION=$(VERSION) ARCH=$(ARCH) $(NFPM) pkg --packager deb --config packaging/nfpm.yaml --target dist/
+
+rpm: build
+	mkdir -p dist
+	VERSION=$(VERSION) ARCH=$(ARCH) $(NFPM) pkg --packager rpm --config packaging/nfpm.yaml --target dist/
+
+packages: deb rpm
 
 demo: build
 	./$(BIN) demo
@@ -31,4 +50,4 @@ bench: build
 	./$(BIN) bench throughput
 
 clean:
-	rm -rf bin results demo-out
+	rm -rf bin dist results demo-out

@@ -16,6 +16,9 @@ func runBench(ctx context.Context, args []string) error {
 		return errBenchUsage
 	}
 	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprintln(os.Stderr, errBenchUsage.Error()+"\n\nRun 'hepcache bench NAME -h' for the flags of a benchmark.")
+		return flag.ErrHelp
 	case "throughput":
 		return benchThroughput(ctx, args[1:])
 	case "workflow":

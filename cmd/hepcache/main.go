@@ -57,6 +57,9 @@ func main() {
 		usage()
 		return
 	}
+	if name == "--version" || name == "-version" {
+		name = "version"
+	}
 	cmd, ok := subcommands[name]
 	if !ok {
 		fmt.Fprintf(os.Stderr, "hepcache: unknown command %q\n\n", name)

@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/hepcache/hepcache/internal/config"
+	"github.com/hepcache/hepcache/internal/sdnotify"
 	"github.com/hepcache/hepcache/internal/server"
 )
 
@@ -38,6 +39,10 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// systemd (Type=notify): started once every listener is open.
+	if _, err := sdnotify.Notify(sdnotify.Ready); err != nil {
+		log.Warn("sd_notify", "err", err)
+	}
 	// SIGHUP re-reads the TLS certificate, CAs and vomsdir, and the config
 	// file's space, quota and limits settings.
 	hup := make(chan os.Signal, 1)
@@ -50,7 +55,11 @@ func runServe(ctx context.Context, args []string) error {
 			select {
 			case <-done:
 				return
+			case <-ctx.Done():
+				sdnotify.Notify(sdnotify.Stopping)
+				return
 			case <-hup:
+				sdnotify.Notify(sdnotify.Reloading)
 				next, err := loadServeConfig(args)
 				if err != nil {
 					log.Error("reload on SIGHUP: cannot read the configuration; reloading only certificates", "err", err)
@@ -61,6 +70,7 @@ func runServe(ctx context.Context, args []string) error {
 				} else {
 					log.Info("reloaded on SIGHUP")
 				}
+				sdnotify.Notify(sdnotify.Ready)
 			}
 		}
 	}()

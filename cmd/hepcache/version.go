@@ -2,15 +2,20 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
-	"runtime/debug"
+
+	"github.com/hepcache/hepcache/internal/buildinfo"
 )
 
 func runVersion(ctx context.Context, args []string) error {
-	v := "devel"
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		v = bi.Main.Version
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: hepcache version\n\nPrints the version, the commit the binary was built from and the Go version.\n")
 	}
-	fmt.Println("hepcache", v)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	fmt.Println(buildinfo.Get())
 	return nil
 }

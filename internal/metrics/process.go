@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"github.com/hepcache/hepcache/internal/buildinfo"
 	"os"
 	"runtime/metrics"
 	"strconv"
@@ -18,6 +19,9 @@ var runtimeSamples = []string{"/sched/goroutines:goroutines", "/memory/classes/h
 // proxy's memory and CPU can be plotted against its clients (seed 000,
 // Tables 4-5).
 func writeProcess(e *expWriter, started time.Time) {
+	bi := buildinfo.Get()
+	e.family("hepcache_build_info", "gauge", "The build: version, VCS revision and Go version (value 1).")
+	e.sample("hepcache_build_info", `version="`+escape(bi.Version)+`",revision="`+escape(bi.Revision)+`",goversion="`+escape(bi.GoVersion)+`"`, 1)
 	e.family("process_start_time_seconds", "gauge", "Start time of the process since the Unix epoch.")
 	e.sampleFloat("process_start_time_seconds", "", float64(started.UnixNano())/1e9)
 	if b, err := os.ReadFile("/proc/self/stat"); err == nil {
