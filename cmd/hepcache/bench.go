@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hepcache/hepcache/internal/bench"
 	"github.com/hepcache/hepcache/internal/config"
@@ -37,6 +39,8 @@ func runBench(ctx context.Context, args []string) error {
 		return benchPurge(args[1:])
 	case "cluster":
 		return benchCluster(ctx, args[1:])
+	case "wan":
+		return benchWAN(ctx, args[1:])
 	}
 	return fmt.Errorf("unknown benchmark %q: %w", args[0], errBenchUsage)
 }
@@ -74,5 +78,56 @@ func benchPurge(args []string) error {
 		return err
 	}
 	_, err := bench.Purge(cfg)
+	return err
+}
+
+func benchWAN(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench wan", flag.ContinueOnError)
+	var cfg bench.WANConfig
+	size := config.Size(64 << 20)
+	fs.StringVar(&cfg.Dir, "dir", "results/wan", "work and results directory")
+	rtts := fs.String("rtt", "0s,150ms", "round-trip times of the emulated link, comma-separated")
+	clients := fs.String("clients", "1,8", "parallel clients, comma-separated")
+	bws := fs.String("bandwidth", "0", "link bandwidths in Gbit/s, comma-separated (0: unlimited)")
+	reads := fs.String("reads", "read,pgread", "read modes: read (plain kXR_read, as ROOT and uproot) and/or pgread (xrdcp's default)")
+	caches := fs.String("caches", "hepcache,xcache", "caches to compare with the direct read")
+	full := fs.Bool("full", false, "the whole matrix: RTT 0, 20, 150 ms; 1, 8, 32 clients; unlimited and 10 Gbit/s; both read modes (takes long on 2 cores)")
+	fs.Var(&size, "file-size", "bytes each client reads")
+	cacheFlags := fs.String("cache-flags", "", "extra `hepcache serve` flags, space-separated (default: as shipped)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *full {
+		*rtts, *clients, *bws, *reads = "0s,20ms,150ms", "1,8,32", "0,10", "read,pgread"
+	}
+	for _, v := range strings.Split(*rtts, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		if err != nil {
+			return fmt.Errorf("--rtt %q: %w", v, err)
+		}
+		cfg.RTTs = append(cfg.RTTs, d)
+	}
+	for _, v := range strings.Split(*clients, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 1 {
+			return fmt.Errorf("--clients %q: want positive integers", v)
+		}
+		cfg.Clients = append(cfg.Clients, n)
+	}
+	for _, v := range strings.Split(*bws, ",") {
+		g, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil || g < 0 {
+			return fmt.Errorf("--bandwidth %q: want Gbit/s", v)
+		}
+		cfg.Bandwidths = append(cfg.Bandwidths, int64(g*1e9/8))
+	}
+	cfg.Reads = strings.Split(*reads, ",")
+	cfg.Caches = strings.Split(*caches, ",")
+	cfg.FileSize = int64(size)
+	cfg.CacheFlags = strings.Fields(*cacheFlags)
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return err
+	}
+	_, err := bench.WAN(ctx, cfg)
 	return err
 }

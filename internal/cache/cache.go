@@ -19,6 +19,7 @@ import (
 	"github.com/hepcache/hepcache/internal/backend"
 	"github.com/hepcache/hepcache/internal/bufpool"
 	"github.com/hepcache/hepcache/internal/checksum"
+	"github.com/hepcache/hepcache/internal/fetchwindow"
 	"github.com/hepcache/hepcache/internal/membudget"
 	"github.com/hepcache/hepcache/internal/policy"
 	"github.com/hepcache/hepcache/internal/sidecar"
@@ -44,7 +45,10 @@ func (k Key) String() string { return k.Origin + "/" + k.Path }
 type Cache struct {
 	cfg    Config
 	budget *membudget.Budget
-	stats  Stats
+	// windows size the bytes in flight per origin (fetchwindow), under
+	// FetchMemory for all origins together.
+	windows *fetchwindow.Set
+	stats   Stats
 	// pieces holds PieceSize buffers for origin reads (kept across
 	// garbage collections, trimmed when idle); bufs holds buffers for
 	// reads from the data files.
@@ -126,6 +130,7 @@ func New(cfg *Config) (*Cache, error) {
 	ca := &Cache{
 		cfg:        c,
 		budget:     membudget.New(c.FetchMemory, c.FetchMemory/4),
+		windows:    fetchwindow.NewSet(c.FetchMemory, initialWindow, nil),
 		files:      map[Key]*entry{},
 		closing:    map[Key]chan struct{}{},
 		dirty:      map[*entry]struct{}{},

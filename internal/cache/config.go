@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/hepcache/hepcache/disk"
@@ -22,13 +23,17 @@ const (
 	defaultPieceSize = 128 << 10
 	// defaultPrefetch matches XCache's pfc.prefetch 10.
 	defaultPrefetch = 10
-	// defaultFetchMemory bounds the bytes requested from origins at once.
-	// Reads from root:// origins take their buffer only when the bytes
-	// arrive, so over a WAN this costs memory only for what is in transit;
-	// on a fast LAN, when disk or CPU lag behind, it is what piles up. 24
-	// MiB keeps a cold client's memory near 1 MB and still covers 10 blocks
-	// of prefetch across a 150 ms link.
-	defaultFetchMemory = 24 << 20
+	// FetchMemory's default is an eighth of the machine's memory, at least
+	// minFetchMemory and at most maxFetchMemory: enough for a 100 Gbit/s
+	// link at 150 ms (1.9 GB in flight) on a 16 GB node. It is a cap, not
+	// an allocation: reads from root:// origins take their buffer only
+	// when the bytes arrive, and each origin's window (fetchwindow) grows
+	// only as far as that origin delivers, so a waiting client costs about
+	// a piece, not a share of the cap.
+	minFetchMemory = 256 << 20
+	maxFetchMemory = 4 << 30
+	// initialWindow is where every origin's window starts.
+	initialWindow = 8 << 20
 	// defaultSyncInterval is how often written blocks are made durable and
 	// recorded in the sidecars.
 	defaultSyncInterval = 2 * time.Second
@@ -213,7 +218,7 @@ func (c *Config) EnsureDefaults() {
 		c.PrefetchMax = max(c.Prefetch, 0)
 	}
 	if c.FetchMemory == 0 {
-		c.FetchMemory = defaultFetchMemory
+		c.FetchMemory = defaultFetchMemory()
 	}
 	if c.SyncInterval == 0 {
 		c.SyncInterval = defaultSyncInterval
@@ -340,4 +345,14 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// defaultFetchMemory is an eighth of the machine's memory within
+// [minFetchMemory, maxFetchMemory].
+func defaultFetchMemory() int64 {
+	var si syscall.Sysinfo_t
+	if err := syscall.Sysinfo(&si); err != nil {
+		return minFetchMemory
+	}
+	return min(max(int64(si.Totalram)*int64(si.Unit)/8, minFetchMemory), maxFetchMemory)
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hepcache/hepcache/internal/checksum"
 	"github.com/hepcache/hepcache/origin"
@@ -162,7 +163,16 @@ func (e *entry) runFetch(f *fetch) {
 		}
 		poff := f.off + int64(i)*ps
 		pn := f.pieceLen(i, ps)
+		// The origin's window (its bandwidth-delay product, learnt), then
+		// the cache-wide budget, in which demand goes before read-ahead.
+		win := c.windows.Get(e.key.Origin)
+		if err := win.Acquire(ctx, pn); err != nil {
+			fail(i, fmt.Errorf("fetch %s block %d: %w", e.key, f.block, err))
+			e.unhold(f, i)
+			continue
+		}
 		if err := c.budget.Acquire(ctx, pn, f.prefetch); err != nil {
+			win.Release(pn, 0, false)
 			fail(i, fmt.Errorf("fetch %s block %d: %w", e.key, f.block, err))
 			e.unhold(f, i)
 			continue
@@ -171,8 +181,10 @@ func (e *entry) runFetch(f *fetch) {
 		go func(i int, poff, pn int64) {
 			defer wg.Done()
 			rctx, cancel := context.WithTimeout(ctx, c.cfg.OriginTimeout)
+			sent := time.Now()
 			bp, k, err := e.readPiece(rctx, of, pn, poff)
 			cancel()
+			win.Release(pn, time.Since(sent), err == nil || err == io.EOF && int64(k) == pn)
 			if err != nil && !(err == io.EOF && int64(k) == pn) {
 				if bp != nil {
 					c.pieces.Put(bp)

@@ -154,8 +154,9 @@ type CacheConfig struct {
 	// flight (high-latency origins). Default 0: same as prefetch, a fixed
 	// window as in XCache.
 	PrefetchMax int `toml:"prefetch_max"`
-	// FetchMemory bounds the bytes in flight from origins. Default 24M;
-	// raise it for fast high-latency origins (bandwidth x RTT).
+	// FetchMemory caps the bytes in flight from all origins together;
+	// each origin's window adapts below it. Default 0: an eighth of RAM
+	// within [256M, 4G].
 	FetchMemory Size `toml:"fetch_memory"`
 	// SyncInterval is how often written blocks are made durable. Default 2s.
 	SyncInterval Duration `toml:"sync_interval"`
@@ -215,8 +216,8 @@ type LogConfig struct {
 func Default() *Config {
 	return &Config{
 		Server: ServerConfig{Listen: ":1094", ShutdownTimeout: Duration(30e9), HealthWindow: Duration(300e9)},
-		Cache: CacheConfig{DataDirs: []string{}, BlockChecksums: true, BlockSize: 1 << 20, PieceSize: 128 << 10, Prefetch: 10,
-			FetchMemory: 24 << 20, SyncInterval: Duration(2e9)},
+		Cache: CacheConfig{DataDirs: []string{}, BlockChecksums: true, BlockSize: 1 << 20, PieceSize: 128 << 10, Prefetch: 10, PrefetchMax: 128,
+			SyncInterval: Duration(2e9)},
 		Space: SpaceConfig{Watermarks: "0.90,0.95", PurgeInterval: Duration(30e9), VerifyChecksum: "adler32",
 			Pin: []string{}, DirStatsDepth: 2, DirStatsMax: 1000},
 		Origin:   OriginConfig{Timeout: Duration(60e9), Connections: 4, MaxHops: 4, NotFoundTTL: Duration(30e9), NotFoundTTLByOrigin: map[string]Duration{}},
@@ -338,8 +339,8 @@ func (c *Config) Validate() error {
 	if c.Cache.PrefetchMax != 0 && (c.Cache.PrefetchMax < c.Cache.Prefetch || c.Cache.PrefetchMax > 1024) {
 		bad("cache.prefetch_max", c.Cache.PrefetchMax, fmt.Sprintf("0 (same as prefetch) or prefetch (%d) to 1024 blocks", c.Cache.Prefetch))
 	}
-	if c.Cache.FetchMemory < 4*c.Cache.PieceSize {
-		bad("cache.fetch_memory", c.Cache.FetchMemory, "at least 4 pieces")
+	if c.Cache.FetchMemory != 0 && c.Cache.FetchMemory < 4*c.Cache.PieceSize {
+		bad("cache.fetch_memory", c.Cache.FetchMemory, "0 (automatic) or at least 4 pieces")
 	}
 	if c.Cache.SyncInterval <= 0 {
 		bad("cache.sync_interval", c.Cache.SyncInterval, "a positive duration")

@@ -43,6 +43,6 @@ func (s *Server) monitorFigures() monitor.Figures {
 		BytesHit: snap.BytesHit, BytesMissed: snap.BytesMissed, BytesBypassed: snap.BytesBypassed,
 		BytesFetched: snap.BytesFetched, PrefetchBytes: snap.PrefetchBytes, OpenFiles: snap.OpenFiles,
 		Evictions: snap.Evictions, EvictedBytes: snap.Evicted, Files: snap.Files, BytesCached: snap.Cached,
-		SpaceTotal: snap.Total, SpaceUsed: snap.Used, MemoryLimit: int64(s.cfg.Cache.FetchMemory),
+		SpaceTotal: snap.Total, SpaceUsed: snap.Used, MemoryLimit: s.cache.Config().FetchMemory,
 	}
 }

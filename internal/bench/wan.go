@@ -1,0 +1,254 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hepcache/hepcache/internal/procstat"
+	"github.com/hepcache/hepcache/internal/wan"
+	"github.com/hepcache/hepcache/internal/xrdproc"
+)
+
+// WANConfig configures `hepcache bench wan`: many clients at once reading
+// cold and hot through a cache whose origin is a real C++ xrootd behind an
+// emulated wide-area link (user-space delay line), against reading the
+// origin directly over the same link.
+type WANConfig struct {
+	Dir         string
+	HepcacheBin string
+	// RTTs, Clients and Bandwidths (bytes/s, 0: unlimited) span the
+	// matrix; Reads are "read" (plain kXR_read, as ROOT's TTreeCache and
+	// uproot issue it: xrdcp with XRD_CPUSEPGWRTRD=0) and/or "pgread"
+	// (xrdcp's default); Caches are "hepcache" and/or "xcache".
+	RTTs       []time.Duration
+	Clients    []int
+	Bandwidths []int64
+	Reads      []string
+	Caches     []string
+	// FileSize is what each client reads (one file per client).
+	FileSize int64
+	// CacheFlags are extra `hepcache serve` flags (defaults as shipped
+	// when empty).
+	CacheFlags []string
+	Out        io.Writer
+	Progress   io.Writer
+}
+
+// WANRow is one cell: a reader mode, clients, link and target.
+type WANRow struct {
+	Read      string  `json:"read"`
+	Clients   int     `json:"clients"`
+	RTTms     float64 `json:"rtt_ms"`
+	Bandwidth int64   `json:"bandwidth"`
+	Target    string  `json:"target"`
+	Cold      float64 `json:"cold_s"`
+	Hot       float64 `json:"hot_s,omitempty"`
+	// ColdRatio and HotRatio are against the direct read in the same
+	// mode; ColdVsFastest against the faster of the two direct modes.
+	ColdRatio     float64 `json:"cold_ratio,omitempty"`
+	HotRatio      float64 `json:"hot_ratio,omitempty"`
+	ColdVsFastest float64 `json:"cold_vs_fastest_direct,omitempty"`
+	// PeakRSS (bytes) and CPUPerGiB (seconds) of the cache process during
+	// the cold pass.
+	PeakRSS   int64   `json:"peak_rss_bytes,omitempty"`
+	CPUPerGiB float64 `json:"cpu_s_per_gib,omitempty"`
+}
+
+func (c *WANConfig) defaults() error {
+	if len(c.RTTs) == 0 {
+		c.RTTs = []time.Duration{0, 150 * time.Millisecond}
+	}
+	if len(c.Clients) == 0 {
+		c.Clients = []int{1, 8}
+	}
+	if len(c.Bandwidths) == 0 {
+		c.Bandwidths = []int64{0}
+	}
+	if len(c.Reads) == 0 {
+		c.Reads = []string{"read", "pgread"}
+	}
+	if len(c.Caches) == 0 {
+		c.Caches = []string{"hepcache", "xcache"}
+	}
+	if c.FileSize == 0 {
+		c.FileSize = 64 << 20
+	}
+	if c.Out == nil {
+		c.Out = os.Stdout
+	}
+	if c.Progress == nil {
+		c.Progress = os.Stderr
+	}
+	if c.HepcacheBin == "" {
+		bin, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		c.HepcacheBin = bin
+	}
+	for _, r := range c.Reads {
+		if r != "read" && r != "pgread" {
+			return fmt.Errorf("read mode %q: want read or pgread", r)
+		}
+	}
+	return nil
+}
+
+// WAN runs the matrix and prints a table per link.
+func WAN(ctx context.Context, cfg WANConfig) ([]WANRow, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	progress := func(format string, args ...any) { fmt.Fprintf(cfg.Progress, "bench: "+format+"\n", args...) }
+	maxN := 0
+	for _, n := range cfg.Clients {
+		maxN = max(maxN, n)
+	}
+	data := filepath.Join(cfg.Dir, "origin")
+	files, err := writeLoadFiles(data, "wan", maxN, cfg.FileSize)
+	if err != nil {
+		return nil, err
+	}
+	origin, err := xrdproc.StartOrigin(data)
+	if err != nil {
+		return nil, err
+	}
+	defer origin.Remove()
+	var rows []WANRow
+	run := 0
+	for _, rtt := range cfg.RTTs {
+		for _, bw := range cfg.Bandwidths {
+			link, err := wan.New(&wan.Config{Target: origin.Addr, RTT: rtt, Bandwidth: bw})
+			if err != nil {
+				return nil, err
+			}
+			for _, n := range cfg.Clients {
+				direct := map[string]float64{}
+				for _, mode := range cfg.Reads {
+					secs, err := xrdcpMode(ctx, mode, "root://"+link.Addr().String(), files[:n])
+					if err != nil {
+						link.Close()
+						return nil, fmt.Errorf("direct %s: %w", mode, err)
+					}
+					direct[mode] = secs
+					rows = append(rows, WANRow{Read: mode, Clients: n, RTTms: ms(rtt), Bandwidth: bw, Target: "direct", Cold: secs})
+					progress("rtt %v bw %d %s x%d direct %.2fs", rtt, bw, mode, n, secs)
+				}
+				fastest := 0.0
+				for _, v := range direct {
+					if fastest == 0 || v < fastest {
+						fastest = v
+					}
+				}
+				for _, kind := range cfg.Caches {
+					for _, mode := range cfg.Reads {
+						run++
+						cp, err := startCacheProc(kind, cfg.HepcacheBin, filepath.Join(cfg.Dir, fmt.Sprintf("cache-%s-%d", kind, run)), link.Addr().String(), cfg.CacheFlags)
+						if err != nil {
+							link.Close()
+							return nil, err
+						}
+						cpu0, _ := procstat.CPU(cp.pid)
+						s := procstat.Start(cp.pid, 50*time.Millisecond)
+						cold, err := xrdcpMode(ctx, mode, cp.url(), files[:n])
+						peak, _, _ := s.Stop()
+						cpu1, _ := procstat.CPU(cp.pid)
+						var hot float64
+						if err == nil {
+							hot, err = xrdcpMode(ctx, mode, cp.url(), files[:n])
+						}
+						cp.stop()
+						if err != nil {
+							link.Close()
+							return nil, fmt.Errorf("%s %s x%d: %w", kind, mode, n, err)
+						}
+						gib := float64(int64(n)*cfg.FileSize) / (1 << 30)
+						r := WANRow{Read: mode, Clients: n, RTTms: ms(rtt), Bandwidth: bw, Target: kind, Cold: cold, Hot: hot,
+							ColdRatio: cold / direct[mode], HotRatio: hot / direct[mode], ColdVsFastest: cold / fastest,
+							PeakRSS: peak, CPUPerGiB: (cpu1 - cpu0).Seconds() / gib}
+						rows = append(rows, r)
+						progress("rtt %v bw %d %s x%d %s cold %.2fs (%.2fx) hot %.2fs (%.2fx) rss %.0f MB cpu %.2f s/GiB",
+							rtt, bw, mode, n, kind, cold, r.ColdRatio, hot, r.HotRatio, float64(peak)/1e6, r.CPUPerGiB)
+					}
+				}
+			}
+			link.Close()
+		}
+	}
+	printWAN(cfg.Out, rows, cfg)
+	if b, err := json.MarshalIndent(rows, "", "  "); err == nil {
+		os.WriteFile(filepath.Join(cfg.Dir, "wan.json"), b, 0o644)
+	}
+	return rows, nil
+}
+
+// xrdcpMode copies every file from base with one real xrdcp each, all at
+// once, to /dev/null: mode "read" makes xrdcp issue plain kXR_read (as
+// ROOT and uproot do), "pgread" is its default. It returns the wall time.
+func xrdcpMode(ctx context.Context, mode, base string, files []string) (float64, error) {
+	start := time.Now()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []string
+	for _, f := range files {
+		wg.Add(1)
+		go func(f string) {
+			defer wg.Done()
+			cmd := exec.CommandContext(ctx, "xrdcp", "-s", "-f", base+"/"+f, "/dev/null")
+			cmd.Env = append(os.Environ(), "XRD_TIMEOUTRESOLUTION=1")
+			if mode == "read" {
+				cmd.Env = append(cmd.Env, "XRD_CPUSEPGWRTRD=0")
+			}
+			if out, err := cmd.CombinedOutput(); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Sprintf("xrdcp %s/%s: %v: %s", base, f, err, out))
+				mu.Unlock()
+			}
+		}(f)
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return 0, fmt.Errorf("%d of %d copies failed, first: %s", len(errs), len(files), errs[0])
+	}
+	return time.Since(start).Seconds(), nil
+}
+
+func printWAN(w io.Writer, rows []WANRow, cfg WANConfig) {
+	fmt.Fprintf(w, "\nbench wan: each client reads its own %d MiB file with xrdcp; C++ xrootd origin behind a user-space delay line; ratios against the direct read in the same mode (and against the faster direct mode)\n\n",
+		cfg.FileSize>>20)
+	fmt.Fprintln(w, "| RTT | bandwidth | read | clients | target | cold [s] | cold/direct | cold/fastest direct | hot [s] | hot/direct | peak RSS [MB] | CPU [s/GiB] |")
+	fmt.Fprintln(w, "| ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	sort.SliceStable(rows, func(i, j int) bool {
+		a, b := rows[i], rows[j]
+		if a.RTTms != b.RTTms {
+			return a.RTTms < b.RTTms
+		}
+		if a.Bandwidth != b.Bandwidth {
+			return a.Bandwidth < b.Bandwidth
+		}
+		if a.Clients != b.Clients {
+			return a.Clients < b.Clients
+		}
+		return a.Read < b.Read
+	})
+	for _, r := range rows {
+		bw := "unlimited"
+		if r.Bandwidth > 0 {
+			bw = fmt.Sprintf("%.0f Gbit/s", float64(r.Bandwidth)*8/1e9)
+		}
+		if r.Target == "direct" {
+			fmt.Fprintf(w, "| %.0f ms | %s | %s | %d | direct | %.2f | | | | | | |\n", r.RTTms, bw, r.Read, r.Clients, r.Cold)
+			continue
+		}
+		fmt.Fprintf(w, "| %.0f ms | %s | %s | %d | %s | %.2f | %.2fx | %.2fx | %.2f | %.2fx | %.0f | %.2f |\n",
+			r.RTTms, bw, r.Read, r.Clients, r.Target, r.Cold, r.ColdRatio, r.ColdVsFastest, r.Hot, r.HotRatio, float64(r.PeakRSS)/1e6, r.CPUPerGiB)
+	}
+}

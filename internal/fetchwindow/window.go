@@ -1,0 +1,267 @@
+// Package fetchwindow sizes how many bytes the cache keeps requested from
+// each origin at once, the way TCP congestion control and BBR size a
+// sender's window: it measures each origin's delivery rate and round-trip
+// time and keeps about two bandwidth-delay products in flight, growing the
+// window while the rate still rises and backing off when it does not.
+//
+// A near origin (1 ms) delivering 1 GB/s needs a few MB in flight; one
+// 150 ms away delivering the same needs 300 MB. A fixed bound either
+// starves the far origin or lets a slow one hold memory that the others
+// could use. Windows grow only with what they deliver, and Set shares the
+// cache-wide cap between the origins that are busy.
+package fetchwindow
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Tuning. The controller acts once per period: the larger of minPeriod and
+// the origin's round-trip time, so that each step sees its effect.
+const (
+	minPeriod = 20 * time.Millisecond
+	// startGain is the growth per period while the rate still rises
+	// (BBR's startup gain is 2/ln 2; doubling is enough at these rates).
+	startGain = 2.0
+	// riseFactor: a period whose rate is below this times the best so far
+	// counts as "no longer rising"; after plateauPeriods of them the
+	// window settles at headroom x bandwidth x RTT.
+	riseFactor     = 1.25
+	plateauPeriods = 3
+	headroom       = 2.0
+	// probeEvery periods at the plateau, the window grows by probeGain for
+	// one period to find bandwidth that appeared.
+	probeEvery = 8
+	probeGain  = 1.25
+	// rateWindow periods of delivery rate are kept: the bandwidth estimate
+	// is their maximum, so one slow period does not shrink the window.
+	rateWindow = 10
+)
+
+// Clock is time, a seam for tests.
+type Clock interface{ Now() time.Time }
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+// Set holds the windows of all origins under one cap.
+type Set struct {
+	cap, min int64
+	clock    Clock
+
+	mu      sync.Mutex
+	windows map[string]*Window
+}
+
+// NewSet returns windows capped at cap bytes in flight over all origins
+// together, each starting at (and never below) min bytes. clock nil: real
+// time.
+func NewSet(cap, minWin int64, clock Clock) *Set {
+	if clock == nil {
+		clock = realClock{}
+	}
+	minWin = max(1, min(minWin, cap))
+	return &Set{cap: cap, min: minWin, clock: clock, windows: map[string]*Window{}}
+}
+
+// Get returns the window of origin o, creating it.
+func (s *Set) Get(o string) *Window {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := s.windows[o]
+	if w == nil {
+		w = &Window{set: s, name: o, size: s.min, start: s.clock.Now(), periodStart: s.clock.Now(), minRTT: -1}
+		w.cond = sync.NewCond(&w.mu)
+		s.windows[o] = w
+	}
+	return w
+}
+
+// fairShare is what one busy origin may hold when the windows together
+// want more than the cap: the cap split evenly between the busy origins.
+// MUST NOT be called with a window's lock held.
+func (s *Set) fairShare() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var want int64
+	busy := 0
+	for _, w := range s.windows {
+		w.mu.Lock()
+		if w.inflight > 0 || w.waiting > 0 {
+			busy++
+			want += w.size
+		}
+		w.mu.Unlock()
+	}
+	if want <= s.cap || busy == 0 {
+		return s.cap
+	}
+	return s.cap / int64(busy)
+}
+
+// Stat is a window's state, for metrics.
+type Stat struct {
+	Origin             string
+	Window, InFlight   int64
+	RateBps            float64 // delivery rate estimate (bytes/s)
+	MinRTT             time.Duration
+	Limited, Plateaued bool
+}
+
+// Stats returns every window's state.
+func (s *Set) Stats() []Stat {
+	s.mu.Lock()
+	ws := make([]*Window, 0, len(s.windows))
+	for _, w := range s.windows {
+		ws = append(ws, w)
+	}
+	s.mu.Unlock()
+	out := make([]Stat, len(ws))
+	for i, w := range ws {
+		w.mu.Lock()
+		out[i] = Stat{Origin: w.name, Window: w.size, InFlight: w.inflight, RateBps: w.bestRate(), MinRTT: w.minRTT, Plateaued: w.plateau >= plateauPeriods}
+		w.mu.Unlock()
+	}
+	return out
+}
+
+// Window is one origin's bytes in flight.
+type Window struct {
+	set  *Set
+	name string
+
+	mu       sync.Mutex
+	cond     *sync.Cond
+	size     int64 // current window
+	inflight int64
+	waiting  int
+	limit    int64 // size, or less while the cap is shared
+
+	start                 time.Time
+	periodStart           time.Time
+	delivered             int64 // bytes completed this period
+	limited               bool  // a request waited for the window this period
+	rates                 []float64
+	best                  float64 // best rate before this period
+	plateau, sincePlateau int
+	minRTT                time.Duration
+}
+
+// Acquire waits until n more bytes may be requested from the origin, or
+// ctx ends.
+func (w *Window) Acquire(ctx context.Context, n int64) error {
+	share := w.set.fairShare()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.limit = min(w.size, share)
+	if w.inflight == 0 || w.inflight+n <= w.limit {
+		w.inflight += n
+		return nil
+	}
+	w.limited = true
+	w.waiting++
+	defer func() { w.waiting-- }()
+	stop := context.AfterFunc(ctx, func() {
+		w.mu.Lock()
+		w.cond.Broadcast()
+		w.mu.Unlock()
+	})
+	defer stop()
+	for w.inflight > 0 && w.inflight+n > w.limit {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		w.cond.Wait()
+	}
+	w.inflight += n
+	return nil
+}
+
+// TryAcquire takes n bytes if the window has room now.
+func (w *Window) TryAcquire(n int64) bool {
+	share := w.set.fairShare()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.limit = min(w.size, share)
+	if w.inflight == 0 || w.inflight+n <= w.limit {
+		w.inflight += n
+		return true
+	}
+	w.limited = true
+	return false
+}
+
+// Release returns n bytes that were acquired and delivered in rtt (from the
+// request to its last byte), or abandoned (delivered false).
+func (w *Window) Release(n int64, rtt time.Duration, delivered bool) {
+	now := w.set.clock.Now()
+	w.mu.Lock()
+	w.inflight -= n
+	if delivered {
+		w.delivered += n
+		if rtt > 0 && (w.minRTT < 0 || rtt < w.minRTT) {
+			w.minRTT = rtt
+		}
+	}
+	w.stepLocked(now)
+	w.cond.Broadcast()
+	w.mu.Unlock()
+}
+
+func (w *Window) bestRate() float64 {
+	best := 0.0
+	for _, r := range w.rates {
+		best = max(best, r)
+	}
+	return best
+}
+
+// stepLocked ends the period if it has run its course and resizes the
+// window.
+func (w *Window) stepLocked(now time.Time) {
+	period := minPeriod
+	if w.minRTT > period {
+		period = w.minRTT
+	}
+	el := now.Sub(w.periodStart)
+	if el < period {
+		return
+	}
+	rate := float64(w.delivered) / el.Seconds()
+	limited := w.limited
+	w.periodStart, w.delivered, w.limited = now, 0, false
+	w.rates = append(w.rates, rate)
+	if len(w.rates) > rateWindow {
+		w.rates = w.rates[len(w.rates)-rateWindow:]
+	}
+	rising := rate >= riseFactor*w.best
+	w.best = max(w.best, rate)
+	if !limited {
+		// The window was not what held the origin back (few requests):
+		// nothing learnt about its capacity.
+		return
+	}
+	switch {
+	case rising && w.plateau < plateauPeriods:
+		w.plateau = 0
+		w.size = int64(float64(w.size) * startGain)
+	default:
+		w.plateau++
+		if w.plateau < plateauPeriods {
+			return
+		}
+		// Settled: about two bandwidth-delay products, probing now and
+		// then for more.
+		bdp := w.bestRate() * max(w.minRTT, minPeriod).Seconds()
+		target := int64(headroom * bdp)
+		w.sincePlateau++
+		if w.sincePlateau%probeEvery == 0 {
+			target = int64(float64(target) * probeGain)
+			w.plateau = plateauPeriods - 1 // the probe's rate decides anew
+		}
+		w.size = target
+	}
+	w.size = min(max(w.size, w.set.min), w.set.cap)
+}

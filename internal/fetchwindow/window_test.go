@@ -1,0 +1,112 @@
+package fetchwindow
+
+import (
+	"testing"
+	"time"
+)
+
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) Now() time.Time { return c.t }
+
+// link is a model origin: it delivers bytes at rate bytes/s, one request
+// after the other, each rtt after it was sent at the earliest.
+type link struct {
+	rtt    time.Duration
+	rate   float64
+	busy   time.Time // the link is busy sending until then
+	queue  []req
+	served int64
+}
+
+type req struct {
+	n          int64
+	sent, done time.Time
+}
+
+// simulate drives a client that keeps every request the window allows in
+// flight, pieces of 128 KiB, for d, and returns the bytes delivered.
+func simulate(clk *fakeClock, ws []*Window, links []*link, d time.Duration) []int64 {
+	const piece = 128 << 10
+	end := clk.t.Add(d)
+	delivered := make([]int64, len(ws))
+	for clk.t.Before(end) {
+		for i, w := range ws {
+			l := links[i]
+			for w.TryAcquire(piece) {
+				start := clk.t.Add(l.rtt / 2)
+				if l.busy.After(start) {
+					start = l.busy
+				}
+				l.busy = start.Add(time.Duration(float64(piece) / l.rate * 1e9))
+				l.queue = append(l.queue, req{n: piece, sent: clk.t, done: l.busy.Add(l.rtt / 2)})
+			}
+		}
+		clk.t = clk.t.Add(time.Millisecond)
+		for i, w := range ws {
+			l := links[i]
+			kept := l.queue[:0]
+			for _, r := range l.queue {
+				if !r.done.After(clk.t) {
+					w.Release(r.n, r.done.Sub(r.sent), true)
+					delivered[i] += r.n
+					continue
+				}
+				kept = append(kept, r)
+			}
+			l.queue = kept
+		}
+	}
+	return delivered
+}
+
+// TestFindsTheBandwidthDelayProduct: a window starting at 4 MiB in front
+// of an origin 150 ms away that can deliver 1 GB/s grows to fill the link;
+// one 1 ms away stays small.
+func TestFindsTheBandwidthDelayProduct(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		rtt     time.Duration
+		minRate float64 // fraction of the link's rate reached in the last second
+		maxWin  int64
+	}{
+		{"far", 150 * time.Millisecond, 0.9, 1 << 30},
+		{"near", time.Millisecond, 0.9, 64 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := &fakeClock{t: time.Unix(0, 0)}
+			s := NewSet(2<<30, 4<<20, clk)
+			w := s.Get("o")
+			l := &link{rtt: tc.rtt, rate: 1e9}
+			simulate(clk, []*Window{w}, []*link{l}, 4*time.Second)
+			got := simulate(clk, []*Window{w}, []*link{l}, time.Second)[0]
+			st := s.Stats()[0]
+			t.Logf("window %d MB, rate estimate %.0f MB/s, min RTT %v, delivered %d MB/s", st.Window>>20, st.RateBps/1e6, st.MinRTT, got>>20)
+			if float64(got) < tc.minRate*l.rate {
+				t.Errorf("delivered %d bytes in a second, want at least %.0f%% of %.0f", got, 100*tc.minRate, l.rate)
+			}
+			if st.Window > tc.maxWin {
+				t.Errorf("window %d, want at most %d", st.Window, tc.maxWin)
+			}
+		})
+	}
+}
+
+// TestCapSharedBetweenOrigins: two far origins under a cap smaller than
+// both want each get about half of it; neither starves.
+func TestCapSharedBetweenOrigins(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(0, 0)}
+	s := NewSet(64<<20, 4<<20, clk)
+	a, b := s.Get("a"), s.Get("b")
+	la, lb := &link{rtt: 150 * time.Millisecond, rate: 1e9}, &link{rtt: 150 * time.Millisecond, rate: 1e9}
+	simulate(clk, []*Window{a, b}, []*link{la, lb}, 3*time.Second)
+	got := simulate(clk, []*Window{a, b}, []*link{la, lb}, 2*time.Second)
+	t.Logf("delivered a %d MB, b %d MB", got[0]>>20, got[1]>>20)
+	if got[0] == 0 || got[1] == 0 || float64(got[0]) < 0.6*float64(got[1]) || float64(got[1]) < 0.6*float64(got[0]) {
+		t.Fatalf("unfair share: %d and %d bytes", got[0], got[1])
+	}
+	// 64 MiB per 150 ms is at most ~450 MB/s together.
+	if total := got[0] + got[1]; float64(total) > 2*1.1*(64<<20)/0.15 {
+		t.Fatalf("the cap was not respected: %d bytes in 2 s", total)
+	}
+}
