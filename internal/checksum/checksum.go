@@ -68,37 +68,16 @@ func Adler32Combine(a1, a2 uint32, len2 int64) uint32 {
 }
 
 // CRC32CCombine returns the CRC32C of A||B from crc(A), crc(B) and len(B):
-// it appends len(B) zero bytes to crc(A) by repeated squaring of the GF(2)
-// operator that feeds one zero bit, then adds crc(B).
+// it appends len(B) zero bytes to crc(A) with the precomputed operators
+// for the powers of two in len(B), then adds crc(B).
 func CRC32CCombine(c1, c2 uint32, len2 int64) uint32 {
 	if len2 <= 0 {
 		return c1
 	}
-	var even, odd [32]uint32
-	odd[0] = castagnoliReflected
-	row := uint32(1)
-	for n := 1; n < 32; n++ {
-		odd[n] = row
-		row <<= 1
-	}
-	gf2Square(&even, &odd) // operator for two zero bits
-	gf2Square(&odd, &even) // four zero bits
-	for {
-		gf2Square(&even, &odd) // first pass: one zero byte
+	ops := zeroOps()
+	for k := 0; len2 != 0; k, len2 = k+1, len2>>1 {
 		if len2&1 != 0 {
-			c1 = gf2Times(&even, c1)
-		}
-		len2 >>= 1
-		if len2 == 0 {
-			break
-		}
-		gf2Square(&odd, &even)
-		if len2&1 != 0 {
-			c1 = gf2Times(&odd, c1)
-		}
-		len2 >>= 1
-		if len2 == 0 {
-			break
+			c1 = gf2Times(&ops[k], c1)
 		}
 	}
 	return c1 ^ c2

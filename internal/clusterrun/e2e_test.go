@@ -126,11 +126,20 @@ func TestClusterRedirectsToOwners(t *testing.T) {
 	if redirected == 0 {
 		t.Fatal("no request was redirected")
 	}
-	// Every node owns some of the 12 files, and they were cached once.
-	for n, v := range servedBy(t, c) {
-		if v == 0 {
-			t.Errorf("node %s served nothing", n)
+	// Each file was served once, by its owner; the files spread over the
+	// nodes (which node owns which follows from the nodes' random ports:
+	// one node owning none of 12 files happens in about 1 run in 100, all
+	// on one node practically never).
+	var served float64
+	owners := 0
+	for _, v := range servedBy(t, c) {
+		served += v
+		if v > 0 {
+			owners++
 		}
+	}
+	if int(served) != len(files) || owners < 2 {
+		t.Errorf("%v requests served by their owners on %d nodes, want %d on at least 2", served, owners, len(files))
 	}
 }
 

@@ -39,9 +39,16 @@ type stack struct {
 // bytes, and a hepcache using it as default origin. mut adjusts the config.
 func startStack(tb testing.TB, dataDir string, mut func(*config.Config)) *stack {
 	tb.Helper()
+	return startStackRTT(tb, dataDir, 0, mut)
+}
+
+// startStackRTT is startStack with a link that adds rtt (a user-space
+// delay line: a far origin).
+func startStackRTT(tb testing.TB, dataDir string, rtt time.Duration, mut func(*config.Config)) *stack {
+	tb.Helper()
 	realclient.Require(tb, "xrdcp")
 	o := xrdtest.StartOrigin(tb, dataDir)
-	link, err := wan.New(&wan.Config{Target: o.Addr})
+	link, err := wan.New(&wan.Config{Target: o.Addr, RTT: rtt})
 	if err != nil {
 		tb.Fatal(err)
 	}
