@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -276,29 +275,10 @@ func mapStrings(in []string, f func(string) string) []string {
 }
 
 // xrdcpAll copies every file from base with one xrdcp process each, all at
-// once, to /dev/null, and returns the wall time in seconds.
+// once, to /dev/null (xrdcp's default pgread), and returns the wall time in
+// seconds.
 func xrdcpAll(ctx context.Context, base string, files []string) (float64, error) {
-	start := time.Now()
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var errs []string
-	for _, f := range files {
-		wg.Add(1)
-		go func(f string) {
-			defer wg.Done()
-			out, err := xrdcp(ctx, base+"/"+f, "/dev/null").CombinedOutput()
-			if err != nil {
-				mu.Lock()
-				errs = append(errs, fmt.Sprintf("xrdcp %s/%s: %v: %s", base, f, err, out))
-				mu.Unlock()
-			}
-		}(f)
-	}
-	wg.Wait()
-	if len(errs) > 0 {
-		return 0, fmt.Errorf("%d of %d copies failed, first: %s", len(errs), len(files), errs[0])
-	}
-	return time.Since(start).Seconds(), nil
+	return xrdcpMode(ctx, "pgread", base, files)
 }
 
 func median(n int, f func() (float64, error)) (float64, error) {
