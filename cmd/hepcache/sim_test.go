@@ -82,7 +82,7 @@ func TestSimCommandLine(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v\n%s", err, stderr)
 		}
-		for _, want := range []string{"50.0 TB", "recommendation:", "knee of the curve", "report: " + rep + "/index.html"} {
+		for _, want := range []string{"50.0 TiB", "recommendation:", "knee of the curve", "report: " + rep + "/index.html"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("sweep output lacks %q:\n%s", want, out)
 			}

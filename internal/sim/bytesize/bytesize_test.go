@@ -10,11 +10,12 @@ func TestParse(t *testing.T) {
 		err  bool
 	}{
 		{"plain", "1234", 1234, false},
-		{"tb", "200TB", 200e12, false},
+		{"tb", "200TB", 200 << 40, false},
 		{"space and case", " 1.5 gib ", 1.5 * (1 << 30), false},
-		{"short unit", "5g", 5e9, false},
+		{"short unit", "5g", 5 << 30, false},
+		{"serve's block size", "1M", 1 << 20, false},
 		{"bytes", "10b", 10, false},
-		{"pb", "0.2PB", 2e14, false},
+		{"pb", "0.25PB", 1 << 48, false},
 		{"garbage", "lots", 0, true},
 		{"negative", "-1GB", 0, true},
 		{"empty", "", 0, true},
@@ -37,7 +38,7 @@ func TestFormat(t *testing.T) {
 		in   int64
 		want string
 	}{
-		{0, "0 B"}, {999, "999 B"}, {1000, "1.00 kB"}, {200e12, "200 TB"}, {12.34e9, "12.3 GB"}, {1.5e15, "1.50 PB"},
+		{0, "0 B"}, {999, "999 B"}, {1024, "1.00 KiB"}, {200 << 40, "200 TiB"}, {12345 << 20, "12.1 GiB"}, {1.5 * (1 << 50), "1.50 PiB"},
 	}
 	for _, tc := range tests {
 		if got := Format(tc.in); got != tc.want {
@@ -48,7 +49,7 @@ func TestFormat(t *testing.T) {
 
 func TestParseList(t *testing.T) {
 	got, err := ParseList("1TB, 2TB,,5TB")
-	if err != nil || len(got) != 3 || got[2] != 5e12 {
+	if err != nil || len(got) != 3 || got[2] != 5<<40 {
 		t.Fatalf("ParseList = %v, %v", got, err)
 	}
 }

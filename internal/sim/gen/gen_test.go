@@ -51,8 +51,8 @@ func TestGenerateShape(t *testing.T) {
 		t.Errorf("partial share %.3f, want about 0.2", share)
 	}
 	for _, s := range tr.Size {
-		if s < 1e9 || s > 5e9 {
-			t.Fatalf("file size %d outside 1-5 GB", s)
+		if s < 1<<30 || s > 5<<30 {
+			t.Fatalf("file size %d outside 1-5 GiB", s)
 		}
 	}
 	// Zipf: the most read file gets far more than the mean of 4 reads.
