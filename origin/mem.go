@@ -3,8 +3,7 @@ package origin
 import (
 	"context"
 	"fmt"
-	"hash/adler32"
-	"hash/crc32"
+	"github.com/hepcache/hepcache/internal/checksum"
 	"io"
 	"io/fs"
 	"path"
@@ -209,11 +208,9 @@ func (m *Mem) Checksum(ctx context.Context, p, algo string) (string, error) {
 	if ok {
 		return forced, nil
 	}
-	switch algo {
-	case "adler32":
-		return fmt.Sprintf("%08x", adler32.Checksum(f.data)), nil
-	case "crc32c":
-		return fmt.Sprintf("%08x", crc32.Checksum(f.data, crc32.MakeTable(crc32.Castagnoli))), nil
+	if h, ok := checksum.New(algo); ok && (algo == "adler32" || algo == "crc32c") {
+		h.Write(f.data)
+		return fmt.Sprintf("%x", h.Sum(nil)), nil
 	}
 	return "", fmt.Errorf("%s%s checksum %s: %w", m.name, p, algo, ErrUnsupported)
 }

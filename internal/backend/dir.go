@@ -2,14 +2,10 @@ package backend
 
 import (
 	"context"
-	"crypto/md5"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
-	"hash/adler32"
-	"hash/crc32"
+	"github.com/hepcache/hepcache/internal/checksum"
 	"io"
 	"io/fs"
 	"os"
@@ -143,17 +139,8 @@ func (d *Dir) List(ctx context.Context, req Request, withStat bool) ([]origin.Fi
 // Checksum implements Backend by reading the whole file. It supports
 // adler32, crc32c, md5 and sha256.
 func (d *Dir) Checksum(ctx context.Context, req Request, algo string) (string, error) {
-	var h hash.Hash
-	switch strings.ToLower(algo) {
-	case "adler32":
-		h = adler32.New()
-	case "crc32c":
-		h = crc32.New(crc32.MakeTable(crc32.Castagnoli))
-	case "md5":
-		h = md5.New()
-	case "sha256":
-		h = sha256.New()
-	default:
+	h, ok := checksum.New(algo)
+	if !ok {
 		return "", fmt.Errorf("checksum %s of %s: %w", algo, req.Path, origin.ErrUnsupported)
 	}
 	f, err := d.Open(ctx, req)

@@ -5,6 +5,10 @@
 package checksum
 
 import (
+	"crypto/md5"
+	"crypto/sha256"
+	"hash"
+	"strings"
 	"hash/adler32"
 	"hash/crc32"
 )
@@ -97,4 +101,22 @@ func gf2Square(square, mat *[32]uint32) {
 	for n := 0; n < 32; n++ {
 		square[n] = gf2Times(mat, mat[n])
 	}
+}
+
+// New returns a hash for the checksum algorithm named algo (as XRootD and
+// HTTP Digest name them, case-insensitive): adler32, crc32c, md5, sha256
+// (or sha-256); false for any other. Sum of adler32 and crc32c is 4
+// big-endian bytes, as their hex checksums print.
+func New(algo string) (hash.Hash, bool) {
+	switch strings.ToLower(algo) {
+	case "adler32":
+		return adler32.New(), true
+	case "crc32c":
+		return crc32.New(Castagnoli), true
+	case "md5":
+		return md5.New(), true
+	case "sha256", "sha-256":
+		return sha256.New(), true
+	}
+	return nil, false
 }

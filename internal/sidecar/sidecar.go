@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/hepcache/hepcache/internal/checksum"
 	"hash/crc32"
 	"time"
 
@@ -27,7 +28,7 @@ const (
 	MaxRecords = 20
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+var castagnoli = checksum.Castagnoli // the tree's one CRC32C table
 
 // ChecksumState says what is known about a complete file's checksums.
 type ChecksumState uint8

@@ -10,9 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash"
-	"hash/adler32"
-	"hash/crc32"
+	"github.com/hepcache/hepcache/internal/checksum"
 	"io"
 	"io/fs"
 	"os"
@@ -34,8 +32,6 @@ const (
 	// checksumBufSize is the read size when streaming a file through a hash.
 	checksumBufSize = 256 << 10
 )
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Origin serves the files below one directory. It is safe for concurrent use.
 //
@@ -276,13 +272,8 @@ func (o *Origin) Checksum(ctx context.Context, p, algo string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("checksum %s: %w", o, err)
 	}
-	var h hash.Hash32
-	switch strings.ToLower(algo) {
-	case "adler32":
-		h = adler32.New()
-	case "crc32c":
-		h = crc32.New(castagnoli)
-	default:
+	h, ok := checksum.New(algo)
+	if a := strings.ToLower(algo); !ok || a != "adler32" && a != "crc32c" {
 		return "", fmt.Errorf("checksum %q %s%s: %w", algo, o, logical, origin.ErrUnsupported)
 	}
 	f, _, err := o.openRegular("checksum", logical, rel)
@@ -304,7 +295,7 @@ func (o *Origin) Checksum(ctx context.Context, p, algo string) (string, error) {
 			return "", o.wrap("checksum "+algo, logical, err)
 		}
 	}
-	return fmt.Sprintf("%08x", h.Sum32()), nil
+	return fmt.Sprintf("%x", h.Sum(nil)), nil
 }
 
 // file is an open regular file.

@@ -2,10 +2,11 @@ package proto
 
 import (
 	"fmt"
+	"github.com/hepcache/hepcache/internal/checksum"
 	"hash/crc32"
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+var castagnoli = checksum.Castagnoli // the tree's one CRC32C table
 
 // CRC32C returns the CRC32C (Castagnoli, RFC 7143) of b, the checksum of
 // kXR_status bodies and pgread/pgwrite pages.
