@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/hepcache/hepcache/internal/checksum"
+	"github.com/hepcache/hepcache/internal/readat"
 	"io"
 	"io/fs"
 	"os"
@@ -205,31 +206,12 @@ func (f *dirFile) ReadAt(ctx context.Context, p []byte, off int64) (int, error) 
 func (f *dirFile) Stream(ctx context.Context, off int64, n int64, fn func(p []byte) error) (int64, error) {
 	bp := f.d.bufs.Get().(*[]byte)
 	defer f.d.bufs.Put(bp)
-	buf := *bp
-	var done int64
-	for done < n {
-		if err := ctx.Err(); err != nil {
-			return done, err
-		}
-		want := int64(len(buf))
-		if left := n - done; left < want {
-			want = left
-		}
-		m, err := f.f.ReadAt(buf[:want], off+done)
-		if m > 0 {
-			if ferr := fn(buf[:m]); ferr != nil {
-				return done, ferr
-			}
-			done += int64(m)
-		}
-		if err == io.EOF {
-			return done, nil
-		}
-		if err != nil {
-			return done, f.d.mapErr("read", f.path, err)
-		}
+	done, err := readat.Stream(ctx, f.f, *bp, off, n, fn)
+	var re *readat.ReadError
+	if errors.As(err, &re) {
+		err = f.d.mapErr("read", f.path, re.Err)
 	}
-	return done, nil
+	return done, err
 }
 
 // Close implements File.

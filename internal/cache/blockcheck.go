@@ -1,8 +1,10 @@
 package cache
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"github.com/hepcache/hepcache/internal/readat"
 	"hash/crc32"
 	"io"
 
@@ -191,17 +193,17 @@ func (e *entry) blockCRC(b int) (uint32, error) {
 	off, n := e.blockRange(b)
 	bp := e.c.bufs.Get().(*[]byte)
 	defer e.c.bufs.Put(bp)
-	buf := *bp
 	var crc uint32
-	for done := int64(0); done < n; {
-		l := min(int64(len(buf)), n-done)
-		k, err := e.data.ReadAt(buf[:l], off+done)
-		if err != nil && !(err == io.EOF && int64(k) == l) {
-			e.c.diskError(e.disk, err)
-			return 0, fmt.Errorf("check block %d of %s: %w: %w", b, e.key, errDiskRead, err)
-		}
-		crc = crc32.Update(crc, checksum.Castagnoli, buf[:l])
-		done += l
+	done, err := readat.Stream(context.Background(), e.data, *bp, off, n, func(p []byte) error {
+		crc = crc32.Update(crc, checksum.Castagnoli, p)
+		return nil
+	})
+	if err == nil && done < n {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
+		e.c.diskError(e.disk, err)
+		return 0, fmt.Errorf("check block %d of %s: %w: %w", b, e.key, errDiskRead, err)
 	}
 	return crc, nil
 }

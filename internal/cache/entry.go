@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hepcache/hepcache/internal/readat"
 	"io"
 	"io/fs"
 	"os"
@@ -664,25 +665,20 @@ func (e *entry) streamFromFetch(ctx context.Context, h *handle, f *fetch, pos, e
 var errDiskRead = errors.New("cache disk read failed")
 
 // readData reads [off, off+n) from the data file and passes it to fn in
-// chunks.
+// chunks. The range is within present blocks: ending short is an error.
 func (e *entry) readData(off, n int64, fn func([]byte) error) (int64, error) {
 	bp := e.c.bufs.Get().(*[]byte)
 	defer e.c.bufs.Put(bp)
-	buf := *bp
-	var done int64
-	for done < n {
-		l := min(int64(len(buf)), n-done)
-		k, err := e.data.ReadAt(buf[:l], off+done)
-		if err != nil && !(err == io.EOF && int64(k) == l) {
-			e.c.diskError(e.disk, err)
-			return done, fmt.Errorf("read cache file %s at %d: %w: %w", e.key, off+done, errDiskRead, err)
-		}
-		if err := fn(buf[:l]); err != nil {
-			return done, err
-		}
-		done += l
+	done, err := readat.Stream(context.Background(), e.data, *bp, off, n, fn)
+	if err == nil && done < n {
+		err = &readat.ReadError{Off: off + done, Err: io.ErrUnexpectedEOF}
 	}
-	return done, nil
+	var re *readat.ReadError
+	if errors.As(err, &re) {
+		e.c.diskError(e.disk, re.Err)
+		return done, fmt.Errorf("read cache file %s at %d: %w: %w", e.key, re.Off, errDiskRead, re.Err)
+	}
+	return done, err
 }
 
 // bypass reads [off, off+n) from the origin straight to fn.
@@ -693,20 +689,13 @@ func (e *entry) bypass(ctx context.Context, off, n int64, fn func([]byte) error)
 	}
 	bp := e.c.bufs.Get().(*[]byte)
 	defer e.c.bufs.Put(bp)
-	buf := *bp
-	var done int64
-	for done < n {
-		l := min(int64(len(buf)), n-done)
-		octx, cancel := context.WithTimeout(ctx, e.c.cfg.OriginTimeout)
-		k, err := of.ReadAt(octx, buf[:l], off+done)
-		cancel()
-		if err != nil && !(err == io.EOF && int64(k) == l) {
-			return done, fmt.Errorf("read %s at %d from origin: %w", e.key, off+done, err)
-		}
-		if err := fn(buf[:l]); err != nil {
-			return done, err
-		}
-		done += l
+	done, err := readat.Stream(ctx, readat.WithContext(ctx, of, e.c.cfg.OriginTimeout), *bp, off, n, fn)
+	if err == nil && done < n {
+		err = &readat.ReadError{Off: off + done, Err: io.ErrUnexpectedEOF}
 	}
-	return done, nil
+	var re *readat.ReadError
+	if errors.As(err, &re) {
+		return done, fmt.Errorf("read %s at %d from origin: %w", e.key, re.Off, re.Err)
+	}
+	return done, err
 }

@@ -2,8 +2,9 @@ package cache
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"io"
+	"github.com/hepcache/hepcache/internal/readat"
 	"sync/atomic"
 	"time"
 
@@ -57,25 +58,12 @@ func (p *passFile) ReadAt(ctx context.Context, b []byte, off int64) (int, error)
 func (p *passFile) Stream(ctx context.Context, off, n int64, fn func([]byte) error) (int64, error) {
 	bp := p.c.bufs.Get().(*[]byte)
 	defer p.c.bufs.Put(bp)
-	buf := *bp
-	var done int64
-	for done < n {
-		l := min(int64(len(buf)), n-done)
-		k, err := p.ReadAt(ctx, buf[:l], off+done)
-		if k > 0 {
-			if ferr := fn(buf[:k]); ferr != nil {
-				return done, ferr
-			}
-			done += int64(k)
-		}
-		if err == io.EOF {
-			return done, nil
-		}
-		if err != nil {
-			return done, err
-		}
+	done, err := readat.Stream(ctx, readat.WithContext(ctx, p, 0), *bp, off, n, fn)
+	var re *readat.ReadError
+	if errors.As(err, &re) {
+		err = re.Err
 	}
-	return done, nil
+	return done, err
 }
 
 func (p *passFile) Close() error {

@@ -1,9 +1,12 @@
 package cache
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"github.com/hepcache/hepcache/internal/readat"
 	"hash/crc32"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -115,18 +118,16 @@ func verifyFile(dir string, dataDirs []string, in *sidecar.Info) BlockReport {
 		off := int64(b) * in.BlockSize
 		n := min(in.BlockSize, in.FileSize-off)
 		var crc uint32
-		for done := int64(0); done < n; {
-			l := min(int64(len(buf)), n-done)
-			k, err := f.ReadAt(buf[:l], off+done)
-			if int64(k) < l {
-				if err == nil {
-					err = fmt.Errorf("short read")
-				}
-				r.Err = fmt.Errorf("%s block %d: %w", r.Key, b, err)
-				return r
-			}
-			crc = crc32.Update(crc, checksum.Castagnoli, buf[:l])
-			done += l
+		read, err := readat.Stream(context.Background(), f, buf, off, n, func(p []byte) error {
+			crc = crc32.Update(crc, checksum.Castagnoli, p)
+			return nil
+		})
+		if err == nil && read < n {
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil {
+			r.Err = fmt.Errorf("%s block %d: %w", r.Key, b, err)
+			return r
 		}
 		r.Checked++
 		if crc != in.BlockCRC[b] {

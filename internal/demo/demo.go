@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"github.com/hepcache/hepcache/internal/readat"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -314,17 +315,11 @@ func clientSum(ctx context.Context, url string) ([32]byte, error) {
 	}
 	defer f.Close()
 	h := sha256.New()
-	buf := make([]byte, 8<<20)
-	for off := int64(0); off < f.Info().Size; {
-		n, err := f.ReadAt(ctx, buf[:min(int64(len(buf)), f.Info().Size-off)], off)
-		h.Write(buf[:n])
-		off += int64(n)
-		if err != nil && err != io.EOF {
-			return sum, err
-		}
-		if n == 0 {
-			break
-		}
+	if _, err := readat.Stream(ctx, readat.WithContext(ctx, f, 0), make([]byte, 8<<20), 0, f.Info().Size, func(p []byte) error {
+		h.Write(p)
+		return nil
+	}); err != nil {
+		return sum, err
 	}
 	copy(sum[:], h.Sum(nil))
 	return sum, nil
