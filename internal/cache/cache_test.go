@@ -394,6 +394,11 @@ func TestPrefetchStopsAtCloseAndCompleteAfterClose(t *testing.T) {
 			m := origin.NewMem("mem://o")
 			data := randomData(23, 40*testBlock)
 			m.Put("/f", data, time.Now())
+			// The origin holds back all but the first blocks until the
+			// client has left, so read-ahead cannot finish the file while
+			// it reads (a memory origin is instant).
+			release := make(chan struct{})
+			holdFrom(m, 3*testBlock, release)
 			c := newTestCache(t, dir, m, func(cfg *Config) {
 				cfg.Prefetch = 2
 				cfg.CompleteAfterClose = complete
@@ -404,8 +409,14 @@ func TestPrefetchStopsAtCloseAndCompleteAfterClose(t *testing.T) {
 				t.Fatal(err)
 			}
 			f.Close()
+			if complete {
+				close(release)
+			}
 			// Wait for the entry to be finished (or completed).
 			waitIdle(t, c)
+			if !complete {
+				close(release)
+			}
 			c.Close()
 			c2 := newTestCache(t, dir, m, nil)
 			before := m.BytesRead.Load()
