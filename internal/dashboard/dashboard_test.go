@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/hepcache/hepcache/internal/cachemetrics"
 	"github.com/hepcache/hepcache/internal/realclient"
 	"image/png"
 	"io"
@@ -60,7 +61,7 @@ func newEnv(tb testing.TB) *env {
 	if e.cache, err = cache.New(cc); err != nil {
 		tb.Fatal(err)
 	}
-	e.reg.SetCache(e.cache)
+	e.reg.SetCache(cachemetrics.Source(e.cache))
 	routes := AdminRoutes(e.reg, e.dash)
 	srv, err := httpfront.New(&httpfront.Config{Backend: e.cache, Metrics: e.reg, Routes: routes, Logger: quiet})
 	if err != nil {

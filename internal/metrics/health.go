@@ -36,7 +36,7 @@ func (r *Registry) Health() HealthReport {
 		}
 		rep.Reasons = append(rep.Reasons, why)
 	}
-	now := r.cfg.now()
+	now := r.cfg.Now()
 	if err := r.probe(); err != nil {
 		down(fmt.Sprintf("cache directory not writable: %v", err))
 	}
@@ -48,8 +48,8 @@ func (r *Registry) Health() HealthReport {
 		case s.High > 0 && s.Used > s.High:
 			degraded(fmt.Sprintf("usage %d bytes above the high watermark %d bytes (purge cannot keep up, or other data fills the file system)", s.Used, s.High))
 		}
-		st := src.Stats()
-		n := st.WriteErrors.Load() + st.SyncErrors.Load()
+		f := src.CacheFigures()
+		n := f.WriteErrors + f.SyncErrors
 		r.healthMu.Lock()
 		if n != r.diskErrs {
 			r.diskErrs, r.diskErrAt = n, now
@@ -79,7 +79,7 @@ func (r *Registry) probe() error {
 	if r.cfg.CacheDir == "" {
 		return nil
 	}
-	now := r.cfg.now()
+	now := r.cfg.Now()
 	r.healthMu.Lock()
 	if !r.probeAt.IsZero() && now.Sub(r.probeAt) < r.cfg.ProbeInterval {
 		err := r.probeErr

@@ -17,8 +17,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/hepcache/hepcache/internal/cache"
 )
 
 // Defaults. A zero Config field means "use the default".
@@ -31,16 +29,29 @@ const (
 	defaultProbeInterval = 5 * time.Second
 )
 
-// CacheSource is what the registry reads from the cache; *cache.Cache
-// implements it.
+// CacheSource is what the registry reads from the cache at each scrape:
+// the figures it defines here, so that metrics depends on no cache type
+// (cachemetrics adapts the cache).
 type CacheSource interface {
-	// Stats returns the live counters.
-	Stats() *cache.Stats
-	// Usage returns the current occupancy.
-	Usage() (cache.Usage, error)
+	CacheFigures() CacheFigures
 }
 
-var _ CacheSource = (*cache.Cache)(nil)
+// CacheFigures are the cache's counters (since start) and occupancy.
+type CacheFigures struct {
+	Hits, PartialHits, Misses, OpenErrors, LocalRedirects int64
+	BytesHit, BytesMissed, BytesBypassed                  int64
+	BytesFetched, PrefetchBytes                           int64
+	BlocksFetched, FetchErrors, CoalescedWaits            int64
+	WriteErrors, SyncErrors                               int64
+	OpenFiles, Evictions, EvictedBytes, PurgeRuns         int64
+	ChecksumFailures, Revalidations                       int64
+	BlocksChecked, BlocksCorrupt, LinksRefused            int64
+	DisksFailed                                           int64
+	// Occupancy (UsageErr set when it could not be measured).
+	Used, Total, High, Low int64
+	Files, Bytes           int64
+	UsageErr               string
+}
 
 // Config configures a Registry.
 type Config struct {
@@ -61,8 +72,8 @@ type Config struct {
 	// Logger receives operational messages. Default slog.Default().
 	Logger *slog.Logger
 
-	// now is the clock; a test seam.
-	now func() time.Time
+	// Now is the clock (health windows, snapshots). Default time.Now.
+	Now func() time.Time
 }
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -76,8 +87,8 @@ func (c *Config) EnsureDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if c.now == nil {
-		c.now = time.Now
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 }
 
@@ -138,11 +149,11 @@ func New(cfg *Config) (*Registry, error) {
 	}
 	r := &Registry{
 		cfg:      c,
-		started:  c.now(),
+		started:  c.Now(),
 		requests: map[requestKey]*atomic.Int64{},
 		origins:  map[string]*originStats{},
 	}
-	r.clients.now = c.now
+	r.clients.now = c.Now
 	if c.Cache != nil {
 		r.SetCache(c.Cache)
 	}
@@ -256,22 +267,19 @@ func (s Snapshot) BytesServed() int64 { return s.BytesHit + s.BytesMissed + s.By
 
 // Snapshot reads the current figures.
 func (r *Registry) Snapshot() Snapshot {
-	s := Snapshot{Time: r.cfg.now(), Clients: int64(r.clients.Len())}
+	s := Snapshot{Time: r.cfg.Now(), Clients: int64(r.clients.Len())}
 	src := r.source()
 	if src == nil {
 		return s
 	}
-	st := src.Stats()
-	s.Hits, s.PartialHits, s.Misses, s.OpenErrors = st.Hits.Load(), st.PartialHits.Load(), st.Misses.Load(), st.OpenErrors.Load()
-	s.BytesHit, s.BytesMissed, s.BytesBypassed = st.BytesHit.Load(), st.BytesMissed.Load(), st.BytesBypassed.Load()
-	s.BytesFetched, s.PrefetchBytes = st.BytesFetched.Load(), st.PrefetchBytes.Load()
-	s.OpenFiles, s.Evictions, s.Evicted = st.OpenFiles.Load(), st.Evictions.Load(), st.EvictedBytes.Load()
-	u, err := src.Usage()
-	if err != nil {
-		s.UsageErr = err.Error()
-	}
-	s.Used, s.Total, s.High, s.Low = u.Used, u.Total, u.High, u.Low
-	s.Files, s.Cached = int64(u.Files), u.Bytes
+	f := src.CacheFigures()
+	s.Hits, s.PartialHits, s.Misses, s.OpenErrors = f.Hits, f.PartialHits, f.Misses, f.OpenErrors
+	s.BytesHit, s.BytesMissed, s.BytesBypassed = f.BytesHit, f.BytesMissed, f.BytesBypassed
+	s.BytesFetched, s.PrefetchBytes = f.BytesFetched, f.PrefetchBytes
+	s.OpenFiles, s.Evictions, s.Evicted = f.OpenFiles, f.Evictions, f.EvictedBytes
+	s.UsageErr = f.UsageErr
+	s.Used, s.Total, s.High, s.Low = f.Used, f.Total, f.High, f.Low
+	s.Files, s.Cached = f.Files, f.Bytes
 	return s
 }
 
@@ -299,33 +307,33 @@ func (r *Registry) WriteTo(w io.Writer) (int64, error) {
 	e := &expWriter{}
 	s := r.Snapshot()
 	if src := r.source(); src != nil {
-		st := src.Stats()
+		st := src.CacheFigures()
 		e.family("hepcache_opens_total", "counter", "File opens by outcome: hit (complete in cache), partial (some blocks cached), miss (none).")
 		e.sample("hepcache_opens_total", `result="hit"`, s.Hits)
 		e.sample("hepcache_opens_total", `result="partial"`, s.PartialHits)
 		e.sample("hepcache_opens_total", `result="miss"`, s.Misses)
 		e.counter("hepcache_open_errors_total", "File opens that failed.", s.OpenErrors)
-		e.counter("hepcache_local_redirects_total", "Opens of complete files answered with a redirect to the client's own copy in the cache space it mounts (cache.local_redirect); the client read the file without the cache.", st.LocalRedirects.Load())
+		e.counter("hepcache_local_redirects_total", "Opens of complete files answered with a redirect to the client's own copy in the cache space it mounts (cache.local_redirect); the client read the file without the cache.", st.LocalRedirects)
 		e.family("hepcache_served_bytes_total", "counter", "Bytes sent to clients by source: hit (from disk), miss (fetched for the read), bypass (read straight from the origin after a disk error).")
 		e.sample("hepcache_served_bytes_total", `source="hit"`, s.BytesHit)
 		e.sample("hepcache_served_bytes_total", `source="miss"`, s.BytesMissed)
 		e.sample("hepcache_served_bytes_total", `source="bypass"`, s.BytesBypassed)
 		e.counter("hepcache_origin_fetched_bytes_total", "Bytes read from origins into the cache, prefetch included.", s.BytesFetched)
 		e.counter("hepcache_prefetch_bytes_total", "Bytes read from origins ahead of any client (prefetch).", s.PrefetchBytes)
-		e.counter("hepcache_blocks_fetched_total", "Blocks fetched from origins.", st.BlocksFetched.Load())
-		e.counter("hepcache_fetch_errors_total", "Block fetches from origins that failed.", st.FetchErrors.Load())
-		e.counter("hepcache_coalesced_waits_total", "Reads that waited on a fetch another read had started (one origin fetch served several clients).", st.CoalescedWaits.Load())
-		e.counter("hepcache_disk_write_errors_total", "Failed writes to the cache disk; each turns its readers into bypass reads.", st.WriteErrors.Load())
-		e.counter("hepcache_disk_sync_errors_total", "Failed syncs or sidecar writes.", st.SyncErrors.Load())
+		e.counter("hepcache_blocks_fetched_total", "Blocks fetched from origins.", st.BlocksFetched)
+		e.counter("hepcache_fetch_errors_total", "Block fetches from origins that failed.", st.FetchErrors)
+		e.counter("hepcache_coalesced_waits_total", "Reads that waited on a fetch another read had started (one origin fetch served several clients).", st.CoalescedWaits)
+		e.counter("hepcache_disk_write_errors_total", "Failed writes to the cache disk; each turns its readers into bypass reads.", st.WriteErrors)
+		e.counter("hepcache_disk_sync_errors_total", "Failed syncs or sidecar writes.", st.SyncErrors)
 		e.counter("hepcache_evictions_total", "Files removed from the cache by purge or evict.", s.Evictions)
 		e.counter("hepcache_evicted_bytes_total", "Bytes of the files removed from the cache.", s.Evicted)
-		e.counter("hepcache_purge_runs_total", "Purges that evicted something.", st.PurgeRuns.Load())
-		e.counter("hepcache_checksum_failures_total", "Complete files whose checksum differed from the origin's (the copy was dropped).", st.ChecksumFailures.Load())
-		e.counter("hepcache_revalidations_total", "Cached copies dropped because the origin's file changed.", st.Revalidations.Load())
-		e.counter("hepcache_blocks_checked_total", "Blocks read back from disk and found equal to their recorded CRC32C (once per block and process).", st.BlocksChecked.Load())
-		e.counter("hepcache_blocks_corrupt_total", "Blocks read back from disk that failed their CRC32C check; dropped and fetched again.", st.BlocksCorrupt.Load())
-		e.counter("hepcache_links_refused_total", "Symbolic links found in the cache directory; never followed, removed.", st.LinksRefused.Load())
-		e.counter("hepcache_disks_failed_total", "Data disks taken out of service (I/O errors, read-only, unmounted).", st.DisksFailed.Load())
+		e.counter("hepcache_purge_runs_total", "Purges that evicted something.", st.PurgeRuns)
+		e.counter("hepcache_checksum_failures_total", "Complete files whose checksum differed from the origin's (the copy was dropped).", st.ChecksumFailures)
+		e.counter("hepcache_revalidations_total", "Cached copies dropped because the origin's file changed.", st.Revalidations)
+		e.counter("hepcache_blocks_checked_total", "Blocks read back from disk and found equal to their recorded CRC32C (once per block and process).", st.BlocksChecked)
+		e.counter("hepcache_blocks_corrupt_total", "Blocks read back from disk that failed their CRC32C check; dropped and fetched again.", st.BlocksCorrupt)
+		e.counter("hepcache_links_refused_total", "Symbolic links found in the cache directory; never followed, removed.", st.LinksRefused)
+		e.counter("hepcache_disks_failed_total", "Data disks taken out of service (I/O errors, read-only, unmounted).", st.DisksFailed)
 		e.gauge("hepcache_open_files", "Files with at least one client.", s.OpenFiles)
 		if s.UsageErr == "" {
 			e.gauge("hepcache_cache_capacity_bytes", "Space the cache may fill.", s.Total)

@@ -1,10 +1,12 @@
-package metrics
+package metrics_test
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/hepcache/hepcache/internal/cachemetrics"
+	. "github.com/hepcache/hepcache/internal/metrics"
 	"github.com/hepcache/hepcache/internal/realclient"
 	"log/slog"
 	"net/http/httptest"
@@ -46,7 +48,7 @@ func newEnv(tb testing.TB, mut func(*Config)) *env {
 	tb.Helper()
 	e := &env{mem: origin.NewMem("mem://o"), clk: &clock{t: time.Unix(1700000000, 0)}, dir: tb.TempDir()}
 	var err error
-	cfg := &Config{CacheDir: e.dir, now: e.clk.now}
+	cfg := &Config{CacheDir: e.dir, Now: e.clk.now}
 	if mut != nil {
 		mut(cfg)
 	}
@@ -62,15 +64,14 @@ func newEnv(tb testing.TB, mut func(*Config)) *env {
 	if e.cache, err = cache.New(cc); err != nil {
 		tb.Fatal(err)
 	}
-	e.reg.SetCache(e.cache)
+	e.reg.SetCache(cachemetrics.Source(e.cache))
 	tb.Cleanup(func() { e.cache.Close() })
 	return e
 }
 
 type lazySource struct{ c CacheSource }
 
-func (l *lazySource) Stats() *cache.Stats         { return l.c.Stats() }
-func (l *lazySource) Usage() (cache.Usage, error) { return l.c.Usage() }
+func (l *lazySource) CacheFigures() CacheFigures { return l.c.CacheFigures() }
 
 func (e *env) read(tb testing.TB, p string) {
 	tb.Helper()
@@ -265,30 +266,26 @@ func TestHealth(t *testing.T) {
 }
 
 // fakeSource plays a cache over its high watermark with disk errors.
-type fakeSource struct {
-	stats cache.Stats
-	usage cache.Usage
-}
+type fakeSource struct{ f CacheFigures }
 
-func (f *fakeSource) Stats() *cache.Stats         { return &f.stats }
-func (f *fakeSource) Usage() (cache.Usage, error) { return f.usage, nil }
+func (f *fakeSource) CacheFigures() CacheFigures { return f.f }
 
 func TestHealthDegradedDisk(t *testing.T) {
 	clk := &clock{t: time.Unix(1700000000, 0)}
-	src := &fakeSource{usage: cache.Usage{Total: 100, Used: 50, High: 95, Low: 90}}
-	r, err := New(&Config{Cache: src, HealthWindow: time.Minute, now: clk.now})
+	src := &fakeSource{CacheFigures{Total: 100, Used: 50, High: 95, Low: 90}}
+	r, err := New(&Config{Cache: src, HealthWindow: time.Minute, Now: clk.now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rep := r.Health(); rep.Status != Healthy {
 		t.Fatalf("%+v; want healthy", rep)
 	}
-	src.usage.Used = 97
+	src.f.Used = 97
 	if rep := r.Health(); rep.Status != Degraded || !strings.Contains(rep.Reasons[0], "high watermark") {
 		t.Fatalf("above the watermark: %+v; want degraded", rep)
 	}
-	src.usage.Used = 50
-	src.stats.WriteErrors.Add(2)
+	src.f.Used = 50
+	src.f.WriteErrors += 2
 	if rep := r.Health(); rep.Status != Degraded || !strings.Contains(rep.Reasons[0], "disk errors") {
 		t.Fatalf("after disk errors: %+v; want degraded", rep)
 	}
@@ -319,23 +316,4 @@ func TestOutcome(t *testing.T) {
 			t.Errorf("Outcome(%v) = %s; want %s", c.err, got, c.want)
 		}
 	}
-}
-
-func TestHistogramBuckets(t *testing.T) {
-	var h histogram
-	for _, v := range []float64{0.0005, 0.001, 0.003, 100} {
-		h.observe(v)
-	}
-	if h.counts[0].Load() != 2 || h.counts[2].Load() != 1 || h.counts[len(latencyBuckets)].Load() != 1 || h.count.Load() != 4 {
-		t.Fatalf("bucket counts wrong: le=0.001 %d, le=0.005 %d, +Inf %d", h.counts[0].Load(), h.counts[2].Load(), h.counts[len(latencyBuckets)].Load())
-	}
-}
-
-func BenchmarkObserveRequest(b *testing.B) {
-	r, _ := New(&Config{})
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			r.ObserveRequest("http", "get", nil)
-		}
-	})
 }

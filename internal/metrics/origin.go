@@ -125,10 +125,10 @@ func (r *Registry) originStats(name string) *originStats {
 }
 
 func (r *Registry) observeOrigin(s *originStats, op int, start time.Time, err error) {
-	s.latency[op].observe(r.cfg.now().Sub(start).Seconds())
+	s.latency[op].observe(r.cfg.Now().Sub(start).Seconds())
 	if originFailure(err) {
 		s.errors[op].Add(1)
-		s.lastErr.Store(&originErr{at: r.cfg.now(), msg: err.Error()})
+		s.lastErr.Store(&originErr{at: r.cfg.Now(), msg: err.Error()})
 	}
 }
 
@@ -170,7 +170,7 @@ var _ origin.Origin = (*instrumented)(nil)
 
 // Stat implements origin.Origin.
 func (o *instrumented) Stat(ctx context.Context, p string) (origin.FileInfo, error) {
-	start := o.r.cfg.now()
+	start := o.r.cfg.Now()
 	fi, err := o.Origin.Stat(ctx, p)
 	o.r.observeOrigin(o.s, opStat, start, err)
 	return fi, err
@@ -178,7 +178,7 @@ func (o *instrumented) Stat(ctx context.Context, p string) (origin.FileInfo, err
 
 // Open implements origin.Origin.
 func (o *instrumented) Open(ctx context.Context, p string) (origin.File, error) {
-	start := o.r.cfg.now()
+	start := o.r.cfg.Now()
 	f, err := o.Origin.Open(ctx, p)
 	o.r.observeOrigin(o.s, opOpen, start, err)
 	if err != nil {
@@ -189,7 +189,7 @@ func (o *instrumented) Open(ctx context.Context, p string) (origin.File, error) 
 
 // List implements origin.Origin.
 func (o *instrumented) List(ctx context.Context, p string, withStat bool) ([]origin.FileInfo, error) {
-	start := o.r.cfg.now()
+	start := o.r.cfg.Now()
 	l, err := o.Origin.List(ctx, p, withStat)
 	o.r.observeOrigin(o.s, opList, start, err)
 	return l, err
@@ -197,7 +197,7 @@ func (o *instrumented) List(ctx context.Context, p string, withStat bool) ([]ori
 
 // Checksum implements origin.Origin.
 func (o *instrumented) Checksum(ctx context.Context, p, algo string) (string, error) {
-	start := o.r.cfg.now()
+	start := o.r.cfg.Now()
 	v, err := o.Origin.Checksum(ctx, p, algo)
 	o.r.observeOrigin(o.s, opChecksum, start, err)
 	return v, err
@@ -210,7 +210,7 @@ type instrumentedFile struct {
 
 // ReadAt implements origin.File.
 func (f *instrumentedFile) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
-	start := f.o.r.cfg.now()
+	start := f.o.r.cfg.Now()
 	n, err := f.File.ReadAt(ctx, p, off)
 	f.o.r.observeOrigin(f.o.s, opRead, start, err)
 	return n, err
@@ -220,7 +220,7 @@ var _ origin.AllocReader = (*instrumentedFile)(nil)
 
 // ReadAtAlloc implements origin.AllocReader, forwarding to the wrapped file.
 func (f *instrumentedFile) ReadAtAlloc(ctx context.Context, n int, off int64, alloc func() []byte) ([]byte, int, error) {
-	start := f.o.r.cfg.now()
+	start := f.o.r.cfg.Now()
 	b, k, err := origin.ReadAtAlloc(ctx, f.File, n, off, alloc)
 	f.o.r.observeOrigin(f.o.s, opRead, start, err)
 	return b, k, err
@@ -228,7 +228,7 @@ func (f *instrumentedFile) ReadAtAlloc(ctx context.Context, n int, off int64, al
 
 // ReadV implements origin.File.
 func (f *instrumentedFile) ReadV(ctx context.Context, segs []origin.Segment) error {
-	start := f.o.r.cfg.now()
+	start := f.o.r.cfg.Now()
 	err := f.File.ReadV(ctx, segs)
 	f.o.r.observeOrigin(f.o.s, opReadV, start, err)
 	return err

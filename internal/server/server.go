@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hepcache/hepcache/internal/cachemetrics"
 	"log/slog"
 	"net"
 	"net/http"
@@ -194,7 +195,7 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	if s.cache, err = cache.New(ccfg); err != nil {
 		return nil, err
 	}
-	s.metrics.SetCache(s.cache)
+	s.metrics.SetCache(cachemetrics.Source(s.cache))
 	s.metrics.SetSpace(s.spaceFigures)
 	// The front ends call the loop guard, then the cluster's Router,
 	// then the cache.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/hepcache/hepcache/internal/cachemetrics"
 	"github.com/hepcache/hepcache/internal/realclient"
 	"log/slog"
 	"math/rand/v2"
@@ -68,7 +69,7 @@ func newEnv(tb testing.TB, o envOpts) *env {
 	if e.cache, err = cache.New(cc); err != nil {
 		tb.Fatal(err)
 	}
-	e.reg.SetCache(e.cache)
+	e.reg.SetCache(cachemetrics.Source(e.cache))
 	var be backend.Backend = e.cache
 	if o.backend != nil {
 		be = o.backend(be)

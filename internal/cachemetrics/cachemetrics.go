@@ -1,0 +1,37 @@
+// Package cachemetrics adapts the cache to the metrics registry: it reads
+// the cache's counters and occupancy into metrics.CacheFigures, so that
+// neither package imports the other.
+package cachemetrics
+
+import (
+	"github.com/hepcache/hepcache/internal/cache"
+	"github.com/hepcache/hepcache/internal/metrics"
+)
+
+// Source returns c as a metrics.CacheSource.
+func Source(c *cache.Cache) metrics.CacheSource { return source{c} }
+
+type source struct{ c *cache.Cache }
+
+func (s source) CacheFigures() metrics.CacheFigures {
+	st := s.c.Stats()
+	f := metrics.CacheFigures{
+		Hits: st.Hits.Load(), PartialHits: st.PartialHits.Load(), Misses: st.Misses.Load(), OpenErrors: st.OpenErrors.Load(),
+		LocalRedirects: st.LocalRedirects.Load(),
+		BytesHit:       st.BytesHit.Load(), BytesMissed: st.BytesMissed.Load(), BytesBypassed: st.BytesBypassed.Load(),
+		BytesFetched: st.BytesFetched.Load(), PrefetchBytes: st.PrefetchBytes.Load(),
+		BlocksFetched: st.BlocksFetched.Load(), FetchErrors: st.FetchErrors.Load(), CoalescedWaits: st.CoalescedWaits.Load(),
+		WriteErrors: st.WriteErrors.Load(), SyncErrors: st.SyncErrors.Load(),
+		OpenFiles: st.OpenFiles.Load(), Evictions: st.Evictions.Load(), EvictedBytes: st.EvictedBytes.Load(), PurgeRuns: st.PurgeRuns.Load(),
+		ChecksumFailures: st.ChecksumFailures.Load(), Revalidations: st.Revalidations.Load(),
+		BlocksChecked: st.BlocksChecked.Load(), BlocksCorrupt: st.BlocksCorrupt.Load(), LinksRefused: st.LinksRefused.Load(),
+		DisksFailed: st.DisksFailed.Load(),
+	}
+	u, err := s.c.Usage()
+	if err != nil {
+		f.UsageErr = err.Error()
+	}
+	f.Used, f.Total, f.High, f.Low = u.Used, u.Total, u.High, u.Low
+	f.Files, f.Bytes = int64(u.Files), u.Bytes
+	return f
+}
