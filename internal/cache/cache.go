@@ -545,10 +545,8 @@ func (c *Cache) cachedChecksum(k Key) (checksum.Sums, bool) {
 	e := c.files[k]
 	c.mu.Unlock()
 	if e != nil && e.initialized() {
-		e.syncMu.Lock()
-		defer e.syncMu.Unlock()
-		if e.side.ChecksumState != sidecar.ChecksumNone {
-			return checksum.Sums{Adler32: e.side.Adler32, CRC32C: e.side.CRC32C, Len: e.side.FileSize}, true
+		if s := e.sums.Load(); s != nil {
+			return *s, true
 		}
 		return checksum.Sums{}, false
 	}

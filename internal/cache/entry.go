@@ -42,14 +42,20 @@ type entry struct {
 	cancel  context.CancelFunc
 	fetchWG sync.WaitGroup
 
-	// ofMu protects of, the lazily opened origin file.
-	ofMu sync.Mutex
-	of   origin.File
+	// ofMu protects of, the lazily opened origin file, and opening, its
+	// open in progress (never held across the open itself).
+	ofMu    sync.Mutex
+	of      origin.File
+	opening *originOpen
 
 	// syncMu serialises sync and sidecar writes.
 	syncMu sync.Mutex
 	// side is the durable state as last written; guarded by syncMu.
 	side *sidecar.Info
+	// sums is the complete file's checksum once known (computed or
+	// verified), published apart from side so that checksum queries never
+	// wait behind a sync's fsync.
+	sums atomic.Pointer[checksum.Sums]
 
 	// mu protects the fields below.
 	mu sync.Mutex
@@ -217,6 +223,7 @@ func (e *entry) init(ctx context.Context, revalidate, noFetch bool) error {
 	e.size = side.FileSize
 	e.nblocks = side.Durable.Len()
 	e.st = newBlockState(side.Durable.Clone(), c.cfg.Prefetch, c.cfg.PrefetchMax)
+	e.publishSums(side)
 	e.atRest = c.atRestCRCs(e.key, side)
 	e.blockSums = make([]checksum.Sums, e.nblocks)
 	e.initOK = true
@@ -281,34 +288,75 @@ func (e *entry) stillCurrent(ctx context.Context, side *sidecar.Info) bool {
 
 // originFile returns the origin file, opening it on first use (an entry
 // resumed from disk only contacts the origin when a block is missing).
+// The open happens once, in the background under the entry's own
+// context: no lock is held across it, every caller waits for it only as
+// long as its own ctx allows, and one caller giving up does not fail the
+// others. A failed open is forgotten, so the next caller tries again.
 func (e *entry) originFile(ctx context.Context) (origin.File, error) {
 	e.ofMu.Lock()
-	defer e.ofMu.Unlock()
 	if e.of != nil {
-		return e.of, nil
+		of := e.of
+		e.ofMu.Unlock()
+		return of, nil
 	}
 	if err := e.spoilErr(); err != nil {
+		e.ofMu.Unlock()
 		return nil, err
 	}
-	octx, cancel := context.WithTimeout(ctx, e.c.cfg.OriginTimeout)
-	defer cancel()
-	of, err := e.o.Open(octx, e.key.Path)
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", e.key, err)
+	op := e.opening
+	if op == nil {
+		op = &originOpen{done: make(chan struct{})}
+		e.opening = op
+		e.c.goBackground(func() { e.openOrigin(op) })
 	}
-	// The blocks on disk came from the version the sidecar describes: a
-	// different file at the origin must not fill the gaps.
-	if why := e.versionDiffers(of.Info()); why != "" {
+	e.ofMu.Unlock()
+	select {
+	case <-op.done:
+		return op.of, op.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// originOpen is the open of the origin file in progress.
+type originOpen struct {
+	done chan struct{}
+	of   origin.File
+	err  error
+}
+
+// openOrigin opens the origin file for originFile's waiters.
+func (e *entry) openOrigin(op *originOpen) {
+	octx, cancel := context.WithTimeout(e.ctx, e.c.cfg.OriginTimeout)
+	of, err := e.o.Open(octx, e.key.Path)
+	cancel()
+	if err != nil {
+		err = fmt.Errorf("open %s: %w", e.key, err)
+	} else if why := e.versionDiffers(of.Info()); why != "" {
+		// The blocks on disk came from the version the sidecar describes:
+		// a different file at the origin must not fill the gaps.
 		of.Close()
-		err := fmt.Errorf("open %s: %s: %w", e.key, why, errChanged)
+		of = nil
+		err = fmt.Errorf("open %s: %s: %w", e.key, why, errChanged)
 		e.c.stats.Revalidations.Add(1)
 		e.c.cfg.Logger.Info("origin file changed under a partial cached copy: copy dropped, its readers get an I/O error",
 			"key", e.key.String(), "change", why)
 		e.spoil(err)
-		return nil, err
 	}
-	e.of = of
-	return of, nil
+	e.ofMu.Lock()
+	e.opening = nil
+	if err == nil {
+		if e.ctx.Err() != nil {
+			// The entry finished while the open was under way.
+			of.Close()
+			of, err = nil, e.ctx.Err()
+		} else {
+			e.of = of
+		}
+	}
+	op.of, op.err = of, err
+	e.ofMu.Unlock()
+	close(op.done)
 }
 
 // complete reports whether every block is present. Lock order: Cache.mu may
@@ -698,4 +746,12 @@ func (e *entry) bypass(ctx context.Context, off, n int64, fn func([]byte) error)
 		return done, fmt.Errorf("read %s at %d from origin: %w", e.key, re.Off, re.Err)
 	}
 	return done, err
+}
+
+// publishSums makes side's file checksum, if known, what checksum queries
+// of the open entry answer.
+func (e *entry) publishSums(side *sidecar.Info) {
+	if side.ChecksumState != sidecar.ChecksumNone {
+		e.sums.Store(&checksum.Sums{Adler32: side.Adler32, CRC32C: side.CRC32C, Len: side.FileSize})
+	}
 }

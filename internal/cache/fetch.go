@@ -200,13 +200,21 @@ func (e *entry) runFetch(f *fetch) {
 			if f.prefetch {
 				c.stats.PrefetchBytes.Add(pn)
 			}
-			c.diskWrites <- struct{}{}
-			_, err = e.data.WriteAt(buf, poff)
-			<-c.diskWrites
+			select {
+			case c.diskWrites <- struct{}{}:
+				_, err = e.data.WriteAt(buf, poff)
+				<-c.diskWrites
+			case <-ctx.Done():
+				// The entry is finishing: the bytes still reach the
+				// readers holding this piece, not the disk.
+				err = ctx.Err()
+			}
 			if err != nil {
-				c.stats.WriteErrors.Add(1)
-				c.diskError(e.disk, err)
-				c.warn("cache write failed, serving from origin", "key", e.key.String(), "off", poff, "err", err)
+				if ctx.Err() == nil {
+					c.stats.WriteErrors.Add(1)
+					c.diskError(e.disk, err)
+					c.warn("cache write failed, serving from origin", "key", e.key.String(), "off", poff, "err", err)
+				}
 				f.bufs[i].Store(bp) // before pieceCh closes: waiters find it
 				fail(i, fmt.Errorf("%w: %w", errWriteFailed, err))
 			} else {

@@ -74,9 +74,12 @@ func (c *Cache) completeChecksummed(k Key) (size int64, ok bool) {
 	e := c.files[k]
 	c.mu.Unlock()
 	if e != nil && e.initialized() {
-		e.syncMu.Lock()
-		defer e.syncMu.Unlock()
-		return e.side.FileSize, e.side.Complete() && e.side.ChecksumState != sidecar.ChecksumNone
+		// The checksum is published only once the complete file was
+		// synced and checked: no need to wait for a sync in progress.
+		if s := e.sums.Load(); s != nil {
+			return s.Len, true
+		}
+		return e.size, false
 	}
 	in := c.readSidecar(k)
 	if in == nil {

@@ -89,6 +89,7 @@ func (c *Cache) verify(o origin.Origin, k Key, size int64, created time.Time, su
 		e.syncMu.Lock()
 		defer e.syncMu.Unlock()
 		set(e.side)
+		e.publishSums(e.side)
 		e.writeSidecarLocked()
 	}, func(in *sidecar.Info) bool {
 		if !in.Complete() {
