@@ -8,9 +8,9 @@ import (
 	"crypto/md5"
 	"crypto/sha256"
 	"hash"
-	"strings"
 	"hash/adler32"
 	"hash/crc32"
+	"strings"
 )
 
 // Castagnoli is the CRC32C table.
