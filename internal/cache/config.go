@@ -72,7 +72,9 @@ type Config struct {
 	// waiting readers, in bytes. Default 128 KiB; a multiple of 4 KiB.
 	PieceSize int64
 	// Prefetch is the number of blocks fetched ahead of the reader while a
-	// file is open. Default 10; negative disables prefetch.
+	// file is open; 0 (or negative) turns read-ahead off, as prefetch = 0
+	// does in the configuration file. DefaultConfig sets 10, XCache's
+	// pfc.prefetch.
 	Prefetch int
 	// PrefetchMax is how far the read-ahead window of a file may widen when
 	// its reader keeps catching up with blocks still in flight (a
@@ -81,7 +83,7 @@ type Config struct {
 	// FetchMemory bounds the bytes in flight in any case.
 	PrefetchMax int
 	// FetchMemory bounds the bytes in flight from origins, in bytes.
-	// Default 24 MiB. A quarter is reserved for demand reads. Raise it for
+	// Default: an eighth of the machine's memory within [256 MiB, 4 GiB]. A quarter is reserved for demand reads. Raise it for
 	// fast high-latency origins (bytes in flight = bandwidth x RTT: 10
 	// Gbit/s over 150 ms is about 190 MB); less means less parallelism per
 	// file when many files are cold at once.
@@ -195,7 +197,7 @@ type Quota struct {
 // DefaultConfig returns a Config with every default filled in, except the
 // required Dir and Origins.
 func DefaultConfig() *Config {
-	c := &Config{}
+	c := &Config{Prefetch: defaultPrefetch}
 	c.EnsureDefaults()
 	return c
 }
@@ -210,9 +212,6 @@ func (c *Config) EnsureDefaults() {
 		if c.BlockSize < c.PieceSize {
 			c.PieceSize = c.BlockSize
 		}
-	}
-	if c.Prefetch == 0 {
-		c.Prefetch = defaultPrefetch
 	}
 	if c.PrefetchMax == 0 {
 		c.PrefetchMax = max(c.Prefetch, 0)

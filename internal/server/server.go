@@ -169,9 +169,6 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 		Policy:             pol,
 		Logger:             log,
 	}
-	if cfg.Cache.Prefetch == 0 {
-		ccfg.Prefetch = -1 // config 0 means off; cache 0 means default
-	}
 	s.cl = newClusterNode(cfg, log)
 	if ccfg.Origins, err = s.cl.resolver(ccfg.Origins); err != nil {
 		return nil, err
