@@ -23,6 +23,11 @@ const (
 	defaultPieceSize = 128 << 10
 	// defaultPrefetch matches XCache's pfc.prefetch 10.
 	defaultPrefetch = 10
+	// defaultPrefetchMax lets a file's read-ahead widen to 128 blocks
+	// while its reader keeps catching up (a far origin).
+	defaultPrefetchMax = 128
+	// maxPrefetch bounds prefetch and prefetch max, in blocks.
+	maxPrefetch = 1024
 	// FetchMemory's default is an eighth of the machine's memory, at least
 	// minFetchMemory and at most maxFetchMemory: enough for a 100 Gbit/s
 	// link at 150 ms (1.9 GB in flight) on a 16 GB node. It is a cap, not
@@ -197,7 +202,7 @@ type Quota struct {
 // DefaultConfig returns a Config with every default filled in, except the
 // required Dir and Origins.
 func DefaultConfig() *Config {
-	c := &Config{Prefetch: defaultPrefetch}
+	c := &Config{Prefetch: defaultPrefetch, PrefetchMax: defaultPrefetchMax}
 	c.EnsureDefaults()
 	return c
 }
@@ -275,73 +280,96 @@ func (c *Config) EnsureDefaults() {
 	}
 }
 
-// Validate reports every problem with the configuration in one error.
+// FieldError is a problem with one field of a Config, so that the
+// configuration file can name its key.
+type FieldError struct {
+	Field string // the Config field, e.g. "PieceSize"
+	Err   error
+}
+
+func (e *FieldError) Error() string { return e.Err.Error() }
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// Validate reports every problem with the configuration in one error; each
+// is a *FieldError naming the field.
 func (c *Config) Validate() error {
 	var errs []error
+	bad := func(field string, err error) { errs = append(errs, &FieldError{Field: field, Err: err}) }
 	if c.Dir == "" {
-		errs = append(errs, errors.New("cache dir: required"))
+		bad("Dir", errors.New("cache dir: required"))
 	}
 	if c.Origins == nil {
-		errs = append(errs, errors.New("origins: required"))
+		bad("Origins", errors.New("origins: required"))
 	}
 	if c.PieceSize <= 0 || c.PieceSize%4096 != 0 {
-		errs = append(errs, fmt.Errorf("piece size %d: must be a positive multiple of 4096", c.PieceSize))
+		bad("PieceSize", fmt.Errorf("piece size %d: must be a positive multiple of 4096", c.PieceSize))
 	}
 	if c.BlockSize <= 0 || c.PieceSize > 0 && c.BlockSize%c.PieceSize != 0 {
-		errs = append(errs, fmt.Errorf("block size %d: must be a positive multiple of the piece size %d", c.BlockSize, c.PieceSize))
+		bad("BlockSize", fmt.Errorf("block size %d: must be a positive multiple of the piece size %d", c.BlockSize, c.PieceSize))
 	}
 	if c.BlockSize > 1<<30 {
-		errs = append(errs, fmt.Errorf("block size %d: at most 1 GiB", c.BlockSize))
+		bad("BlockSize", fmt.Errorf("block size %d: at most 1 GiB", c.BlockSize))
+	}
+	if c.Prefetch > maxPrefetch {
+		bad("Prefetch", fmt.Errorf("prefetch %d: at most %d blocks", c.Prefetch, maxPrefetch))
+	}
+	if c.Prefetch > 0 && (c.PrefetchMax < c.Prefetch || c.PrefetchMax > maxPrefetch) {
+		bad("PrefetchMax", fmt.Errorf("prefetch max %d: prefetch (%d) to %d blocks", c.PrefetchMax, c.Prefetch, maxPrefetch))
 	}
 	if c.FetchMemory < 4*c.PieceSize {
-		errs = append(errs, fmt.Errorf("fetch memory %d: at least 4 pieces (%d)", c.FetchMemory, 4*c.PieceSize))
+		bad("FetchMemory", fmt.Errorf("fetch memory %d: at least 4 pieces (%d)", c.FetchMemory, 4*c.PieceSize))
 	}
 	if c.SyncInterval < 0 {
-		errs = append(errs, fmt.Errorf("sync interval %v: must not be negative", c.SyncInterval))
+		bad("SyncInterval", fmt.Errorf("sync interval %v: must not be negative", c.SyncInterval))
 	}
 	switch c.VerifyChecksum {
 	case "adler32", "crc32c", "none":
 	default:
-		errs = append(errs, fmt.Errorf("verify checksum %q: want adler32, crc32c or none", c.VerifyChecksum))
-	}
-	if c.Prefetch > 0 && c.PrefetchMax < c.Prefetch {
-		errs = append(errs, fmt.Errorf("prefetch max %d: at least prefetch (%d)", c.PrefetchMax, c.Prefetch))
+		bad("VerifyChecksum", fmt.Errorf("verify checksum %q: want adler32, crc32c or none", c.VerifyChecksum))
 	}
 	if c.Capacity < 0 {
-		errs = append(errs, fmt.Errorf("capacity %d: must not be negative", c.Capacity))
+		bad("Capacity", fmt.Errorf("capacity %d: must not be negative", c.Capacity))
 	}
 	if c.LowWatermark <= 0 || c.HighWatermark <= 0 || c.LowWatermark >= c.HighWatermark {
-		errs = append(errs, fmt.Errorf("watermarks low %v, high %v: want 0 < low < high", c.LowWatermark, c.HighWatermark))
+		bad("Watermarks", fmt.Errorf("watermarks low %v, high %v: want 0 < low < high", c.LowWatermark, c.HighWatermark))
 	}
 	if (c.LowWatermark <= 1) != (c.HighWatermark <= 1) {
-		errs = append(errs, fmt.Errorf("watermarks low %v, high %v: both fractions or both sizes", c.LowWatermark, c.HighWatermark))
+		bad("Watermarks", fmt.Errorf("watermarks low %v, high %v: both fractions or both sizes", c.LowWatermark, c.HighWatermark))
 	}
 	if c.HighWatermark > 1 && c.Capacity > 0 && c.HighWatermark > float64(c.Capacity) {
-		errs = append(errs, fmt.Errorf("high watermark %v bytes exceeds the capacity %d", c.HighWatermark, c.Capacity))
+		bad("Watermarks", fmt.Errorf("high watermark %v bytes exceeds the capacity %d", c.HighWatermark, c.Capacity))
 	}
-	if c.MaxAge < 0 || c.MaxFiles < 0 || c.PurgeInterval < 0 {
-		errs = append(errs, fmt.Errorf("max age %v, max files %d, purge interval %v: must not be negative", c.MaxAge, c.MaxFiles, c.PurgeInterval))
+	if c.MaxAge < 0 {
+		bad("MaxAge", fmt.Errorf("max age %v: must not be negative", c.MaxAge))
 	}
-	errs = append(errs, validSpaceRules(c.Quotas, c.Pin)...)
+	if c.MaxFiles < 0 {
+		bad("MaxFiles", fmt.Errorf("max files %d: must not be negative", c.MaxFiles))
+	}
+	if c.PurgeInterval < 0 {
+		bad("PurgeInterval", fmt.Errorf("purge interval %v: must not be negative", c.PurgeInterval))
+	}
+	for _, err := range validSpaceRules(c.Quotas, c.Pin) {
+		bad("Quotas", err)
+	}
 	if c.DirStatsMax < 0 {
-		errs = append(errs, fmt.Errorf("dir stats max %d: must not be negative", c.DirStatsMax))
+		bad("DirStatsMax", fmt.Errorf("dir stats max %d: must not be negative", c.DirStatsMax))
 	}
 	if c.OriginTimeout < 0 {
-		errs = append(errs, fmt.Errorf("origin timeout %v: must not be negative", c.OriginTimeout))
+		bad("OriginTimeout", fmt.Errorf("origin timeout %v: must not be negative", c.OriginTimeout))
 	}
 	seen := map[string]bool{}
 	for _, d := range c.DataDirs {
 		cd := filepath.Clean(d)
 		if d == "" || !filepath.IsAbs(d) || seen[cd] {
-			errs = append(errs, fmt.Errorf("data dir %q: want distinct absolute paths", d))
+			bad("DataDirs", fmt.Errorf("data dir %q: want distinct absolute paths", d))
 		}
 		seen[cd] = true
 	}
 	if len(c.DataDirs) > 0 && c.LocalRedirect != "" {
-		errs = append(errs, errors.New("local redirect: not available with data dirs (clients mount one cache space)"))
+		bad("LocalRedirect", errors.New("local redirect: not available with data dirs (clients mount one cache space)"))
 	}
 	if err := validLocalRedirect(c.LocalRedirect); err != nil {
-		errs = append(errs, err)
+		bad("LocalRedirect", err)
 	}
 	return errors.Join(errs...)
 }

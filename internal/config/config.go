@@ -5,14 +5,17 @@
 package config
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/hepcache/hepcache/internal/cache"
+	"github.com/hepcache/hepcache/origin"
 	"net"
 	"os"
-	"path"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/BurntSushi/toml"
 )
@@ -214,15 +217,20 @@ type LogConfig struct {
 	AccessLog string `toml:"access_log"`
 }
 
-// Default returns the defaults of every key.
+// Default returns the defaults of every key. Those of [cache] and [space]
+// are the cache's own (cache.DefaultConfig): this package restates none.
 func Default() *Config {
+	cd := cache.DefaultConfig()
 	return &Config{
 		Server: ServerConfig{Listen: ":1094", ShutdownTimeout: Duration(30e9), HealthWindow: Duration(300e9)},
-		Cache: CacheConfig{DataDirs: []string{}, BlockChecksums: true, BlockSize: 1 << 20, PieceSize: 128 << 10, Prefetch: 10, PrefetchMax: 128,
-			SyncInterval: Duration(2e9)},
-		Space: SpaceConfig{Watermarks: "0.90,0.95", PurgeInterval: Duration(30e9), VerifyChecksum: "adler32",
-			Pin: []string{}, DirStatsDepth: 2, DirStatsMax: 1000},
-		Origin:   OriginConfig{Timeout: Duration(60e9), Connections: 16, MaxHops: 4, NotFoundTTL: Duration(30e9), NotFoundTTLByOrigin: map[string]Duration{}},
+		Cache: CacheConfig{DataDirs: []string{}, BlockChecksums: !cd.NoBlockChecksums, BlockSize: Size(cd.BlockSize),
+			PieceSize: Size(cd.PieceSize), Prefetch: cd.Prefetch, PrefetchMax: cd.PrefetchMax,
+			SyncInterval: Duration(cd.SyncInterval)},
+		Space: SpaceConfig{Watermarks: fmt.Sprintf("%.2f,%.2f", cd.LowWatermark, cd.HighWatermark),
+			PurgeInterval: Duration(cd.PurgeInterval), VerifyChecksum: cd.VerifyChecksum,
+			Pin: []string{}, DirStatsDepth: cd.DirStatsDepth, DirStatsMax: cd.DirStatsMax},
+		Origin: OriginConfig{Timeout: Duration(cd.OriginTimeout), Connections: 16, MaxHops: 4, NotFoundTTL: Duration(30e9),
+			NotFoundTTLByOrigin: map[string]Duration{}},
 		Log:      LogConfig{Level: "info"},
 		Cluster:  defaultCluster(),
 		Security: SecurityConfig{ClockSkew: Duration(60e9)},
@@ -329,26 +337,11 @@ func (c *Config) Validate() error {
 	if c.Cache.Dir == "" {
 		bad("cache.dir", `""`, "required: the directory holding cached files (--cache-dir)")
 	}
-	if c.Cache.PieceSize < 4096 || c.Cache.PieceSize%4096 != 0 {
-		bad("cache.piece_size", c.Cache.PieceSize, "a multiple of 4K")
-	}
-	if c.Cache.BlockSize < c.Cache.PieceSize || c.Cache.PieceSize > 0 && c.Cache.BlockSize%c.Cache.PieceSize != 0 || c.Cache.BlockSize > 1<<30 {
-		bad("cache.block_size", c.Cache.BlockSize, fmt.Sprintf("a multiple of piece_size (%v), at most 1G", c.Cache.PieceSize))
-	}
 	if c.Cache.Prefetch < 0 || c.Cache.Prefetch > 1024 {
 		bad("cache.prefetch", c.Cache.Prefetch, "0 (off) to 1024 blocks")
 	}
-	if c.Cache.PrefetchMax != 0 && (c.Cache.PrefetchMax < c.Cache.Prefetch || c.Cache.PrefetchMax > 1024) {
-		bad("cache.prefetch_max", c.Cache.PrefetchMax, fmt.Sprintf("0 (same as prefetch) or prefetch (%d) to 1024 blocks", c.Cache.Prefetch))
-	}
-	if c.Cache.FetchMemory != 0 && c.Cache.FetchMemory < 4*c.Cache.PieceSize {
-		bad("cache.fetch_memory", c.Cache.FetchMemory, "0 (automatic) or at least 4 pieces")
-	}
 	if c.Cache.SyncInterval <= 0 {
 		bad("cache.sync_interval", c.Cache.SyncInterval, "a positive duration")
-	}
-	if p := c.Cache.LocalRedirect; p != "" && (!strings.HasPrefix(p, "/") || path.Clean(p) != p || strings.ContainsAny(p, "?#")) {
-		bad("cache.local_redirect", fmt.Sprintf("%q", p), "a clean absolute path (where clients see cache.dir/data), or empty for off")
 	}
 	if c.Origin.NotFoundTTL < 0 {
 		bad("origin.not_found_ttl", c.Origin.NotFoundTTL, "0s (off) or a positive duration")
@@ -358,17 +351,11 @@ func (c *Config) Validate() error {
 			bad("origin.not_found_ttl_by_origin."+o, d, "0s (off) or a positive duration")
 		}
 	}
-	if c.Space.Capacity < 0 {
-		bad("space.capacity", c.Space.Capacity, "a size, e.g. 500G")
-	}
 	if _, _, err := c.Space.ParseWatermarks(); err != nil {
 		bad("space.watermarks", fmt.Sprintf("%q", c.Space.Watermarks), err.Error())
 	}
 	if c.Space.PurgeInterval <= 0 {
 		bad("space.purge_interval", c.Space.PurgeInterval, "a positive duration")
-	}
-	if c.Space.MaxAge < 0 {
-		bad("space.max_age", c.Space.MaxAge, "0s (off) or a positive duration")
 	}
 	for i, q := range c.Quota {
 		if q.Watermarks == "" {
@@ -384,13 +371,27 @@ func (c *Config) Validate() error {
 	if c.Space.DirStatsMax <= 0 {
 		bad("space.dir_stats_max", c.Space.DirStatsMax, "a positive count")
 	}
-	if c.Space.MaxFiles < 0 {
-		bad("space.max_files", c.Space.MaxFiles, "0 (no limit) or a positive count")
-	}
-	switch c.Space.VerifyChecksum {
-	case "adler32", "crc32c", "none":
-	default:
-		bad("space.verify_checksum", fmt.Sprintf("%q", c.Space.VerifyChecksum), "adler32, crc32c or none")
+	// The rest of [cache], [space] and [[quota]] is the cache's to judge
+	// (cache.Config.Validate), each problem named by its key here.
+	if cc, err := c.CacheConfig(); err == nil {
+		cc.Origins = origin.ResolverFunc(func(context.Context, string) (origin.Origin, error) { return nil, nil })
+		cc.EnsureDefaults()
+		var fe *cache.FieldError
+		for _, err := range unjoin(cc.Validate()) {
+			key := "cache"
+			if errors.As(err, &fe) {
+				if k, ok := cacheKeys[fe.Field]; ok {
+					key = k
+				} else if fe.Field == "Dir" {
+					continue // reported above with the flag to use
+				}
+			}
+			if v, ok := c.keyValue(key); ok {
+				errs = append(errs, fmt.Errorf("%s = %v: %w", key, v, err))
+			} else {
+				errs = append(errs, fmt.Errorf("%s: %w", key, err))
+			}
+		}
 	}
 	for i, r := range c.Namespace {
 		key := fmt.Sprintf("namespace[%d]", i+1)
@@ -481,4 +482,97 @@ func ParseWatermarks(w string) (low, high float64, err error) {
 		return 0, 0, errors.New("low must be below high")
 	}
 	return l, h, nil
+}
+
+// cacheKeys names the configuration key of each cache.Config field that
+// Validate can fault.
+var cacheKeys = map[string]string{
+	"PieceSize": "cache.piece_size", "BlockSize": "cache.block_size", "Prefetch": "cache.prefetch",
+	"PrefetchMax": "cache.prefetch_max", "FetchMemory": "cache.fetch_memory", "SyncInterval": "cache.sync_interval",
+	"LocalRedirect": "cache.local_redirect", "DataDirs": "cache.data_dirs", "VerifyChecksum": "space.verify_checksum",
+	"Capacity": "space.capacity", "Watermarks": "space.watermarks", "MaxAge": "space.max_age",
+	"MaxFiles": "space.max_files", "PurgeInterval": "space.purge_interval", "Quotas": "quota",
+	"DirStatsMax": "space.dir_stats_max", "OriginTimeout": "origin.timeout",
+}
+
+// unjoin splits an errors.Join result into its errors.
+func unjoin(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// CacheConfig maps [cache], [space], [[quota]] and origin.timeout onto
+// the cache's Config (without Origins, Policy, Logger and callbacks, which
+// the server adds). It fails only on watermarks that do not parse.
+func (c *Config) CacheConfig() (*cache.Config, error) {
+	sp, err := c.SpaceRules()
+	if err != nil {
+		return nil, err
+	}
+	return &cache.Config{
+		Dir:                c.Cache.Dir,
+		DataDirs:           c.Cache.DataDirs,
+		NoBlockChecksums:   !c.Cache.BlockChecksums,
+		BlockSize:          int64(c.Cache.BlockSize),
+		PieceSize:          int64(c.Cache.PieceSize),
+		Prefetch:           c.Cache.Prefetch,
+		PrefetchMax:        c.Cache.PrefetchMax,
+		FetchMemory:        int64(c.Cache.FetchMemory),
+		SyncInterval:       time.Duration(c.Cache.SyncInterval),
+		CompleteAfterClose: c.Cache.CompleteAfterClose,
+		LocalRedirect:      c.Cache.LocalRedirect,
+		OriginTimeout:      time.Duration(c.Origin.Timeout),
+		Capacity:           int64(c.Space.Capacity),
+		LowWatermark:       sp.LowWatermark,
+		HighWatermark:      sp.HighWatermark,
+		PurgeInterval:      time.Duration(c.Space.PurgeInterval),
+		MaxAge:             sp.MaxAge,
+		MaxFiles:           sp.MaxFiles,
+		Quotas:             sp.Quotas,
+		Pin:                sp.Pin,
+		DirStatsDepth:      c.Space.DirStatsDepth,
+		DirStatsMax:        c.Space.DirStatsMax,
+		VerifyChecksum:     c.Space.VerifyChecksum,
+	}, nil
+}
+
+// SpaceRules maps the space settings a reload may change ([space]
+// watermarks, max_age, max_files, pin and the [[quota]] tables).
+func (c *Config) SpaceRules() (cache.Space, error) {
+	low, high, err := c.Space.ParseWatermarks()
+	if err != nil {
+		return cache.Space{}, fmt.Errorf("space.watermarks: %w", err)
+	}
+	sp := cache.Space{HighWatermark: high, LowWatermark: low, MaxAge: time.Duration(c.Space.MaxAge),
+		MaxFiles: c.Space.MaxFiles, Pin: c.Space.Pin}
+	for i, q := range c.Quota {
+		cq := cache.Quota{Prefix: q.Prefix, Size: int64(q.Size), Share: q.Share}
+		if q.Watermarks != "" {
+			if cq.LowWatermark, cq.HighWatermark, err = ParseWatermarks(q.Watermarks); err != nil {
+				return cache.Space{}, fmt.Errorf("quota[%d].watermarks: %w", i, err)
+			}
+		}
+		sp.Quotas = append(sp.Quotas, cq)
+	}
+	return sp, nil
+}
+
+// keyValue returns the value of a [cache] or [space] key as written in
+// error messages.
+func (c *Config) keyValue(key string) (any, bool) {
+	v, ok := map[string]any{
+		"cache.piece_size": c.Cache.PieceSize, "cache.block_size": c.Cache.BlockSize, "cache.prefetch": c.Cache.Prefetch,
+		"cache.prefetch_max": c.Cache.PrefetchMax, "cache.fetch_memory": c.Cache.FetchMemory,
+		"cache.sync_interval": c.Cache.SyncInterval, "cache.local_redirect": fmt.Sprintf("%q", c.Cache.LocalRedirect),
+		"cache.data_dirs": c.Cache.DataDirs, "space.verify_checksum": fmt.Sprintf("%q", c.Space.VerifyChecksum),
+		"space.capacity": c.Space.Capacity, "space.watermarks": fmt.Sprintf("%q", c.Space.Watermarks),
+		"space.max_age": c.Space.MaxAge, "space.max_files": c.Space.MaxFiles, "space.purge_interval": c.Space.PurgeInterval,
+		"space.dir_stats_max": c.Space.DirStatsMax, "origin.timeout": c.Origin.Timeout,
+	}[key]
+	return v, ok
 }

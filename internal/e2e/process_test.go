@@ -262,7 +262,7 @@ func TestBadConfigFailsAtStartup(t *testing.T) {
 	if err == nil {
 		t.Fatalf("serve with a bad config started:\n%s", out)
 	}
-	for _, want := range []string{"cache.block_size = 3000", "multiple of piece_size", "cache.prefetch = -1", "0 (off) to 1024"} {
+	for _, want := range []string{"cache.block_size = 3000", "multiple of the piece size", "cache.prefetch = -1", "0 (off) to 1024"} {
 		if !strings.Contains(string(out), want) {
 			t.Fatalf("error does not mention %q:\n%s", want, out)
 		}

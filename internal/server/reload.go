@@ -56,24 +56,7 @@ func (s *Server) Reload(next *config.Config) error {
 }
 
 // spaceOf maps [space] and [[quota]] onto the cache's run-time settings.
-func spaceOf(cfg *config.Config) (cache.Space, error) {
-	low, high, err := cfg.Space.ParseWatermarks()
-	if err != nil {
-		return cache.Space{}, fmt.Errorf("space.watermarks: %w", err)
-	}
-	sp := cache.Space{HighWatermark: high, LowWatermark: low, MaxAge: time.Duration(cfg.Space.MaxAge),
-		MaxFiles: cfg.Space.MaxFiles, Pin: cfg.Space.Pin}
-	for i, q := range cfg.Quota {
-		cq := cache.Quota{Prefix: q.Prefix, Size: int64(q.Size), Share: q.Share}
-		if q.Watermarks != "" {
-			if cq.LowWatermark, cq.HighWatermark, err = config.ParseWatermarks(q.Watermarks); err != nil {
-				return cache.Space{}, fmt.Errorf("quota[%d].watermarks: %w", i, err)
-			}
-		}
-		sp.Quotas = append(sp.Quotas, cq)
-	}
-	return sp, nil
-}
+func spaceOf(cfg *config.Config) (cache.Space, error) { return cfg.SpaceRules() }
 
 // rootLimits maps [limits] onto the root:// front end's.
 func rootLimits(l config.LimitsConfig) xrootd.Limits {

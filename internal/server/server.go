@@ -137,38 +137,11 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	}
 	s.metrics.CounterFunc("hepcache_origin_not_found_remembered_total", "Origin 'not found' answers remembered (negative caching).", neg.Stats().Remembered.Load)
 	s.metrics.CounterFunc("hepcache_origin_not_found_hits_total", "Stat and open requests answered 'not found' from memory, without the origin.", neg.Stats().Hits.Load)
-	sp, err := spaceOf(cfg)
+	ccfg, err := cfg.CacheConfig()
 	if err != nil {
 		return nil, err
 	}
-	ccfg := &cache.Config{
-		Dir:                cfg.Cache.Dir,
-		DataDirs:           cfg.Cache.DataDirs,
-		NoBlockChecksums:   !cfg.Cache.BlockChecksums,
-		Origins:            neg,
-		BlockSize:          int64(cfg.Cache.BlockSize),
-		PieceSize:          int64(cfg.Cache.PieceSize),
-		Prefetch:           cfg.Cache.Prefetch,
-		PrefetchMax:        cfg.Cache.PrefetchMax,
-		FetchMemory:        int64(cfg.Cache.FetchMemory),
-		SyncInterval:       time.Duration(cfg.Cache.SyncInterval),
-		CompleteAfterClose: cfg.Cache.CompleteAfterClose,
-		LocalRedirect:      cfg.Cache.LocalRedirect,
-		OriginTimeout:      time.Duration(cfg.Origin.Timeout),
-		Capacity:           int64(cfg.Space.Capacity),
-		LowWatermark:       sp.LowWatermark,
-		HighWatermark:      sp.HighWatermark,
-		PurgeInterval:      time.Duration(cfg.Space.PurgeInterval),
-		MaxAge:             sp.MaxAge,
-		MaxFiles:           sp.MaxFiles,
-		Quotas:             sp.Quotas,
-		Pin:                sp.Pin,
-		DirStatsDepth:      cfg.Space.DirStatsDepth,
-		DirStatsMax:        cfg.Space.DirStatsMax,
-		VerifyChecksum:     cfg.Space.VerifyChecksum,
-		Policy:             pol,
-		Logger:             log,
-	}
+	ccfg.Origins, ccfg.Policy, ccfg.Logger = neg, pol, log
 	s.cl = newClusterNode(cfg, log)
 	if ccfg.Origins, err = s.cl.resolver(ccfg.Origins); err != nil {
 		return nil, err
