@@ -30,6 +30,13 @@ var (
 	ErrUnsupported = errors.New("origin: operation not supported")
 	// ErrInvalid: the origin rejected the request as malformed.
 	ErrInvalid = errors.New("origin: invalid request")
+	// ErrNotAllowed: choosing an origin was refused by policy (forwarding
+	// off or not on the allow-list, no default origin). The backend calls
+	// the same error ErrForbidden.
+	ErrNotAllowed = errors.New("forbidden")
+	// ErrBadName: an origin URL or path that is malformed. The backend
+	// calls the same error ErrInvalidPath.
+	ErrBadName = errors.New("invalid path")
 )
 
 // FileInfo describes a file or directory at an origin.

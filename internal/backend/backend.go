@@ -97,12 +97,14 @@ type File interface {
 // origin sentinels (origin.ErrNotFound, ...) are mapped the same way.
 var (
 	// ErrForbidden: policy denies the request (forwarding allow-list,
-	// namespace rule, authorization).
-	ErrForbidden = errors.New("forbidden")
+	// namespace rule, authorization). It is origin.ErrNotAllowed, so that
+	// origin resolvers can refuse without importing this package.
+	ErrForbidden = origin.ErrNotAllowed
 	// ErrBusy: too many requests; the client should retry later.
 	ErrBusy = errors.New("server busy")
-	// ErrInvalidPath: the path is malformed or escapes the namespace.
-	ErrInvalidPath = errors.New("invalid path")
+	// ErrInvalidPath: the path is malformed or escapes the namespace
+	// (origin.ErrBadName).
+	ErrInvalidPath = origin.ErrBadName
 )
 
 // RedirectError asks the front end to send the client elsewhere: kXR_redirect

@@ -13,10 +13,16 @@ type OSFiler interface {
 	OSFile(off, n int64) (*os.File, bool)
 }
 
-var _ OSFiler = (*dirFile)(nil)
+var _ OSFiler = (*originFile)(nil)
 
-// OSFile implements OSFiler: a Dir's files are local.
-func (f *dirFile) OSFile(off, n int64) (*os.File, bool) { return f.f, true }
+// OSFile implements OSFiler for an origin whose files are local
+// (origin/posix): their bytes can go out with sendfile.
+func (f *originFile) OSFile(off, n int64) (*os.File, bool) {
+	if of, ok := f.f.(OSFiler); ok {
+		return of.OSFile(off, n)
+	}
+	return nil, false
+}
 
 // DisconnectCloser is an optional interface of File: CloseAtDisconnect
 // ends an access the client left open when it went away (the monitoring

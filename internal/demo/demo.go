@@ -9,6 +9,7 @@
 package demo
 
 import (
+	"github.com/hepcache/hepcache/origin/posix"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -270,7 +271,7 @@ func startOrigin(dir string, log *slog.Logger) (addr string, stop func(), kind s
 		}
 		return s.Addr, s.Remove, "C++ xrootd (Debian xrootd-server)", nil
 	}
-	d, err := backend.NewDir(dir)
+	d, err := posix.New(dir)
 	if err != nil {
 		return "", nil, "", err
 	}
@@ -278,7 +279,7 @@ func startOrigin(dir string, log *slog.Logger) (addr string, stop func(), kind s
 	if err != nil {
 		return "", nil, "", err
 	}
-	fe, err := xrootd.New(&xrootd.Config{Backend: d, Logger: log})
+	fe, err := xrootd.New(&xrootd.Config{Backend: backend.FromOrigin(d), Logger: log})
 	if err != nil {
 		ln.Close()
 		return "", nil, "", err

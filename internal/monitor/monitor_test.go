@@ -1,6 +1,7 @@
 package monitor
 
 import (
+	"github.com/hepcache/hepcache/origin/posix"
 	"bytes"
 	"context"
 	"net"
@@ -55,11 +56,12 @@ func TestStreamsRoundTrip(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, "f.root"), []byte(data), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			be, err := backend.NewDir(dir)
+			o, err := posix.New(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer be.Close()
+			defer o.Close()
+			be := backend.FromOrigin(o)
 			m, err := New(Config{Summary: addr, FStream: addr, GStream: addr, Host: "cache.example", Port: 1094, Site: "T2_Test",
 				SummaryInterval: 50 * time.Millisecond, FStreamFlush: 50 * time.Millisecond, GStreamFlush: 50 * time.Millisecond,
 				XfrInterval: 10 * time.Millisecond, GStreamJSONHeader: jsonHdr,

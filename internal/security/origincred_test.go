@@ -1,6 +1,7 @@
 package security
 
 import (
+	"github.com/hepcache/hepcache/origin/posix"
 	"bytes"
 	"context"
 	"crypto/x509"
@@ -38,10 +39,12 @@ func startTokenOrigin(t *testing.T, p *pki, files map[string][]byte) (url string
 			t.Fatal(err)
 		}
 	}
-	be, err := backend.NewDir(dir)
+	o, err := posix.New(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { o.Close() })
+	be := backend.FromOrigin(o)
 	log = &logBuffer{}
 	logger := slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	sec, err := New(&Config{

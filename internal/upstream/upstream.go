@@ -15,7 +15,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/hepcache/hepcache/internal/backend"
 	"github.com/hepcache/hepcache/origin"
 )
 
@@ -158,16 +157,16 @@ func (s *Set) Resolve(ctx context.Context, raw string) (origin.Origin, error) {
 	if raw != "" {
 		var err error
 		if c, err = Canonical(raw); err != nil {
-			return nil, fmt.Errorf("origin %q: %w: %w", raw, err, backend.ErrInvalidPath)
+			return nil, fmt.Errorf("origin %q: %w: %w", raw, err, origin.ErrBadName)
 		}
 		if !s.Allowed(c) {
 			if len(s.allow) == 0 {
-				return nil, fmt.Errorf("forwarding to %s is not allowed: forwarding is off (no forward-allow list): %w", c, backend.ErrForbidden)
+				return nil, fmt.Errorf("forwarding to %s is not allowed: forwarding is off (no forward-allow list): %w", c, origin.ErrNotAllowed)
 			}
-			return nil, fmt.Errorf("forwarding to %s is not allowed: not on the forward-allow list: %w", c, backend.ErrForbidden)
+			return nil, fmt.Errorf("forwarding to %s is not allowed: not on the forward-allow list: %w", c, origin.ErrNotAllowed)
 		}
 	} else if c == "" {
-		return nil, fmt.Errorf("no default origin configured and the request names none: %w", backend.ErrForbidden)
+		return nil, fmt.Errorf("no default origin configured and the request names none: %w", origin.ErrNotAllowed)
 	}
 	s.mu.Lock()
 	o := s.origins[c]

@@ -312,6 +312,10 @@ type file struct {
 // Info implements origin.File.
 func (f *file) Info() origin.FileInfo { return f.info }
 
+// OSFile returns the local file behind f, for zero-copy sends (sendfile)
+// by a front end serving this origin directly (backend.FromOrigin).
+func (f *file) OSFile(off, n int64) (*os.File, bool) { return f.f, true }
+
 // ReadAt implements origin.File. os.File.ReadAt (pread) already loops until
 // p is full or the file ends, so a short count comes only with io.EOF.
 func (f *file) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {

@@ -1,6 +1,7 @@
 package xrootd
 
 import (
+	"github.com/hepcache/hepcache/origin/posix"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -159,11 +160,11 @@ func startServer(tb testing.TB, dir string, mutate func(*Config, *recorder)) *te
 	if dir == "" {
 		dir = tb.TempDir()
 	}
-	d, err := backend.NewDir(dir)
+	d, err := posix.New(dir)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	rec := &recorder{Backend: d}
+	rec := &recorder{Backend: backend.FromOrigin(d)}
 	cfg := DefaultConfig()
 	cfg.Backend = rec
 	if mutate != nil {
