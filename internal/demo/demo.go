@@ -9,11 +9,11 @@
 package demo
 
 import (
-	"github.com/hepcache/hepcache/origin/posix"
 	"context"
 	"crypto/sha256"
 	"fmt"
 	"github.com/hepcache/hepcache/internal/readat"
+	"github.com/hepcache/hepcache/origin/posix"
 	"io"
 	"log/slog"
 	"math/rand/v2"

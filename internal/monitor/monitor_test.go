@@ -1,9 +1,9 @@
 package monitor
 
 import (
-	"github.com/hepcache/hepcache/origin/posix"
 	"bytes"
 	"context"
+	"github.com/hepcache/hepcache/origin/posix"
 	"net"
 	"os"
 	"os/exec"

@@ -1,11 +1,11 @@
 package security
 
 import (
-	"github.com/hepcache/hepcache/origin/posix"
 	"bytes"
 	"context"
 	"crypto/x509"
 	"errors"
+	"github.com/hepcache/hepcache/origin/posix"
 	"log/slog"
 	"net"
 	"os"

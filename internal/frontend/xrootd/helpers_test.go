@@ -1,13 +1,13 @@
 package xrootd
 
 import (
-	"github.com/hepcache/hepcache/origin/posix"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/hepcache/hepcache/origin/posix"
 	"net"
 	"os"
 	"path/filepath"
