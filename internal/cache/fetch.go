@@ -184,8 +184,8 @@ func (e *entry) runFetch(f *fetch) {
 			sent := time.Now()
 			bp, k, err := e.readPiece(rctx, of, pn, poff)
 			cancel()
-			win.Release(pn, time.Since(sent), err == nil || err == io.EOF && int64(k) == pn)
 			if err != nil && !(err == io.EOF && int64(k) == pn) {
+				win.Release(pn, time.Since(sent), false)
 				if bp != nil {
 					c.pieces.Put(bp)
 				}
@@ -209,6 +209,10 @@ func (e *entry) runFetch(f *fetch) {
 				// readers holding this piece, not the disk.
 				err = ctx.Err()
 			}
+			// The window counts a piece until it is on disk: when the disk
+			// is slower than the origin, the rate it measures is the disk's
+			// and the bytes waiting for it stay bounded.
+			win.Release(pn, time.Since(sent), err == nil)
 			if err != nil {
 				if ctx.Err() == nil {
 					c.stats.WriteErrors.Add(1)
