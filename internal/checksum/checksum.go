@@ -8,7 +8,6 @@ import (
 	"crypto/md5"
 	"crypto/sha256"
 	"hash"
-	"hash/adler32"
 	"hash/crc32"
 	"strings"
 )
@@ -33,7 +32,7 @@ var Empty = Sums{Adler32: 1}
 
 // Of computes the Sums of p.
 func Of(p []byte) Sums {
-	return Sums{Adler32: adler32.Checksum(p), CRC32C: crc32.Checksum(p, Castagnoli), Len: int64(len(p))}
+	return Sums{Adler32: Adler32(p), CRC32C: crc32.Checksum(p, Castagnoli), Len: int64(len(p))}
 }
 
 // Append returns the Sums of the bytes of a followed by those of b.
@@ -110,7 +109,7 @@ func gf2Square(square, mat *[32]uint32) {
 func New(algo string) (hash.Hash, bool) {
 	switch strings.ToLower(algo) {
 	case "adler32":
-		return adler32.New(), true
+		return NewAdler32(), true
 	case "crc32c":
 		return crc32.New(Castagnoli), true
 	case "md5":
