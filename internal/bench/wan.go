@@ -1,14 +1,19 @@
 package bench
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -60,6 +65,9 @@ type WANRow struct {
 	// the cold pass.
 	PeakRSS   int64   `json:"peak_rss_bytes,omitempty"`
 	CPUPerGiB float64 `json:"cpu_s_per_gib,omitempty"`
+	// PerClientRSS (hepcache) is the peak of RSS less the fetch memory in
+	// use at the same moment (bytes in flight by design), per client.
+	PerClientRSS int64 `json:"rss_per_client_excl_in_flight_bytes,omitempty"`
 }
 
 func (c *WANConfig) defaults() error {
@@ -151,15 +159,27 @@ func WAN(ctx context.Context, cfg WANConfig) ([]WANRow, error) {
 				for _, kind := range cfg.Caches {
 					for _, mode := range cfg.Reads {
 						run++
-						cp, err := startCacheProc(kind, cfg.HepcacheBin, filepath.Join(cfg.Dir, fmt.Sprintf("cache-%s-%d", kind, run)), link.Addr().String(), cfg.CacheFlags)
+						flags, metricsURL := cfg.CacheFlags, ""
+						if kind == "hepcache" {
+							addr, err := freeAddr()
+							if err != nil {
+								link.Close()
+								return nil, err
+							}
+							flags = append(append([]string(nil), flags...), "--metrics-listen", addr)
+							metricsURL = "http://" + addr + "/metrics"
+						}
+						cp, err := startCacheProc(kind, cfg.HepcacheBin, filepath.Join(cfg.Dir, fmt.Sprintf("cache-%s-%d", kind, run)), link.Addr().String(), flags)
 						if err != nil {
 							link.Close()
 							return nil, err
 						}
 						cpu0, _ := procstat.CPU(cp.pid)
 						s := procstat.Start(cp.pid, 50*time.Millisecond)
+						excl := sampleExclInFlight(cp.pid, metricsURL)
 						cold, err := xrdcpMode(ctx, mode, cp.url(), files[:n])
 						peak, _, _ := s.Stop()
+						peakExcl := excl()
 						cpu1, _ := procstat.CPU(cp.pid)
 						var hot float64
 						if err == nil {
@@ -174,6 +194,9 @@ func WAN(ctx context.Context, cfg WANConfig) ([]WANRow, error) {
 						r := WANRow{Read: mode, Clients: n, RTTms: ms(rtt), Bandwidth: bw, Target: kind, Cold: cold, Hot: hot,
 							ColdRatio: cold / direct[mode], HotRatio: hot / direct[mode], ColdVsFastest: cold / fastest,
 							PeakRSS: peak, CPUPerGiB: (cpu1 - cpu0).Seconds() / gib}
+						if metricsURL != "" {
+							r.PerClientRSS = peakExcl / int64(n)
+						}
 						rows = append(rows, r)
 						progress("rtt %v bw %d %s x%d %s cold %.2fs (%.2fx) hot %.2fs (%.2fx) rss %.0f MB cpu %.2f s/GiB",
 							rtt, bw, mode, n, kind, cold, r.ColdRatio, hot, r.HotRatio, float64(peak)/1e6, r.CPUPerGiB)
@@ -224,8 +247,8 @@ func xrdcpMode(ctx context.Context, mode, base string, files []string) (float64,
 func printWAN(w io.Writer, rows []WANRow, cfg WANConfig) {
 	fmt.Fprintf(w, "\nbench wan: each client reads its own %d MiB file with xrdcp; C++ xrootd origin behind a user-space delay line; ratios against the direct read in the same mode (and against the faster direct mode)\n\n",
 		cfg.FileSize>>20)
-	fmt.Fprintln(w, "| RTT | bandwidth | read | clients | target | cold [s] | cold/direct | cold/fastest direct | hot [s] | hot/direct | peak RSS [MB] | CPU [s/GiB] |")
-	fmt.Fprintln(w, "| ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	fmt.Fprintln(w, "| RTT | bandwidth | read | clients | target | cold [s] | cold/direct | cold/fastest direct | hot [s] | hot/direct | peak RSS [MB] | RSS - in flight, per client [MB] | CPU [s/GiB] |")
+	fmt.Fprintln(w, "| ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	sort.SliceStable(rows, func(i, j int) bool {
 		a, b := rows[i], rows[j]
 		if a.RTTms != b.RTTms {
@@ -245,10 +268,70 @@ func printWAN(w io.Writer, rows []WANRow, cfg WANConfig) {
 			bw = fmt.Sprintf("%.0f Gbit/s", float64(r.Bandwidth)*8/1e9)
 		}
 		if r.Target == "direct" {
-			fmt.Fprintf(w, "| %.0f ms | %s | %s | %d | direct | %.2f | | | | | | |\n", r.RTTms, bw, r.Read, r.Clients, r.Cold)
+			fmt.Fprintf(w, "| %.0f ms | %s | %s | %d | direct | %.2f | | | | | | | |\n", r.RTTms, bw, r.Read, r.Clients, r.Cold)
 			continue
 		}
-		fmt.Fprintf(w, "| %.0f ms | %s | %s | %d | %s | %.2f | %.2fx | %.2fx | %.2f | %.2fx | %.0f | %.2f |\n",
-			r.RTTms, bw, r.Read, r.Clients, r.Target, r.Cold, r.ColdRatio, r.ColdVsFastest, r.Hot, r.HotRatio, float64(r.PeakRSS)/1e6, r.CPUPerGiB)
+		perClient := "-"
+		if r.PerClientRSS != 0 {
+			perClient = fmt.Sprintf("%.1f", float64(r.PerClientRSS)/1e6)
+		}
+		fmt.Fprintf(w, "| %.0f ms | %s | %s | %d | %s | %.2f | %.2fx | %.2fx | %.2f | %.2fx | %.0f | %s | %.2f |\n",
+			r.RTTms, bw, r.Read, r.Clients, r.Target, r.Cold, r.ColdRatio, r.ColdVsFastest, r.Hot, r.HotRatio, float64(r.PeakRSS)/1e6, perClient, r.CPUPerGiB)
+	}
+}
+
+// freeAddr returns a free loopback address.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// sampleExclInFlight samples, every 50 ms until the returned function is
+// called, the process's RSS less the fetch memory its /metrics reports in
+// use at that moment, and returns the peak of that difference (0 without
+// a metrics URL).
+func sampleExclInFlight(pid int, metricsURL string) func() int64 {
+	if metricsURL == "" {
+		return func() int64 { return 0 }
+	}
+	stop := make(chan struct{})
+	done := make(chan int64, 1)
+	client := &http.Client{Timeout: time.Second}
+	go func() {
+		var peak int64
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				done <- peak
+				return
+			case <-t.C:
+			}
+			rss, err := procstat.RSS(pid)
+			if err != nil {
+				continue
+			}
+			inflight := int64(0)
+			if resp, err := client.Get(metricsURL); err == nil {
+				sc := bufio.NewScanner(resp.Body)
+				for sc.Scan() {
+					if v, ok := strings.CutPrefix(sc.Text(), "hepcache_fetch_inflight_bytes "); ok {
+						f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+						inflight = int64(f)
+					}
+				}
+				resp.Body.Close()
+			}
+			peak = max(peak, rss-inflight)
+		}
+	}()
+	return func() int64 {
+		close(stop)
+		return <-done
 	}
 }

@@ -164,6 +164,10 @@ func New(cfg *Config) (*Cache, error) {
 // Stats returns the live counters.
 func (c *Cache) Stats() *Stats { return &c.stats }
 
+// FetchInFlight returns the bytes fetched or being fetched from origins
+// that are not yet on disk: the fetch memory in use, by design.
+func (c *Cache) FetchInFlight() int64 { return c.budget.Used() }
+
 // Config returns the effective configuration (defaults filled in).
 func (c *Cache) Config() Config { return c.cfg }
 

@@ -47,6 +47,9 @@ type CacheFigures struct {
 	ChecksumFailures, Revalidations                       int64
 	BlocksChecked, BlocksCorrupt, LinksRefused            int64
 	DisksFailed                                           int64
+	// FetchInFlight is the fetch memory in use (bytes requested from
+	// origins and not yet on disk).
+	FetchInFlight int64
 	// Occupancy (UsageErr set when it could not be measured).
 	Used, Total, High, Low int64
 	Files, Bytes           int64
@@ -335,6 +338,7 @@ func (r *Registry) WriteTo(w io.Writer) (int64, error) {
 		e.counter("hepcache_links_refused_total", "Symbolic links found in the cache directory; never followed, removed.", st.LinksRefused)
 		e.counter("hepcache_disks_failed_total", "Data disks taken out of service (I/O errors, read-only, unmounted).", st.DisksFailed)
 		e.gauge("hepcache_open_files", "Files with at least one client.", s.OpenFiles)
+		e.gauge("hepcache_fetch_inflight_bytes", "Bytes requested from origins and not yet on disk (fetch memory in use, by design).", st.FetchInFlight)
 		if s.UsageErr == "" {
 			e.gauge("hepcache_cache_capacity_bytes", "Space the cache may fill.", s.Total)
 			e.gauge("hepcache_cache_used_bytes", "Space used (the cache's files, or the whole file system when no capacity is configured).", s.Used)
