@@ -66,18 +66,26 @@ func (l *Log) open() error {
 	return nil
 }
 
-// Reopen closes and reopens the file (after logrotate moved it).
+// Reopen opens the path anew and writes there from now on (logrotate moved
+// the file and sent SIGHUP). If the path cannot be opened, the log goes on
+// writing to the file it had, so no record is lost to a failed rotation.
 func (l *Log) Reopen() error {
 	if l.path == "" || l.path == "-" {
 		return nil
 	}
+	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("access log: reopen: %w", err)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.w.Flush()
-	if l.f != nil {
-		l.f.Close()
+	old := l.f
+	l.f, l.w = f, bufio.NewWriter(f)
+	if old != nil {
+		return old.Close()
 	}
-	return l.open()
+	return nil
 }
 
 // Record queues one record; it never blocks.

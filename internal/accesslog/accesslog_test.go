@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/hepcache/hepcache/internal/cache"
+	"github.com/hepcache/hepcache/internal/eventually"
 )
 
 func TestLinesAreTheDocumentedFormat(t *testing.T) {
@@ -46,5 +48,67 @@ func TestLinesAreTheDocumentedFormat(t *testing.T) {
 	}
 	if n != 3 {
 		t.Fatalf("%d lines, want 3", n)
+	}
+}
+
+// TestReopenAfterRotation: after the file is moved away (logrotate) and
+// Reopen is called (SIGHUP), new records go to a new file at the path and
+// the moved file keeps what was written before. A path that cannot be
+// reopened keeps the old file in use.
+func TestReopenAfterRotation(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "access.log")
+	l, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := func(path string) {
+		l.Record(cache.AccessRecord{Time: time.Unix(0, 0).UTC(), Path: path, Status: "ok"})
+	}
+	lines := func(name string) []string {
+		t.Helper()
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var paths []string
+		for _, ln := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			var m struct{ Path string }
+			if err := json.Unmarshal([]byte(ln), &m); err != nil {
+				t.Fatalf("%s: %q: %v", name, ln, err)
+			}
+			paths = append(paths, m.Path)
+		}
+		return paths
+	}
+	rec("/before")
+	eventually.True(t, func() bool { return l.Written.Load() == 1 }, "first record written")
+	if err := os.Rename(p, p+".1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Reopen(); err != nil {
+		t.Fatal(err)
+	}
+	rec("/after")
+	eventually.True(t, func() bool { return l.Written.Load() == 2 }, "second record written")
+
+	// The directory is gone: Reopen fails and the log keeps its file.
+	if err := os.Rename(dir, dir+".moved"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir + ".moved") })
+	if err := l.Reopen(); err == nil {
+		t.Fatal("Reopen of a path in a missing directory succeeded")
+	}
+	rec("/kept")
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	moved := filepath.Join(dir+".moved", "access.log")
+	if got := lines(moved + ".1"); len(got) != 1 || got[0] != "/before" {
+		t.Errorf("rotated file holds %v, want [/before]", got)
+	}
+	if got := lines(moved); len(got) != 2 || got[0] != "/after" || got[1] != "/kept" {
+		t.Errorf("new file holds %v, want [/after /kept]", got)
 	}
 }
