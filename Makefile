@@ -14,8 +14,10 @@ NFPM     := $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
 all: build
 
 # build makes a static binary (no cgo: it runs on any Linux of its arch).
+# -buildvcs=auto stamps the commit, its time and whether the tree was
+# modified (hepcache version) even where GOFLAGS turns stamping off.
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/hepcache
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/hepcache
 
 # deb and rpm package the static binary with the systemd unit, the default
 # /etc/hepcache/hepcache.toml, logrotate and the Grafana dashboard (packaging/).
