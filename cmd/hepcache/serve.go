@@ -39,10 +39,18 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	// systemd (Type=notify): started once every listener is open.
+	// systemd (Type=notify): started once every listener is open; stopping
+	// as soon as SIGTERM starts the shutdown (reads may take a while).
 	if _, err := sdnotify.Notify(sdnotify.Ready); err != nil {
 		log.Warn("sd_notify", "err", err)
 	}
+	stopped := make(chan struct{})
+	notifyStop := context.AfterFunc(ctx, func() { sdnotify.Notify(sdnotify.Stopping); close(stopped) })
+	defer func() {
+		if !notifyStop() { // already sent or being sent: let it finish before exit
+			<-stopped
+		}
+	}()
 	// SIGHUP re-reads the TLS certificate, CAs and vomsdir, and the config
 	// file's space, quota and limits settings.
 	hup := make(chan os.Signal, 1)
@@ -55,11 +63,8 @@ func runServe(ctx context.Context, args []string) error {
 			select {
 			case <-done:
 				return
-			case <-ctx.Done():
-				sdnotify.Notify(sdnotify.Stopping)
-				return
 			case <-hup:
-				sdnotify.Notify(sdnotify.Reloading)
+				sdnotify.Notify(sdnotify.Reloading())
 				next, err := loadServeConfig(args)
 				if err != nil {
 					log.Error("reload on SIGHUP: cannot read the configuration; reloading only certificates", "err", err)

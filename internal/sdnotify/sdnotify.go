@@ -8,14 +8,25 @@ package sdnotify
 import (
 	"net"
 	"os"
+	"strconv"
+
+	"golang.org/x/sys/unix"
 )
 
 // States sent by the server.
 const (
-	Ready     = "READY=1"
-	Reloading = "RELOADING=1"
-	Stopping  = "STOPPING=1"
+	Ready    = "READY=1"
+	Stopping = "STOPPING=1"
 )
+
+// Reloading is the state at the start of a reload: sd_notify(3) wants
+// RELOADING=1 together with the CLOCK_MONOTONIC time it began, so that
+// systemd can tell this reload from an earlier one. READY=1 ends it.
+func Reloading() string {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return "RELOADING=1\nMONOTONIC_USEC=" + strconv.FormatInt(ts.Nano()/1000, 10)
+}
 
 // Notify sends state (one or more "KEY=value" lines). It reports whether a
 // socket was there to send to.

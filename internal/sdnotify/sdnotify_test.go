@@ -3,6 +3,7 @@ package sdnotify
 import (
 	"net"
 	"path/filepath"
+	"regexp"
 	"testing"
 )
 
@@ -22,6 +23,11 @@ func TestNotify(t *testing.T) {
 	n, _, err := l.ReadFromUnix(buf)
 	if err != nil || string(buf[:n]) != "READY=1" {
 		t.Fatalf("got %q %v", buf[:n], err)
+	}
+	Notify(Reloading())
+	n, _, err = l.ReadFromUnix(buf)
+	if err != nil || !regexp.MustCompile(`^RELOADING=1\nMONOTONIC_USEC=[1-9][0-9]*$`).Match(buf[:n]) {
+		t.Fatalf("reloading: got %q %v", buf[:n], err)
 	}
 	t.Setenv("NOTIFY_SOCKET", "")
 	if ok, err := Notify(Stopping); ok || err != nil {
