@@ -29,6 +29,11 @@ import (
 // maxDiskWriters is how many pieces are written to disk at once.
 const maxDiskWriters = 4
 
+// maxPooledPieces bounds the piece buffers kept for reuse: a burst of
+// cold reads beyond it allocates, and the collector returns the memory,
+// instead of the pool keeping up to the whole fetch memory cap resident.
+const maxPooledPieces = 64 << 20
+
 // readBufSize is the chunk in which cached data is read and handed to the
 // front ends.
 const readBufSize = 256 << 10
@@ -151,7 +156,7 @@ func New(cfg *Config) (*Cache, error) {
 	files, bytes := ca.index.totals()
 	ca.Usage() // the capacity share quotas refer to
 	c.Logger.Info("cache index rebuilt", "files", files, "bytes", bytes, "took", c.now().Sub(start).Round(time.Millisecond))
-	ca.pieces = bufpool.New(int(c.PieceSize), int(c.FetchMemory/c.PieceSize))
+	ca.pieces = bufpool.New(int(c.PieceSize), int(min(c.FetchMemory, maxPooledPieces)/c.PieceSize))
 	ca.bufs.New = func() any { b := make([]byte, readBufSize); return &b }
 	ca.wg.Add(3)
 	go ca.syncLoop()
