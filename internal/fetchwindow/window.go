@@ -155,12 +155,9 @@ func (w *Window) Acquire(ctx context.Context, n int64) error {
 	share := w.set.fairShare()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.limit = min(w.size, share)
-	if w.inflight == 0 || w.inflight+n <= w.limit {
-		w.inflight += n
+	if w.admitLocked(n, share) {
 		return nil
 	}
-	w.limited = true
 	w.waiting++
 	defer func() { w.waiting-- }()
 	stop := context.AfterFunc(ctx, func() {
@@ -169,7 +166,7 @@ func (w *Window) Acquire(ctx context.Context, n int64) error {
 		w.mu.Unlock()
 	})
 	defer stop()
-	for w.inflight > 0 && w.inflight+n > w.limit {
+	for !w.fitsLocked(n) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -184,14 +181,24 @@ func (w *Window) TryAcquire(n int64) bool {
 	share := w.set.fairShare()
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	return w.admitLocked(n, share)
+}
+
+// admitLocked sets the limit from the window and the cap's share and takes
+// n bytes if they fit; if not, the period counts as window-limited.
+func (w *Window) admitLocked(n, share int64) bool {
 	w.limit = min(w.size, share)
-	if w.inflight == 0 || w.inflight+n <= w.limit {
+	if w.fitsLocked(n) {
 		w.inflight += n
 		return true
 	}
 	w.limited = true
 	return false
 }
+
+// fitsLocked: n more bytes fit under the limit (one request always fits
+// an empty window, however large).
+func (w *Window) fitsLocked(n int64) bool { return w.inflight == 0 || w.inflight+n <= w.limit }
 
 // Release returns n bytes that were acquired and delivered in rtt (from the
 // request to its last byte), or abandoned (delivered false).
