@@ -87,7 +87,8 @@ func benchWAN(ctx context.Context, args []string) error {
 	size := config.Size(64 << 20)
 	fs.StringVar(&cfg.Dir, "dir", "results/wan", "work and results directory")
 	rtts := fs.String("rtt", "0s,150ms", "round-trip times of the emulated link, comma-separated")
-	clients := fs.String("clients", "1,8", "parallel clients, comma-separated")
+	clients := intList{1, 8}
+	fs.Var(&clients, "clients", "parallel clients, comma-separated")
 	bws := fs.String("bandwidth", "0", "link bandwidths in Gbit/s, comma-separated (0: unlimited)")
 	reads := fs.String("reads", "read,pgread", "read modes: read (plain kXR_read, as ROOT and uproot) and/or pgread (xrdcp's default)")
 	caches := fs.String("caches", "hepcache,xcache", "caches to compare with the direct read")
@@ -98,7 +99,7 @@ func benchWAN(ctx context.Context, args []string) error {
 		return err
 	}
 	if *full {
-		*rtts, *clients, *bws, *reads = "0s,20ms,150ms", "1,8,32", "0,10", "read,pgread"
+		*rtts, clients, *bws, *reads = "0s,20ms,150ms", intList{1, 8, 32}, "0,10", "read,pgread"
 	}
 	for _, v := range strings.Split(*rtts, ",") {
 		d, err := time.ParseDuration(strings.TrimSpace(v))
@@ -107,13 +108,12 @@ func benchWAN(ctx context.Context, args []string) error {
 		}
 		cfg.RTTs = append(cfg.RTTs, d)
 	}
-	for _, v := range strings.Split(*clients, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(v))
-		if err != nil || n < 1 {
-			return fmt.Errorf("--clients %q: want positive integers", v)
+	for _, n := range clients {
+		if n < 1 {
+			return fmt.Errorf("--clients %d: want positive integers", n)
 		}
-		cfg.Clients = append(cfg.Clients, n)
 	}
+	cfg.Clients = clients
 	for _, v := range strings.Split(*bws, ",") {
 		g, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 		if err != nil || g < 0 {

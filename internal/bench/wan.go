@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -225,8 +224,7 @@ func xrdcpMode(ctx context.Context, mode, base string, files []string) (float64,
 		wg.Add(1)
 		go func(f string) {
 			defer wg.Done()
-			cmd := exec.CommandContext(ctx, "xrdcp", "-s", "-f", base+"/"+f, "/dev/null")
-			cmd.Env = append(os.Environ(), "XRD_TIMEOUTRESOLUTION=1")
+			cmd := xrdcp(ctx, base+"/"+f, "/dev/null")
 			if mode == "read" {
 				cmd.Env = append(cmd.Env, "XRD_CPUSEPGWRTRD=0")
 			}
