@@ -3,6 +3,7 @@ package cache
 import (
 	"bytes"
 	"fmt"
+	"github.com/hepcache/hepcache/internal/realclient"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -80,22 +81,6 @@ func TestDataDirsPlacementAndRestart(t *testing.T) {
 	}
 }
 
-// mountTmpfs mounts a small tmpfs at a new directory and unmounts it
-// (lazily) at the end. Tests of real disk faults need root: in CI that is
-// given, elsewhere the test is skipped.
-func mountTmpfs(t *testing.T) string {
-	t.Helper()
-	d := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", d).CombinedOutput(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("mount tmpfs: %v %s", err, out)
-		}
-		t.Skipf("mount tmpfs (needs root): %v %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", d).Run() })
-	return d
-}
-
 // TestDiskTakenOut: a data disk remounted read-only, then one unmounted,
 // are taken out of service; their files are forgotten and fetched again
 // onto the disks left; with no disk left, reads come from the origin
@@ -108,7 +93,7 @@ func TestDiskTakenOut(t *testing.T) {
 		data[p] = randomData(uint64(10+i), 5*testBlock)
 		m.Put(p, data[p], time.Now())
 	}
-	d0, d1 := mountTmpfs(t), mountTmpfs(t)
+	d0, d1 := realclient.Tmpfs(t, "64m"), realclient.Tmpfs(t, "64m")
 	c := newTestCache(t, t.TempDir(), m, func(c *Config) { c.DataDirs = []string{d0, d1} })
 	readAll := func() {
 		t.Helper()
@@ -170,7 +155,7 @@ func TestDiskTakenOut(t *testing.T) {
 func TestPurgePerDisk(t *testing.T) {
 	m := origin.NewMem("mem://o")
 	const size = 1 << 20
-	d0, d1 := mountTmpfs(t), mountTmpfs(t)
+	d0, d1 := realclient.Tmpfs(t, "64m"), realclient.Tmpfs(t, "64m")
 	c := newTestCache(t, t.TempDir(), m, func(c *Config) {
 		c.DataDirs = []string{d0, d1}
 		c.HighWatermark, c.LowWatermark = 0.06, 0.04 // of 64 MiB: 3.84 and 2.56 MiB

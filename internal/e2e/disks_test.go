@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -10,21 +9,6 @@ import (
 	"github.com/hepcache/hepcache/internal/config"
 	"github.com/hepcache/hepcache/internal/realclient"
 )
-
-// tmpfsDisk mounts a tmpfs of size at a new directory: a real disk that a
-// test can turn read-only or unmount. Needs root, which CI has.
-func tmpfsDisk(t *testing.T, size string) string {
-	t.Helper()
-	d := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", d).CombinedOutput(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("mount tmpfs: %v %s", err, out)
-		}
-		t.Skipf("mount tmpfs (needs root): %v %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", d).Run() })
-	return d
-}
 
 // TestDataDisksFailAndServe: a node with three data disks (real tmpfs
 // file systems) spreads its files over them; one disk is remounted
@@ -39,7 +23,7 @@ func TestDataDisksFailAndServe(t *testing.T) {
 		p := fmt.Sprintf("/store/jbod/f%d.root", i)
 		sums[p] = writeFile(t, data, p[1:], 3*mib+i, uint64(60+i))
 	}
-	disks := []string{tmpfsDisk(t, "64m"), tmpfsDisk(t, "64m"), tmpfsDisk(t, "64m")}
+	disks := []string{realclient.Tmpfs(t, "64m"), realclient.Tmpfs(t, "64m"), realclient.Tmpfs(t, "64m")}
 	s := startStack(t, data, func(c *config.Config) {
 		withHTTP(c)
 		c.Cache.DataDirs = disks

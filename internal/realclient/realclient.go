@@ -188,3 +188,17 @@ func MustRunPython(tb testing.TB, env []string, python, script string, args ...s
 	}
 	return r
 }
+
+// Tmpfs mounts a tmpfs of size ("64m") at a new directory and unmounts it
+// (lazily) when the test ends: a real disk a test can turn read-only or
+// unmount. Mounting needs root: without it the test fails in CI and is
+// skipped elsewhere, like a missing tool.
+func Tmpfs(tb testing.TB, size string) string {
+	tb.Helper()
+	d := tb.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", d).CombinedOutput(); err != nil {
+		missing(tb, "mount tmpfs (needs root): %v %s", err, out)
+	}
+	tb.Cleanup(func() { exec.Command("umount", "-l", d).Run() })
+	return d
+}
