@@ -87,21 +87,10 @@ type OriginSummary struct {
 // grouping files by their first dirDepth path components as well (0: not).
 func Summarize(dir string, dirDepth int) (Summary, error) {
 	s := Summary{ByOrigin: map[string]OriginSummary{}, ByDir: map[string]OriginSummary{}, DirDepth: dirDepth}
-	root := filepath.Join(dir, "meta")
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) && p == root {
-				return fs.SkipAll
-			}
-			return err
-		}
-		if d.IsDir() || !strings.HasSuffix(p, ".hcinfo") {
-			return nil
-		}
-		in := readSidecarAt(p)
+	err := walkSidecars(dir, func(in *sidecar.Info) {
 		if in == nil {
 			s.Corrupt++
-			return nil
+			return
 		}
 		s.Files++
 		b := durableBytes(in)
@@ -134,7 +123,6 @@ func Summarize(dir string, dirDepth int) (Summary, error) {
 		if in.LastAccess.After(s.NewestAccess) {
 			s.NewestAccess = in.LastAccess
 		}
-		return nil
 	})
 	return s, err
 }
@@ -169,4 +157,22 @@ func EvictOffline(dir, originURL, p string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// walkSidecars calls fn with every sidecar under dir's meta tree (nil for
+// one that cannot be read or decoded). Read-only: safe while serving.
+func walkSidecars(dir string, fn func(*sidecar.Info)) error {
+	root := filepath.Join(dir, "meta")
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) && p == root {
+				return fs.SkipAll
+			}
+			return err
+		}
+		if d.Type().IsRegular() && strings.HasSuffix(p, ".hcinfo") {
+			fn(readSidecarAt(p))
+		}
+		return nil
+	})
 }

@@ -2,15 +2,11 @@ package cache
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"github.com/hepcache/hepcache/internal/readat"
 	"hash/crc32"
 	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
-	"strings"
 	"syscall"
 
 	"github.com/hepcache/hepcache/disk"
@@ -48,20 +44,10 @@ func VerifyBlocks(dir string, dataDirs []string, originURL, p string, repair boo
 			return err
 		}
 	} else {
-		root := filepath.Join(dir, "meta")
-		err := filepath.WalkDir(root, func(mp string, d fs.DirEntry, err error) error {
-			if err != nil {
-				if errors.Is(err, fs.ErrNotExist) && mp == root {
-					return fs.SkipAll
-				}
-				return err
+		err := walkSidecars(dir, func(in *sidecar.Info) {
+			if in != nil {
+				infos = append(infos, in)
 			}
-			if d.Type().IsRegular() && strings.HasSuffix(mp, ".hcinfo") {
-				if in := readSidecarAt(mp); in != nil {
-					infos = append(infos, in)
-				}
-			}
-			return nil
 		})
 		if err != nil {
 			return err
