@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/hepcache/hepcache/internal/realclient"
 	"os"
 	"os/exec"
 	"strings"
@@ -13,7 +14,7 @@ import (
 func TestHelpEverywhere(t *testing.T) {
 	bin := os.Getenv("HEPCACHE_BIN")
 	if bin == "" {
-		if os.Getenv("CI") != "" {
+		if realclient.InCI() {
 			t.Fatal("HEPCACHE_BIN not set")
 		}
 		t.Skip("HEPCACHE_BIN not set (make test sets it)")
