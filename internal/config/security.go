@@ -17,10 +17,19 @@ type SecurityConfig struct {
 	// RequireTLS refuses root:// logins that do not switch to TLS.
 	// Default false.
 	RequireTLS bool `toml:"require_tls"`
-	// RequireAuth makes roots:// clients authenticate with a token (ztn);
-	// default false: clients without one continue anonymously and the
-	// rules decide.
+	// RequireAuth makes root:// clients authenticate with a token (ztn,
+	// over roots://) or a proxy (gsi); default false: clients without one
+	// continue anonymously and the rules decide.
 	RequireAuth bool `toml:"require_auth"`
+	// GSI accepts X.509 proxies over root:// with XRootD's gsi protocol,
+	// checked against ca_paths (and vomsdir) like certificates over https.
+	// Default false.
+	GSI bool `toml:"gsi"`
+	// GSICert and GSIKey are the host certificate and RSA key gsi presents
+	// (/etc/grid-security/xrd/xrdcert.pem), re-read on SIGHUP. Default "":
+	// tls_cert and tls_key.
+	GSICert string `toml:"gsi_cert"`
+	GSIKey  string `toml:"gsi_key"`
 	// CAPaths are CA certificate files or directories that client
 	// certificates (and proxies) must chain to. Default empty: client
 	// certificates are not requested.
@@ -46,7 +55,8 @@ type SecurityConfig struct {
 	// changes. Default "": none.
 	OriginTokenFile string `toml:"origin_token_file"`
 	// OriginCert and OriginKey are the cache's client certificate (or
-	// proxy: both may name the same file) for https:// origins.
+	// proxy: both may name the same file) for https:// origins, and its
+	// proxy for root:// origins that ask for gsi (an RSA key).
 	OriginCert string `toml:"origin_cert"`
 	OriginKey  string `toml:"origin_key"`
 	// OriginCAPaths verify https:// and roots:// origins. Default empty:
@@ -80,7 +90,7 @@ type AuthzRule struct {
 
 // Enabled reports whether any security feature is configured.
 func (s *SecurityConfig) Enabled() bool {
-	return s.TLSCert != "" || len(s.Issuers) > 0 || len(s.CAPaths) > 0 || len(s.Rules) > 0
+	return s.TLSCert != "" || len(s.Issuers) > 0 || len(s.CAPaths) > 0 || len(s.Rules) > 0 || s.GSI
 }
 
 // validate appends the problems of the [security] section to errs.
@@ -91,8 +101,17 @@ func (s *SecurityConfig) validate(bad func(key string, val any, allowed string))
 	if s.RequireTLS && s.TLSCert == "" {
 		bad("security.require_tls", true, "needs security.tls_cert and tls_key")
 	}
-	if s.RequireAuth && len(s.Issuers) == 0 {
-		bad("security.require_auth", true, "needs at least one [[security.issuer]]")
+	if s.RequireAuth && len(s.Issuers) == 0 && !s.GSI {
+		bad("security.require_auth", true, "needs at least one [[security.issuer]] or gsi = true")
+	}
+	if (s.GSICert == "") != (s.GSIKey == "") {
+		bad("security.gsi_cert/gsi_key", fmt.Sprintf("%q/%q", s.GSICert, s.GSIKey), "give both or neither")
+	}
+	if s.GSI && s.GSICert == "" && s.TLSCert == "" {
+		bad("security.gsi", true, "needs a host certificate: security.gsi_cert and gsi_key, or tls_cert and tls_key")
+	}
+	if s.GSI && len(s.CAPaths) == 0 {
+		bad("security.gsi", true, "needs security.ca_paths to verify the clients' proxies")
 	}
 	if s.VOMSDir != "" && len(s.CAPaths) == 0 {
 		bad("security.vomsdir", s.VOMSDir, "needs security.ca_paths (VOMS attributes come with client certificates)")

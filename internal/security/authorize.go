@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hepcache/hepcache/internal/auth/gsi"
 	"github.com/hepcache/hepcache/internal/auth/token"
 	"github.com/hepcache/hepcache/internal/auth/ztn"
 	"github.com/hepcache/hepcache/internal/authz"
@@ -165,11 +166,11 @@ func (a xrdAuthorizer) AuthorizeRequest(ctx context.Context, op xrdfront.Op, req
 	return s.decide(sub, req, string(op))
 }
 
-// XRootDAuthenticator returns the root:// security layer (ztn tokens, with
-// a unix fallback for clients without a token unless RequireAuth), or nil
-// when no token issuer is configured.
+// XRootDAuthenticator returns the root:// security layer: ztn tokens (on
+// TLS connections) and gsi proxies, with a unix fallback for clients
+// without either unless RequireAuth; nil when neither is configured.
 func (s *Security) XRootDAuthenticator() xrdfront.Authenticator {
-	if s.tokens == nil {
+	if s.tokens == nil && s.gsi == nil {
 		return nil
 	}
 	return xrdAuthenticator{s}
@@ -177,14 +178,30 @@ func (s *Security) XRootDAuthenticator() xrdfront.Authenticator {
 
 type xrdAuthenticator struct{ s *Security }
 
-// Params implements xrootd.Authenticator: ztn on TLS connections (XrdCl
-// uses ztn only over TLS); plain connections need no authentication unless
-// RequireAuth, when they are offered ztn and fail with a clear error.
+// Params implements xrootd.Authenticator. ztn is offered on TLS
+// connections (XrdCl uses it only there), and on plain ones when it is
+// the only way in, so that the client fails with a clear error; gsi on
+// any connection. Clients try them in this order.
 func (a xrdAuthenticator) Params(c xrdfront.ConnInfo) string {
-	if c.TLS == nil && !a.s.cfg.RequireAuth {
+	s := a.s
+	p := ""
+	if s.tokens != nil && (c.TLS != nil || s.cfg.RequireAuth && s.gsi == nil) {
+		p += ztn.Params(s.tokens.MaxTokenSize(), false)
+	}
+	if s.gsi != nil {
+		gp, err := s.gsi.Params()
+		if err != nil {
+			s.log.Error("security: gsi not offered", "err", err)
+		}
+		p += gp
+	}
+	if p == "" && !s.cfg.RequireAuth {
 		return ""
 	}
-	return ztn.Params(a.s.tokens.MaxTokenSize(), !a.s.cfg.RequireAuth)
+	if !s.cfg.RequireAuth {
+		p += "&P=unix"
+	}
+	return p
 }
 
 // Authenticate implements xrootd.Authenticator.
@@ -192,6 +209,9 @@ func (a xrdAuthenticator) Authenticate(ctx context.Context, c xrdfront.ConnInfo,
 	s := a.s
 	switch credType {
 	case "ztn":
+		if s.tokens == nil {
+			break
+		}
 		if c.TLS == nil {
 			return nil, nil, errors.New("ztn needs a TLS connection: use roots://")
 		}
@@ -206,9 +226,14 @@ func (a xrdAuthenticator) Authenticate(ctx context.Context, c xrdfront.ConnInfo,
 		}
 		s.log.Debug("security: ztn authenticated", "client", c.Remote.String(), "user", claims.Name())
 		return &xrdfront.Identity{Name: claims.Name(), Protocol: "ztn", Attrs: &authz.Subject{Name: claims.Name(), Token: claims}}, nil, nil
+	case "gsi":
+		if s.gsi == nil || c.AuthState == nil {
+			break
+		}
+		return a.gsiStep(c, cred)
 	case "unix":
 		if s.cfg.RequireAuth {
-			return nil, nil, errors.New("this server requires a bearer token (ztn over roots://): set BEARER_TOKEN or BEARER_TOKEN_FILE")
+			return nil, nil, errors.New("this server requires authentication: " + a.accepted())
 		}
 		if _, _, err := ztn.ParseUnix(cred); err != nil {
 			return nil, nil, err
@@ -216,5 +241,46 @@ func (a xrdAuthenticator) Authenticate(ctx context.Context, c xrdfront.ConnInfo,
 		// The unix protocol proves nothing: the client stays anonymous.
 		return &xrdfront.Identity{Name: c.LoginName, Protocol: "unix", Attrs: &authz.Subject{Name: c.LoginName}}, nil, nil
 	}
-	return nil, nil, fmt.Errorf("security protocol %q is not supported (ztn tokens only)", credType)
+	return nil, nil, fmt.Errorf("security protocol %q is not supported here (%s)", credType, a.accepted())
+}
+
+// accepted says what a client may authenticate with.
+func (a xrdAuthenticator) accepted() string {
+	var ways []string
+	if a.s.tokens != nil {
+		ways = append(ways, "a bearer token (ztn over roots://: set BEARER_TOKEN or BEARER_TOKEN_FILE)")
+	}
+	if a.s.gsi != nil {
+		ways = append(ways, "an X.509 proxy (gsi: set X509_USER_PROXY)")
+	}
+	return strings.Join(ways, " or ")
+}
+
+// gsiStep runs one step of a gsi handshake, whose state lives in the
+// connection's AuthState, and verifies the proxy chain at the end as a
+// TLS client certificate is verified.
+func (a xrdAuthenticator) gsiStep(c xrdfront.ConnInfo, cred []byte) (*xrdfront.Identity, []byte, error) {
+	s := a.s
+	hs, ok := (*c.AuthState).(*gsi.Handshake)
+	if !ok {
+		hs = &gsi.Handshake{}
+		*c.AuthState = hs
+	}
+	chain, more, err := s.gsi.Step(hs, cred)
+	if err != nil {
+		*c.AuthState = nil
+		s.log.Info("security: gsi refused", "client", c.Remote.String(), "login", c.LoginName, "err", err)
+		return nil, nil, err
+	}
+	if more != nil {
+		return nil, more, nil
+	}
+	*c.AuthState = nil
+	sub, err := s.verifyChain(chain)
+	if err != nil {
+		s.log.Info("security: gsi proxy refused", "client", c.Remote.String(), "login", c.LoginName, "err", err)
+		return nil, nil, fmt.Errorf("gsi: proxy refused: %w", err)
+	}
+	s.log.Debug("security: gsi authenticated", "client", c.Remote.String(), "user", sub.Name)
+	return &xrdfront.Identity{Name: sub.Name, Protocol: "gsi", Attrs: sub}, nil, nil
 }

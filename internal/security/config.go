@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hepcache/hepcache/internal/auth/credential"
+	"github.com/hepcache/hepcache/internal/auth/gsi"
 	"github.com/hepcache/hepcache/internal/auth/token"
 	"github.com/hepcache/hepcache/internal/authz"
 	"github.com/hepcache/hepcache/internal/config"
@@ -21,6 +22,7 @@ func FromConfig(c *config.SecurityConfig, log *slog.Logger) *Config {
 	out := &Config{
 		RequireTLS:  c.RequireTLS,
 		RequireAuth: c.RequireAuth,
+		GSI:         c.GSI,
 		CAPaths:     c.CAPaths,
 		VOMSDir:     c.VOMSDir,
 		VOMSTargets: c.VOMSTargets,
@@ -28,6 +30,9 @@ func FromConfig(c *config.SecurityConfig, log *slog.Logger) *Config {
 	}
 	if c.TLSCert != "" {
 		out.TLS = &tlsconf.Config{CertFile: c.TLSCert, KeyFile: c.TLSKey}
+	}
+	if c.GSICert != "" {
+		out.GSICert = &tlsconf.Config{CertFile: c.GSICert, KeyFile: c.GSIKey}
 	}
 	if len(c.Issuers) > 0 {
 		tc := &token.Config{Audiences: c.Audiences, ClockSkew: time.Duration(c.ClockSkew)}
@@ -44,8 +49,8 @@ func FromConfig(c *config.SecurityConfig, log *slog.Logger) *Config {
 }
 
 // OriginCredentials is the cache's own credential towards origins, built
-// from the [security] section: pass Authorize and TLS to origin/http, TLS
-// and Token to origin/xrootd. A client's credential is never used.
+// from the [security] section: pass Authorize and TLS to origin/http, TLS,
+// Token and GSI to origin/xrootd. A client's credential is never used.
 type OriginCredentials struct {
 	// Authorize adds "Authorization: Bearer" with the cache's token; nil
 	// without origin_token_file.
@@ -55,6 +60,10 @@ type OriginCredentials struct {
 	// TLS verifies origins with origin_ca_paths (or the system pool) and
 	// presents origin_cert/origin_key when set.
 	TLS *tls.Config
+	// GSI presents origin_cert/origin_key (a proxy) to root:// origins
+	// asking for gsi, verifying them with origin_ca_paths (or the system
+	// pool); nil without origin_cert.
+	GSI *gsi.ClientConfig
 }
 
 // NewOriginCredentials loads the files named in c.
@@ -87,5 +96,8 @@ func NewOriginCredentials(c *config.SecurityConfig) (*OriginCredentials, error) 
 		return nil, fmt.Errorf("origin credentials: %w", err)
 	}
 	oc.TLS = credential.TLSConfig(cert, pool)
+	if cert != nil {
+		oc.GSI = &gsi.ClientConfig{Certificate: cert.Certificate, Roots: pool}
+	}
 	return oc, nil
 }

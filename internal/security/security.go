@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/hepcache/hepcache/internal/auth/gsi"
 	"github.com/hepcache/hepcache/internal/auth/token"
 	"github.com/hepcache/hepcache/internal/auth/voms"
 	"github.com/hepcache/hepcache/internal/auth/x509proxy"
@@ -30,10 +31,16 @@ type Config struct {
 	RequireTLS bool
 	// Tokens trusts bearer token issuers. Nil: tokens are not accepted.
 	Tokens *token.Config
-	// RequireAuth makes root:// logins on TLS connections authenticate with
-	// a token (ztn); otherwise clients without one continue anonymously
-	// (unix fallback) and the rules decide what they may read. Needs Tokens.
+	// RequireAuth makes root:// logins authenticate with a token (ztn, on
+	// TLS connections) or a proxy (gsi); otherwise clients without one
+	// continue anonymously (unix fallback) and the rules decide what they
+	// may read. Needs Tokens or GSI.
 	RequireAuth bool
+	// GSI accepts X.509 proxies over root:// (the gsi protocol), verified
+	// as client certificates are. Needs CAPaths and a host certificate.
+	GSI bool
+	// GSICert is the gsi host certificate (RSA key). Nil: TLS's.
+	GSICert *tlsconf.Config
 	// CAPaths are files or directories of CA certificates that client
 	// certificates must chain to (/etc/grid-security/certificates). Empty:
 	// client certificates are not requested.
@@ -57,6 +64,10 @@ type Security struct {
 	tokens *token.Verifier
 	tokc   *tokenCache
 	authz  *authz.Authorizer
+	// gsi is the gsi server, nil without GSI; gsiCert is its own host
+	// certificate when it has one (else it uses tls).
+	gsi     *gsi.Server
+	gsiCert *tlsconf.Server
 
 	// mu protects the X.509 verifiers, replaced by Reload.
 	mu    sync.RWMutex
@@ -89,8 +100,13 @@ func New(cfg *Config) (*Security, error) {
 			errs = append(errs, err)
 		}
 	}
-	if cfg.RequireAuth && cfg.Tokens == nil {
-		errs = append(errs, errors.New("require_auth needs token issuers (the only root:// authentication)"))
+	if cfg.RequireAuth && cfg.Tokens == nil && !cfg.GSI {
+		errs = append(errs, errors.New("require_auth needs token issuers or gsi (the root:// authentications)"))
+	}
+	if cfg.GSI {
+		if err := s.newGSI(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if cfg.VOMSDir != "" && len(cfg.CAPaths) == 0 {
 		errs = append(errs, errors.New("vomsdir needs ca_paths: VOMS attributes come with client certificates"))
@@ -106,6 +122,29 @@ func New(cfg *Config) (*Security, error) {
 		return nil, fmt.Errorf("security: %w", err)
 	}
 	return s, nil
+}
+
+// newGSI sets up the gsi server with its host certificate.
+func (s *Security) newGSI() error {
+	if len(s.cfg.CAPaths) == 0 {
+		return errors.New("gsi needs ca_paths to verify proxies")
+	}
+	src := s.tls
+	if s.cfg.GSICert != nil {
+		var err error
+		if s.gsiCert, err = tlsconf.New(s.cfg.GSICert); err != nil {
+			return fmt.Errorf("gsi host certificate: %w", err)
+		}
+		src = s.gsiCert
+	}
+	if src == nil {
+		return errors.New("gsi needs a host certificate (gsi_cert and gsi_key, or tls_cert and tls_key)")
+	}
+	if err := gsi.CheckHostCert(src.Certificate()); err != nil {
+		return err
+	}
+	s.gsi = gsi.NewServer(src.Certificate)
+	return nil
 }
 
 // loadX509 (re)builds the client certificate verifiers.
@@ -144,6 +183,13 @@ func (s *Security) Reload() error {
 			errs = append(errs, err)
 		} else {
 			s.log.Info("security: reloaded TLS certificate", "file", s.cfg.TLS.CertFile, "not_after", s.tls.Certificate().Leaf.NotAfter)
+		}
+	}
+	if s.gsiCert != nil {
+		if err := s.gsiCert.Reload(); err != nil {
+			errs = append(errs, err)
+		} else {
+			s.log.Info("security: reloaded gsi host certificate", "file", s.cfg.GSICert.CertFile, "not_after", s.gsiCert.Certificate().Leaf.NotAfter)
 		}
 	}
 	if err := s.loadX509(); err != nil {

@@ -415,6 +415,7 @@ func dialers(cfg *config.Config, log *slog.Logger, cred *security.OriginCredenti
 			Timeout:      time.Duration(cfg.Origin.Timeout),
 			TLS:          cred.TLS,
 			Token:        cred.Token,
+			GSI:          cred.GSI,
 		})
 	}
 	return map[string]upstream.DialFunc{

@@ -80,3 +80,25 @@ func Chown(tb testing.TB, paths ...string) {
 		tb.Fatalf("xrdtest: %v", err)
 	}
 }
+
+// GSIOptions are the credentials of a gsi-only origin.
+type GSIOptions struct {
+	// CertDir is the hashed CA directory verifying clients' proxies.
+	CertDir string
+	// CertFile and KeyFile are the host certificate and its RSA key (mode
+	// 0600 or 0400, as XrdSecgsi demands).
+	CertFile, KeyFile string
+}
+
+// StartGSIOrigin starts an origin like StartOrigin that admits only
+// clients authenticating with gsi (`sec.protbind * only gsi`).
+func StartGSIOrigin(tb testing.TB, dataDir string, g GSIOptions, opts ...func(*OriginOptions)) *Server {
+	tb.Helper()
+	Chown(tb, g.CertDir, g.CertFile, g.KeyFile)
+	return StartOrigin(tb, dataDir, append(opts, func(o *OriginOptions) {
+		o.Config = append(o.Config,
+			"xrootd.seclib libXrdSec.so",
+			"sec.protocol gsi -certdir:"+g.CertDir+" -cert:"+g.CertFile+" -key:"+g.KeyFile+" -crl:0 -gmapopt:0",
+			"sec.protbind * only gsi")
+	})...)
+}

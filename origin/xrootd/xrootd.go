@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hepcache/hepcache/internal/auth/gsi"
 	"github.com/hepcache/hepcache/internal/xrootd/client"
 	"github.com/hepcache/hepcache/internal/xrootd/proto"
 	"github.com/hepcache/hepcache/origin"
@@ -45,6 +46,9 @@ type Config struct {
 	// Token returns the cache's own bearer token, sent with ztn (over
 	// roots:// only) when the server asks for authentication. Nil: none.
 	Token func() (string, error)
+	// GSI is the cache's proxy for servers asking for gsi (root:// and
+	// roots://). Nil: such servers are refused.
+	GSI *gsi.ClientConfig
 }
 
 const defaultTimeout = 60 * time.Second
@@ -75,7 +79,7 @@ func New(cfg *Config) (*Origin, error) {
 			ccfg.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
 		}
 	}
-	ccfg.Token = cfg.Token
+	ccfg.Token, ccfg.GSI = cfg.Token, cfg.GSI
 	if cfg.ConnsPerHost != 0 {
 		ccfg.ConnsPerHost = cfg.ConnsPerHost
 	}

@@ -153,6 +153,13 @@ func (ca *CA) Issue(tb testing.TB, tmpl *x509.Certificate, key crypto.Signer) *C
 // Host issues a server certificate for names (DNS names or IPs).
 func (ca *CA) Host(tb testing.TB, names ...string) *Cred {
 	tb.Helper()
+	return ca.HostKey(tb, nil, names...)
+}
+
+// HostKey is Host with the given key (nil: a fresh P-256 key); gsi host
+// certificates need RSA (RSAKey).
+func (ca *CA) HostKey(tb testing.TB, key crypto.Signer, names ...string) *Cred {
+	tb.Helper()
 	tmpl := &x509.Certificate{
 		Subject:     Name("OU=Hosts", "CN="+names[0]),
 		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
@@ -165,7 +172,7 @@ func (ca *CA) Host(tb testing.TB, names ...string) *Cred {
 			tmpl.DNSNames = append(tmpl.DNSNames, n)
 		}
 	}
-	return ca.Issue(tb, tmpl, nil)
+	return ca.Issue(tb, tmpl, key)
 }
 
 // User issues a user (end-entity) certificate with CN=cn and an RSA key
@@ -199,12 +206,18 @@ type ProxyOpts struct {
 	// non-critical; Policy overrides the policy language.
 	NoProxyCertInfo, NonCritical bool
 	Policy                       asn1.ObjectIdentifier
+	// Key is the proxy's key; default a fresh P-256 key. gsi needs RSA
+	// (RSAKey).
+	Key crypto.Signer
 }
 
 // Proxy makes an RFC 3820 proxy certificate signed by c, with a fresh key.
 func (c *Cred) Proxy(tb testing.TB, o ProxyOpts) *Cred {
 	tb.Helper()
-	key := ECKey(tb)
+	key := o.Key
+	if key == nil {
+		key = ECKey(tb)
+	}
 	sn := nextSerial()
 	cn := o.CN
 	if cn == "" {
@@ -249,7 +262,7 @@ func (c *Cred) Proxy(tb testing.TB, o ProxyOpts) *Cred {
 	if o.Mutate != nil {
 		o.Mutate(tmpl)
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.Cert, &key.PublicKey, c.Key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.Cert, key.Public(), c.Key)
 	if err != nil {
 		tb.Fatal(err)
 	}

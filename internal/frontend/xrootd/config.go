@@ -320,6 +320,10 @@ type ConnInfo struct {
 	TLS *tls.ConnectionState
 	// LoginName is the user name the client gave in kXR_login.
 	LoginName string
+	// AuthState is the connection's slot for the Authenticator's state
+	// between the steps of a multi-step handshake (kXR_authmore). It
+	// starts nil at each login and lives as long as the connection.
+	AuthState *any
 }
 
 // Identity is who a client is, as established by the Authenticator (or the

@@ -68,6 +68,7 @@ type conn struct {
 	ident      *Identity
 	reqCtx     context.Context // ctx with the identity, for handlers
 	authFails  int
+	authState  any       // the Authenticator's handshake state (ConnInfo.AuthState)
 	hsDeadline time.Time // login (and auth) must be done by then
 	hasSession bool      // sessID is registered with the server
 	refuse     bool      // over MaxConnections: answer refuseFull and close
@@ -402,7 +403,7 @@ func (c *conn) protocol() string {
 // connInfo describes the connection to the security layer.
 func (c *conn) connInfo() ConnInfo {
 	nc := c.netConn()
-	ci := ConnInfo{Remote: nc.RemoteAddr(), Local: nc.LocalAddr(), LoginName: c.loginName}
+	ci := ConnInfo{Remote: nc.RemoteAddr(), Local: nc.LocalAddr(), LoginName: c.loginName, AuthState: &c.authState}
 	if tc, ok := nc.(*tls.Conn); ok {
 		st := tc.ConnectionState()
 		ci.TLS = &st
@@ -510,6 +511,7 @@ func (c *conn) doLogin(h proto.RequestHeader, body []byte) bool {
 		return true
 	}
 	c.loginName = sanitizeName(r.Username)
+	c.authState = nil
 	c.loginPID, c.loginCGI = int(r.PID), r.Token
 	c.asyncOK = r.CapVer&proto.CapVerMask >= 2
 	if _, err := rand.Read(c.sessID[:]); err != nil {

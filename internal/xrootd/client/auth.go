@@ -10,6 +10,7 @@ import (
 	"os/user"
 	"strings"
 
+	"github.com/hepcache/hepcache/internal/auth/gsi"
 	"github.com/hepcache/hepcache/internal/auth/ztn"
 	"github.com/hepcache/hepcache/internal/xrootd/proto"
 	"github.com/hepcache/hepcache/origin"
@@ -80,6 +81,17 @@ func (c *conn) authenticate(sec string) error {
 			errs = append(errs, err)
 		}
 	}
+	if params, ok := protos["gsi"]; ok {
+		if c.cfg.GSI == nil {
+			errs = append(errs, errors.New("gsi: no proxy configured for the cache"))
+		} else {
+			err := c.authGSI(params)
+			if err == nil {
+				return nil
+			}
+			errs = append(errs, err)
+		}
+	}
 	if _, ok := protos["unix"]; ok {
 		name, group := "hepcache", "hepcache"
 		if u, err := user.Current(); err == nil {
@@ -95,27 +107,64 @@ func (c *conn) authenticate(sec string) error {
 		errs = append(errs, err)
 	}
 	if len(errs) == 0 {
-		errs = append(errs, errors.New("none of them is supported (ztn, unix)"))
+		errs = append(errs, errors.New("none of them is supported (ztn, gsi, unix)"))
 	}
 	return fmt.Errorf("kXR_login to %s: server requires authentication (%q): %w: %w", c.addr, sec, errors.Join(errs...), origin.ErrNotAuthorized)
 }
 
-// sendAuth sends one kXR_auth and reads its answer.
+// authGSI authenticates with the cache's proxy: two kXR_auth steps, the
+// server's certificate verified for the host dialled.
+func (c *conn) authGSI(params string) error {
+	host, _, err := net.SplitHostPort(c.addr)
+	if err != nil {
+		host = c.addr
+	}
+	hs, cred, err := gsi.NewClientHandshake(c.cfg.GSI, strings.Trim(host, "[]"), params)
+	if err != nil {
+		return err
+	}
+	more, err := c.sendAuthStep("gsi", cred)
+	if err != nil {
+		return err
+	}
+	if more == nil {
+		return errors.New("gsi: the server accepted the certificate request as a login (protocol error)")
+	}
+	if cred, err = hs.Next(more); err != nil {
+		return err
+	}
+	if more, err = c.sendAuthStep("gsi", cred); err == nil && more != nil {
+		_, err = hs.Next(more) // fails: no third step
+	}
+	return err
+}
+
+// sendAuth sends a one-step kXR_auth and reads its answer.
 func (c *conn) sendAuth(credType string, cred []byte) error {
+	more, err := c.sendAuthStep(credType, cred)
+	if err == nil && more != nil {
+		return fmt.Errorf("%s: the server wants more authentication steps, which is not supported", credType)
+	}
+	return err
+}
+
+// sendAuthStep sends one kXR_auth and reads its answer: nil when the
+// server accepts, or the kXR_authmore body when it wants another step.
+func (c *conn) sendAuthStep(credType string, cred []byte) ([]byte, error) {
 	r := proto.AuthRequest{Cred: cred}
 	copy(r.CredType[:], credType)
 	if _, err := c.nc.Write(r.Append(nil, proto.StreamID{0, 3})); err != nil {
-		return fmt.Errorf("%s: %w", credType, err)
+		return nil, fmt.Errorf("%s: %w", credType, err)
 	}
 	h, body, err := c.readSync()
 	if err != nil {
-		return fmt.Errorf("%s: %w", credType, err)
+		return nil, fmt.Errorf("%s: %w", credType, err)
 	}
 	switch h.Status {
 	case proto.StatusOK:
-		return nil
+		return nil, nil
 	case proto.StatusAuthMore:
-		return fmt.Errorf("%s: the server wants more authentication steps, which is not supported", credType)
+		return append([]byte{}, body...), nil
 	}
-	return fmt.Errorf("%s: %w", credType, c.syncError(h, body))
+	return nil, fmt.Errorf("%s: %w", credType, c.syncError(h, body))
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net"
 	"time"
+
+	"github.com/hepcache/hepcache/internal/auth/gsi"
 )
 
 // Config configures a Client. The zero value of every field means "use the
@@ -64,6 +66,10 @@ type Config struct {
 	// cache's own credential, called at every login. Default nil: servers
 	// requiring ztn are refused; "unix" is answered anonymously.
 	Token func() (string, error)
+	// GSI, if set, is the cache's proxy and the CAs verifying servers'
+	// host certificates for the gsi security protocol, used when a server
+	// asks for gsi. Default nil: servers requiring gsi are refused.
+	GSI *gsi.ClientConfig
 
 	// dial replaces net.Dialer.DialContext in tests.
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)

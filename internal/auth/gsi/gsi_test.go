@@ -1,0 +1,178 @@
+package gsi
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hepcache/hepcache/internal/auth/authtest"
+	"github.com/hepcache/hepcache/internal/realclient"
+)
+
+// pki is a CA, an RSA host certificate for localhost and an RSA proxy.
+type pki struct {
+	ca    *authtest.CA
+	host  *tls.Certificate
+	proxy *authtest.Cred
+}
+
+func newPKI(tb testing.TB) *pki {
+	tb.Helper()
+	ca := authtest.NewCA(tb, "gsi test CA")
+	h := ca.HostKey(tb, authtest.RSAKey(tb, 0), "localhost", "127.0.0.1")
+	user := ca.User(tb, "alice", 1)
+	return &pki{
+		ca:    ca,
+		host:  &tls.Certificate{Certificate: [][]byte{h.Cert.Raw}, PrivateKey: h.Key, Leaf: h.Cert},
+		proxy: user.Proxy(tb, authtest.ProxyOpts{Key: authtest.RSAKey(tb, 2)}),
+	}
+}
+
+func (p *pki) clientConfig(cred *authtest.Cred) *ClientConfig {
+	c := &tls.Certificate{PrivateKey: cred.Key}
+	for _, x := range cred.Chain {
+		c.Certificate = append(c.Certificate, x.Raw)
+	}
+	return &ClientConfig{Certificate: func() (*tls.Certificate, error) { return c, nil }, Roots: authtest.Pool(p.ca)}
+}
+
+// handshake runs the Go client against the Go server.
+func handshake(tb testing.TB, srv *Server, cc *ClientConfig, host string) ([]*x509.Certificate, error) {
+	tb.Helper()
+	params, err := srv.Params()
+	if err != nil {
+		return nil, err
+	}
+	ch, cred, err := NewClientHandshake(cc, host, strings.TrimPrefix(params, "&P=gsi,"))
+	if err != nil {
+		return nil, err
+	}
+	var hs Handshake
+	_, more, err := srv.Step(&hs, cred)
+	if err != nil {
+		return nil, err
+	}
+	if cred, err = ch.Next(more); err != nil {
+		return nil, err
+	}
+	chain, more, err := srv.Step(&hs, cred)
+	if more != nil {
+		tb.Fatalf("server wants a third step")
+	}
+	return chain, err
+}
+
+func TestHandshake(t *testing.T) {
+	p := newPKI(t)
+	srv := NewServer(func() *tls.Certificate { return p.host })
+	chain, err := handshake(t, srv, p.clientConfig(p.proxy), "localhost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(chain) != 2 || !chain[0].Equal(p.proxy.Cert) {
+		t.Fatalf("chain %d certificates, want the proxy then the user", len(chain))
+	}
+}
+
+func TestHandshakeRefusals(t *testing.T) {
+	p := newPKI(t)
+	srv := NewServer(func() *tls.Certificate { return p.host })
+	other := authtest.NewCA(t, "other CA")
+	t.Run("wrong host name", func(t *testing.T) {
+		if _, err := handshake(t, srv, p.clientConfig(p.proxy), "evil.example"); err == nil || !strings.Contains(err.Error(), "server certificate") {
+			t.Fatalf("err %v, want a server certificate error", err)
+		}
+	})
+	t.Run("server of an untrusted CA", func(t *testing.T) {
+		cc := p.clientConfig(p.proxy)
+		cc.Roots = authtest.Pool(other)
+		if _, err := handshake(t, srv, cc, "localhost"); err == nil || !strings.Contains(err.Error(), "unknown authority") {
+			t.Fatalf("err %v, want unknown authority", err)
+		}
+	})
+	t.Run("EC proxy", func(t *testing.T) {
+		ec := p.proxy.Chain[1:]
+		user := &authtest.Cred{Cert: ec[0], Key: authtest.RSAKey(t, 1), Chain: ec}
+		if _, err := handshake(t, srv, p.clientConfig(user.Proxy(t, authtest.ProxyOpts{})), "localhost"); err == nil || !strings.Contains(err.Error(), "RSA") {
+			t.Fatalf("err %v, want an RSA error", err)
+		}
+	})
+	t.Run("key not matching the chain", func(t *testing.T) {
+		cc := p.clientConfig(p.proxy)
+		good := cc.Certificate
+		cc.Certificate = func() (*tls.Certificate, error) {
+			c, _ := good()
+			cp := *c
+			cp.PrivateKey = authtest.RSAKey(t, 3)
+			return &cp, nil
+		}
+		if _, err := handshake(t, srv, cc, "localhost"); err == nil || !strings.Contains(err.Error(), "proof of possession") {
+			t.Fatalf("err %v, want no proof of possession", err)
+		}
+	})
+}
+
+// TestServerSignsOnlyTags checks that the host key signs nothing but a
+// short random tag: a client asking for a signature over a DigestInfo
+// (what a certificate signature is) is refused.
+func TestServerSignsOnlyTags(t *testing.T) {
+	p := newPKI(t)
+	srv := NewServer(func() *tls.Certificate { return p.host })
+	for name, tag := range map[string][]byte{
+		"digest info": append([]byte{0x30, 0x31, 0x30, 0x0d, 0x06, 0x09, 0x60, 0x86, 0x48, 0x01, 0x65, 0x03, 0x04, 0x02, 0x01, 0x05, 0x00, 0x04, 0x20}, make([]byte, 32)...),
+		"long":        []byte(strings.Repeat("a", maxPeerTag+1)),
+		"empty":       {},
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := &buffer{step: stepCertReq}
+			m.set(bkRtag, tag)
+			in := &buffer{step: stepCertReq}
+			in.set(bkCryptoMod, []byte("ssl"))
+			in.set(bkMain, m.marshal())
+			var hs Handshake
+			if _, more, err := srv.Step(&hs, in.marshal()); err == nil || more != nil || !errors.Is(err, ErrMalformed) {
+				t.Fatalf("more %d bytes, err %v: want a malformed refusal", len(more), err)
+			}
+		})
+	}
+}
+
+func TestBufferRoundTrip(t *testing.T) {
+	b := &buffer{step: stepCertReq}
+	b.set(bkCryptoMod, []byte("ssl"))
+	b.setInt(bkVersion, Version)
+	b.set(bkMain, nil)
+	got, err := parseBuffer(b.marshal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := got.getInt(bkVersion); got.step != stepCertReq || v != Version || string(got.get(bkCryptoMod)) != "ssl" || !got.has(bkMain) {
+		t.Fatalf("round trip: %+v", got)
+	}
+}
+
+// TestNameHash compares NameHash with the openssl tool's subject hash.
+func TestNameHash(t *testing.T) {
+	openssl := realclient.Require(t, "openssl")
+	p := newPKI(t)
+	dir := t.TempDir()
+	for i, c := range []*x509.Certificate{p.ca.Cert, p.proxy.Cert, p.proxy.Chain[1]} {
+		f := filepath.Join(dir, string(rune('a'+i))+".pem")
+		writeFile(t, f, authtest.CertPEM(c))
+		out, err := exec.Command(openssl, "x509", "-noout", "-subject_hash", "-in", f).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := NameHash(c.RawSubject)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := strings.TrimSpace(string(out)); got != want {
+			t.Errorf("%s: hash %s, openssl says %s", c.Subject, got, want)
+		}
+	}
+}

@@ -1,0 +1,236 @@
+package gsi
+
+import (
+	"crypto"
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// maxChainCerts and maxChainBytes bound the client's chain.
+const (
+	maxChainCerts = 12
+	maxChainBytes = 64 << 10
+)
+
+// Server is the server side of gsi. Safe for concurrent use; the state of
+// one client's handshake is in its Handshake.
+type Server struct {
+	cert func() *tls.Certificate
+}
+
+// NewServer returns a server presenting the host certificate cert returns
+// (called at every login and handshake, so that a reloaded certificate is
+// used by new handshakes). The key must be RSA: gsi signs with RSA only.
+func NewServer(cert func() *tls.Certificate) *Server {
+	if cert == nil {
+		panic("gsi: nil host certificate source")
+	}
+	return &Server{cert: cert}
+}
+
+// CheckHostCert reports whether c can serve as a gsi host certificate.
+func CheckHostCert(c *tls.Certificate) error {
+	if c == nil || len(c.Certificate) == 0 {
+		return errors.New("gsi: no host certificate")
+	}
+	if _, ok := c.PrivateKey.(*rsa.PrivateKey); !ok {
+		return fmt.Errorf("gsi: the host key is %T; gsi needs an RSA key", c.PrivateKey)
+	}
+	return nil
+}
+
+// Params returns the login parameters announcing gsi ("&P=gsi,v:10300,
+// c:ssl,ca:<hash>"): the client needs the hash of the CA that issued the
+// host certificate to find it in its X509_CERT_DIR.
+func (s *Server) Params() (string, error) {
+	c := s.cert()
+	if err := CheckHostCert(c); err != nil {
+		return "", err
+	}
+	leaf, err := x509.ParseCertificate(c.Certificate[0])
+	if err != nil {
+		return "", fmt.Errorf("gsi: host certificate: %w", err)
+	}
+	h, err := NameHash(leaf.RawIssuer)
+	if err != nil {
+		return "", fmt.Errorf("gsi: host certificate issuer: %w", err)
+	}
+	return fmt.Sprintf("&P=gsi,v:%d,c:ssl,ca:%s", Version, h), nil
+}
+
+// Handshake is the state of one client's handshake between its steps.
+// The zero value is ready for the first step.
+type Handshake struct {
+	cert *tls.Certificate // the host certificate this handshake uses
+	dh   *dhKey
+	rtag []byte // the tag the client must sign
+}
+
+// Step processes one client step (the kXR_auth credentials of type
+// "gsi"). It returns more, the server step to send as kXR_authmore, or,
+// when done, the client's certificate chain (the proxy first), whose key
+// the client has proven to hold. The caller must still verify the chain
+// (CA, proxy rules, VOMS). cred is not retained.
+func (s *Server) Step(h *Handshake, cred []byte) (chain []*x509.Certificate, more []byte, err error) {
+	in, err := parseBuffer(cred)
+	if err != nil {
+		return nil, nil, err
+	}
+	switch in.step {
+	case stepCertReq:
+		*h = Handshake{}
+		more, err = s.certReq(h, in)
+		return nil, more, err
+	case stepCert:
+		if h.dh == nil {
+			return nil, nil, fmt.Errorf("gsi: client certificate before the certificate request: %w", ErrMalformed)
+		}
+		chain, err = s.clientCert(h, in)
+		*h = Handshake{} // one use: a replayed step finds nothing
+		return chain, nil, err
+	case stepSigPxy:
+		return nil, nil, errors.New("gsi: proxy delegation is not supported")
+	}
+	return nil, nil, fmt.Errorf("gsi: unknown client step %d: %w", in.step, ErrMalformed)
+}
+
+// certReq answers kXGC_certreq with kXGS_cert: the host certificate, the
+// client's tag signed with the host key, the DH public part and a tag for
+// the client to sign.
+func (s *Server) certReq(h *Handshake, in *buffer) ([]byte, error) {
+	if v, ok := in.getInt(bkVersion); ok && v < 10000 {
+		return nil, fmt.Errorf("gsi: client protocol version %d is too old", v)
+	}
+	if !cryptoSSL(in.get(bkCryptoMod)) {
+		return nil, fmt.Errorf("gsi: client crypto modules %q do not include ssl", in.get(bkCryptoMod))
+	}
+	mainRaw := in.get(bkMain)
+	if mainRaw == nil {
+		return nil, fmt.Errorf("gsi: main buffer missing: %w", ErrMalformed)
+	}
+	m, err := parseBuffer(mainRaw)
+	if err != nil {
+		return nil, fmt.Errorf("gsi: main buffer: %w", err)
+	}
+	ctag := m.get(bkRtag)
+	if !isTag(ctag) {
+		return nil, fmt.Errorf("gsi: the client's random tag is not a short tag of [A-Za-z0-9./]: %w", ErrMalformed)
+	}
+	h.cert = s.cert()
+	if err := CheckHostCert(h.cert); err != nil {
+		return nil, err
+	}
+	sig, err := h.cert.PrivateKey.(*rsa.PrivateKey).Sign(nil, ctag, crypto.Hash(0))
+	if err != nil {
+		return nil, fmt.Errorf("gsi: sign the client's tag: %w", err)
+	}
+	if h.dh, err = newDHKey(rfc3526Group14); err != nil {
+		return nil, err
+	}
+	h.rtag = newTag()
+
+	reply := &buffer{step: stepSrvCert}
+	reply.set(bkSignedRtag, sig)
+	reply.set(bkRtag, h.rtag)
+	out := &buffer{step: stepSrvCert}
+	out.set(bkCryptoMod, []byte("ssl"))
+	out.set(bkPuk, h.dh.public())
+	out.set(bkCipherAlg, []byte(sessionCipher))
+	out.set(bkMDAlg, []byte("sha256:sha1"))
+	out.set(bkX509, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: h.cert.Certificate[0]}))
+	out.set(bkMain, reply.marshal())
+	return out.marshal(), nil
+}
+
+// clientCert checks kXGC_cert: it finishes the key agreement, decrypts the
+// main buffer and checks that the chain's key signed the server's tag.
+func (s *Server) clientCert(h *Handshake, in *buffer) ([]*x509.Certificate, error) {
+	if alg := in.get(bkCipherAlg); alg != nil {
+		name, _, _ := strings.Cut(string(alg), "#")
+		if name != sessionCipher {
+			return nil, fmt.Errorf("gsi: the client chose cipher %q; only %s is offered", name, sessionCipher)
+		}
+	}
+	_, y, err := parsePublic(in.get(bkPuk), false)
+	if err != nil {
+		return nil, fmt.Errorf("gsi: client DH public part: %w", err)
+	}
+	key, err := h.dh.sessionKey(y)
+	if err != nil {
+		return nil, fmt.Errorf("gsi: %w", err)
+	}
+	plain, err := decrypt(key, in.get(bkMain))
+	if err != nil {
+		return nil, fmt.Errorf("gsi: %w", err)
+	}
+	m, err := parseBuffer(plain)
+	if err != nil {
+		return nil, fmt.Errorf("gsi: main buffer: %w", err)
+	}
+	chain, err := parseChain(m.get(bkX509))
+	if err != nil {
+		return nil, err
+	}
+	pub, ok := chain[0].PublicKey.(*rsa.PublicKey)
+	if !ok {
+		return nil, fmt.Errorf("gsi: the proxy key is %T; gsi needs an RSA key", chain[0].PublicKey)
+	}
+	sig := m.get(bkSignedRtag)
+	if sig == nil {
+		return nil, fmt.Errorf("gsi: the client did not sign the server's random tag: %w", ErrMalformed)
+	}
+	if err := rsa.VerifyPKCS1v15(pub, crypto.Hash(0), h.rtag, sig); err != nil {
+		return nil, errors.New("gsi: the random tag is not signed by the key of the presented certificate (no proof of possession)")
+	}
+	return chain, nil
+}
+
+// cryptoSSL reports whether a crypto module list ("ssl", "ssl|...",
+// "sslnopad") names the OpenSSL module.
+func cryptoSSL(b []byte) bool {
+	for _, m := range strings.Split(string(b), "|") {
+		if strings.TrimSuffix(m, "nopad") == "ssl" {
+			return true
+		}
+	}
+	return false
+}
+
+// parseChain decodes the PEM certificates of a chain bucket (key blocks,
+// which a proxy export may include, are skipped).
+func parseChain(b []byte) ([]*x509.Certificate, error) {
+	if len(b) == 0 {
+		return nil, fmt.Errorf("gsi: client certificate missing: %w", ErrMalformed)
+	}
+	if len(b) > maxChainBytes {
+		return nil, fmt.Errorf("gsi: client chain of %d bytes is too long: %w", len(b), ErrMalformed)
+	}
+	var chain []*x509.Certificate
+	for {
+		var blk *pem.Block
+		blk, b = pem.Decode(b)
+		if blk == nil {
+			break
+		}
+		if blk.Type != "CERTIFICATE" {
+			continue
+		}
+		if len(chain) == maxChainCerts {
+			return nil, fmt.Errorf("gsi: client chain has more than %d certificates: %w", maxChainCerts, ErrMalformed)
+		}
+		c, err := x509.ParseCertificate(blk.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("gsi: client certificate: %w", errors.Join(ErrMalformed, err))
+		}
+		chain = append(chain, c)
+	}
+	if len(chain) == 0 {
+		return nil, fmt.Errorf("gsi: no PEM certificate in the client chain: %w", ErrMalformed)
+	}
+	return chain, nil
+}
