@@ -195,10 +195,13 @@ func (a xrdAuthenticator) Params(c xrdfront.ConnInfo) string {
 		}
 		p += gp
 	}
-	if p == "" && !s.cfg.RequireAuth {
+	switch {
+	case !s.cfg.RequireAuth && p == "":
 		return ""
-	}
-	if !s.cfg.RequireAuth {
+	case !s.cfg.RequireAuth, p == "":
+		// unix is accepted as anonymous, or, when authentication is
+		// required but nothing could be offered (a broken gsi host
+		// certificate), refused with the reason: never no security.
 		p += "&P=unix"
 	}
 	return p

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hepcache/hepcache/internal/auth/authtest"
 	"github.com/hepcache/hepcache/internal/auth/gsi"
+	xrdfront "github.com/hepcache/hepcache/internal/frontend/xrootd"
 	"github.com/hepcache/hepcache/internal/realclient"
 	"github.com/hepcache/hepcache/internal/tlsconf"
 	"github.com/hepcache/hepcache/internal/xrootd/client"
@@ -192,4 +193,26 @@ func rawAuth(t *testing.T, addr, credType string, cred []byte) (proto.Status, st
 		body = body[4:] // the error code
 	}
 	return h.Status, string(body)
+}
+
+// TestGSIBrokenHostCertKeepsAuthRequired: a gsi host certificate reloaded
+// with a key gsi cannot use stops gsi being offered, but a server requiring
+// authentication does not fall open: it offers only unix, which it refuses.
+func TestGSIBrokenHostCertKeepsAuthRequired(t *testing.T) {
+	s, p := gsiStack(t, func(c *Config) { c.RequireAuth, c.Tokens = true, nil })
+	a := s.sec.XRootDAuthenticator()
+	if got := a.Params(xrdfront.ConnInfo{}); !strings.HasPrefix(got, "&P=gsi,v:10300,c:ssl,ca:") || strings.Contains(got, "unix") {
+		t.Fatalf("params %q, want gsi only", got)
+	}
+	p.ca.HostKey(t, nil, "localhost").WriteFiles(t, p.dir, "gsihost") // an EC key
+	if err := s.sec.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Params(xrdfront.ConnInfo{}); got != "&P=unix" {
+		t.Fatalf("params %q with an unusable gsi certificate, want &P=unix (refused)", got)
+	}
+	_, _, err := a.Authenticate(context.Background(), xrdfront.ConnInfo{LoginName: "x"}, "unix", []byte("unix\x00x x\x00"))
+	if err == nil || !strings.Contains(err.Error(), "requires authentication") {
+		t.Fatalf("unix with auth required: %v", err)
+	}
 }

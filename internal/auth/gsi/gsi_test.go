@@ -176,3 +176,25 @@ func TestNameHash(t *testing.T) {
 		}
 	}
 }
+
+// TestCertRequestsBounded: a client restarting the handshake over and over
+// (each start costs the server a signature) is cut off.
+func TestCertRequestsBounded(t *testing.T) {
+	p := newPKI(t)
+	srv := NewServer(func() *tls.Certificate { return p.host })
+	params, _ := srv.Params()
+	var hs Handshake
+	for i := 0; i <= maxStarts; i++ {
+		_, first, err := NewClientHandshake(p.clientConfig(p.proxy), "localhost", strings.TrimPrefix(params, "&P=gsi,"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, more, err := srv.Step(&hs, first)
+		if i < maxStarts && (err != nil || more == nil) {
+			t.Fatalf("start %d: %v", i, err)
+		}
+		if i == maxStarts && (err == nil || !strings.Contains(err.Error(), "certificate requests")) {
+			t.Fatalf("start %d: err %v, want a refusal", i, err)
+		}
+	}
+}

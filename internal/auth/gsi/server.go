@@ -52,9 +52,12 @@ func (s *Server) Params() (string, error) {
 	if err := CheckHostCert(c); err != nil {
 		return "", err
 	}
-	leaf, err := x509.ParseCertificate(c.Certificate[0])
-	if err != nil {
-		return "", fmt.Errorf("gsi: host certificate: %w", err)
+	leaf := c.Leaf
+	if leaf == nil {
+		var err error
+		if leaf, err = x509.ParseCertificate(c.Certificate[0]); err != nil {
+			return "", fmt.Errorf("gsi: host certificate: %w", err)
+		}
 	}
 	h, err := NameHash(leaf.RawIssuer)
 	if err != nil {
@@ -63,12 +66,17 @@ func (s *Server) Params() (string, error) {
 	return fmt.Sprintf("&P=gsi,v:%d,c:ssl,ca:%s", Version, h), nil
 }
 
+// maxStarts bounds the certificate requests on one connection: each
+// costs the server an RSA signature and a DH key, and a real client sends
+// one.
+const maxStarts = 4
+
 // Handshake is the state of one client's handshake between its steps.
 // The zero value is ready for the first step.
 type Handshake struct {
-	cert *tls.Certificate // the host certificate this handshake uses
-	dh   *dhKey
-	rtag []byte // the tag the client must sign
+	dh     *dhKey
+	rtag   []byte // the tag the client must sign
+	starts int    // certificate requests so far
 }
 
 // Step processes one client step (the kXR_auth credentials of type
@@ -83,7 +91,10 @@ func (s *Server) Step(h *Handshake, cred []byte) (chain []*x509.Certificate, mor
 	}
 	switch in.step {
 	case stepCertReq:
-		*h = Handshake{}
+		if h.starts == maxStarts {
+			return nil, nil, fmt.Errorf("gsi: more than %d certificate requests on one connection", maxStarts)
+		}
+		*h = Handshake{starts: h.starts + 1}
 		more, err = s.certReq(h, in)
 		return nil, more, err
 	case stepCert:
@@ -91,7 +102,7 @@ func (s *Server) Step(h *Handshake, cred []byte) (chain []*x509.Certificate, mor
 			return nil, nil, fmt.Errorf("gsi: client certificate before the certificate request: %w", ErrMalformed)
 		}
 		chain, err = s.clientCert(h, in)
-		*h = Handshake{} // one use: a replayed step finds nothing
+		h.dh, h.rtag = nil, nil // one use: a replayed step finds nothing
 		return chain, nil, err
 	case stepSigPxy:
 		return nil, nil, errors.New("gsi: proxy delegation is not supported")
@@ -121,11 +132,11 @@ func (s *Server) certReq(h *Handshake, in *buffer) ([]byte, error) {
 	if !isTag(ctag) {
 		return nil, fmt.Errorf("gsi: the client's random tag is not a short tag of [A-Za-z0-9./]: %w", ErrMalformed)
 	}
-	h.cert = s.cert()
-	if err := CheckHostCert(h.cert); err != nil {
+	cert := s.cert()
+	if err := CheckHostCert(cert); err != nil {
 		return nil, err
 	}
-	sig, err := h.cert.PrivateKey.(*rsa.PrivateKey).Sign(nil, ctag, crypto.Hash(0))
+	sig, err := cert.PrivateKey.(*rsa.PrivateKey).Sign(nil, ctag, crypto.Hash(0))
 	if err != nil {
 		return nil, fmt.Errorf("gsi: sign the client's tag: %w", err)
 	}
@@ -142,7 +153,7 @@ func (s *Server) certReq(h *Handshake, in *buffer) ([]byte, error) {
 	out.set(bkPuk, h.dh.public())
 	out.set(bkCipherAlg, []byte(sessionCipher))
 	out.set(bkMDAlg, []byte("sha256:sha1"))
-	out.set(bkX509, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: h.cert.Certificate[0]}))
+	out.set(bkX509, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]}))
 	out.set(bkMain, reply.marshal())
 	return out.marshal(), nil
 }
