@@ -13,8 +13,8 @@ import (
 	"github.com/hepcache/hepcache/internal/auth/authtest"
 	"github.com/hepcache/hepcache/internal/config"
 	"github.com/hepcache/hepcache/internal/xrdtest"
-	xrdorigin "github.com/hepcache/hepcache/origin/xrootd"
 	"github.com/hepcache/hepcache/origin"
+	xrdorigin "github.com/hepcache/hepcache/origin/xrootd"
 )
 
 // TestGSITowardsRealOrigin: hepcache's root:// client authenticates with
