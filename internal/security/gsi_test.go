@@ -201,7 +201,7 @@ func rawAuth(t *testing.T, addr, credType string, cred []byte) (proto.Status, st
 func TestGSIBrokenHostCertKeepsAuthRequired(t *testing.T) {
 	s, p := gsiStack(t, func(c *Config) { c.RequireAuth, c.Tokens = true, nil })
 	a := s.sec.XRootDAuthenticator()
-	if got := a.Params(xrdfront.ConnInfo{}); !strings.HasPrefix(got, "&P=gsi,v:10300,c:ssl,ca:") || strings.Contains(got, "unix") {
+	if got := a.Params(xrdfront.ConnInfo{}); !strings.HasPrefix(got, "&P=gsi,v:10400,c:ssl,ca:") || strings.Contains(got, "unix") {
 		t.Fatalf("params %q, want gsi only", got)
 	}
 	p.ca.HostKey(t, nil, "localhost").WriteFiles(t, p.dir, "gsihost") // an EC key

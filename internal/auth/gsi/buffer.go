@@ -13,11 +13,16 @@ import (
 	"fmt"
 )
 
-// Version is the protocol version hepcache announces and speaks: 10300,
-// the last before the DH parameters were signed (10400). A 5.x client
-// follows the version the server announces, a 5.x server the version the
-// client sends.
-const Version = 10300
+// Version is the protocol version hepcache announces and speaks: 10400,
+// where each side signs its DH public part (the server with its host key,
+// the client with its proxy key), pads the DH secret and sends a random IV
+// with the encrypted buffer. A 5.x client follows the version the server
+// announces, a 5.x server the version the client sends. As a client,
+// hepcache also speaks 10300 (unsigned DH) to servers announcing less.
+const Version = 10400
+
+// versionDHSigned is the first version signing the DH public parts.
+const versionDHSigned = 10400
 
 // protoID is the protocol name that opens every buffer.
 const protoID = "gsi"

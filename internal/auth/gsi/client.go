@@ -8,6 +8,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -29,7 +30,10 @@ type ClientHandshake struct {
 	cert *tls.Certificate
 	key  *rsa.PrivateKey
 	rtag []byte // the tag the server must sign
-	done bool
+	// signed: the server speaks 10400 or later (signed DH parts, padded
+	// DH secret, IV); else 10300.
+	signed bool
+	done   bool
 }
 
 // NewClientHandshake starts a handshake with the server at host (the name
@@ -41,8 +45,14 @@ func NewClientHandshake(cfg *ClientConfig, host, params string) (*ClientHandshak
 		k, v, _ := strings.Cut(kv, ":")
 		opts[k] = v
 	}
-	if c, ok := opts["c"]; ok && !cryptoSSL([]byte(c)) {
-		return nil, nil, fmt.Errorf("gsi: the server offers crypto modules %q, not ssl", c)
+	if c, ok := opts["c"]; ok {
+		if _, ok := cryptoSSL([]byte(c)); !ok {
+			return nil, nil, fmt.Errorf("gsi: the server offers crypto modules %q, not ssl", c)
+		}
+	}
+	srvVersion, err := strconv.Atoi(opts["v"])
+	if err != nil {
+		return nil, nil, fmt.Errorf("gsi: server parameters %q without a version", params)
 	}
 	if cfg.Certificate == nil {
 		return nil, nil, errors.New("gsi: no proxy certificate configured")
@@ -63,12 +73,16 @@ func NewClientHandshake(cfg *ClientConfig, host, params string) (*ClientHandshak
 	if err != nil {
 		return nil, nil, fmt.Errorf("gsi: proxy chain issuer: %w", err)
 	}
-	h := &ClientHandshake{cfg: cfg, host: host, cert: cert, key: key, rtag: newTag()}
+	h := &ClientHandshake{cfg: cfg, host: host, cert: cert, key: key, rtag: newTag(), signed: srvVersion >= versionDHSigned}
+	version := int32(Version)
+	if !h.signed {
+		version = 10300 // the server would otherwise expect signed DH parts
+	}
 	m := &buffer{step: stepCertReq}
 	m.set(bkRtag, h.rtag)
 	out := &buffer{step: stepCertReq}
-	out.set(bkCryptoMod, []byte("ssl"))
-	out.setInt(bkVersion, Version)
+	out.set(bkCryptoMod, []byte("ssl")) // no "nopad": this side pads the DH secret
+	out.setInt(bkVersion, version)
 	out.set(bkIssuerHash, []byte(hash))
 	out.setInt(bkClntOpts, 0)
 	out.set(bkMain, m.marshal())
@@ -112,7 +126,13 @@ func (h *ClientHandshake) Next(srv []byte) ([]byte, error) {
 		return nil, fmt.Errorf("gsi: the server offers ciphers %q, not %s", in.get(bkCipherAlg), sessionCipher)
 	}
 	md, _, _ := strings.Cut(string(in.get(bkMDAlg)), ":")
-	params, y, err := parsePublic(in.get(bkPuk), true)
+	srvPub := in.get(bkPuk)
+	if h.signed {
+		if srvPub, err = recoverChunks(host, in.get(bkCipher)); err != nil {
+			return nil, fmt.Errorf("gsi: server DH public part: %w", err)
+		}
+	}
+	params, y, err := parsePublic(srvPub, true)
 	if err != nil {
 		return nil, fmt.Errorf("gsi: server DH public part: %w", err)
 	}
@@ -120,7 +140,7 @@ func (h *ClientHandshake) Next(srv []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	key, err := dh.sessionKey(y)
+	key, err := dh.sessionKey(y, h.signed)
 	if err != nil {
 		return nil, fmt.Errorf("gsi: %w", err)
 	}
@@ -134,12 +154,26 @@ func (h *ClientHandshake) Next(srv []byte) ([]byte, error) {
 	reply.set(bkRtag, newTag())
 	out := &buffer{step: stepCert}
 	out.set(bkCryptoMod, []byte("ssl"))
-	out.set(bkPuk, dh.public())
-	out.set(bkCipherAlg, []byte(sessionCipher))
+	if h.signed {
+		pub, err := signChunks(h.key, dh.public())
+		if err != nil {
+			return nil, fmt.Errorf("gsi: sign the DH public part: %w", err)
+		}
+		der, err := x509.MarshalPKIXPublicKey(&h.key.PublicKey)
+		if err != nil {
+			return nil, err
+		}
+		out.set(bkCipher, pub)
+		out.set(bkPuk, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
+		out.set(bkCipherAlg, []byte(sessionCipher+"#16"))
+	} else {
+		out.set(bkPuk, dh.public())
+		out.set(bkCipherAlg, []byte(sessionCipher))
+	}
 	if md != "" {
 		out.set(bkMDAlg, []byte(md))
 	}
-	out.set(bkMain, encrypt(key, reply.marshal()))
+	out.set(bkMain, encrypt(key, reply.marshal(), h.signed))
 	return out.marshal(), nil
 }
 

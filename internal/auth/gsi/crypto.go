@@ -2,9 +2,11 @@ package gsi
 
 import (
 	"bytes"
+	"crypto"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/sha1"
 	"encoding/asn1"
 	"encoding/binary"
@@ -100,45 +102,115 @@ func parsePublic(b []byte, withParams bool) (*dhParams, *big.Int, error) {
 }
 
 // sessionKey derives the AES-128 key from the peer's public value: the
-// first 16 bytes of the shared secret without leading zeros, as
-// XrdCryptosslCipher derives it below protocol 10400 (no DH padding).
-func (k *dhKey) sessionKey(peer *big.Int) ([]byte, error) {
+// first 16 bytes of the shared secret, left-padded with zeros to the size
+// of the modulus when padded (protocol 10400 between peers that both pad,
+// as XrdCryptosslCipher does), else without its leading zeros.
+func (k *dhKey) sessionKey(peer *big.Int, padded bool) ([]byte, error) {
 	one := big.NewInt(1)
 	pm1 := new(big.Int).Sub(k.params.P, one)
 	if peer.Cmp(one) <= 0 || peer.Cmp(pm1) >= 0 {
 		return nil, fmt.Errorf("DH public value out of range: %w", ErrMalformed)
 	}
-	s := new(big.Int).Exp(peer, k.x, k.params.P).Bytes()
+	z := new(big.Int).Exp(peer, k.x, k.params.P)
+	s := z.Bytes()
+	if padded {
+		s = z.FillBytes(make([]byte, (k.params.P.BitLen()+7)/8))
+	}
 	if len(s) < 16 {
 		return nil, fmt.Errorf("DH shared secret too short: %w", ErrMalformed)
 	}
 	return s[:16], nil
 }
 
-// encrypt is AES-128-CBC with a zero IV and PKCS #7 padding, as
-// XrdCryptosslCipher below protocol 10400 (no IV exchanged): each key
-// encrypts one message per direction.
-func encrypt(key, plain []byte) []byte {
+// encrypt is AES-128-CBC with PKCS #7 padding, as XrdCryptosslCipher: with
+// withIV a random IV is sent before the ciphertext (protocol 10400), else
+// the IV is zero (each key then encrypts one message per direction).
+func encrypt(key, plain []byte, withIV bool) []byte {
 	blk, _ := aes.NewCipher(key)
+	iv := make([]byte, aes.BlockSize)
+	if withIV {
+		if _, err := rand.Read(iv); err != nil {
+			panic(err) // crypto/rand never fails on Linux
+		}
+	}
 	n := aes.BlockSize - len(plain)%aes.BlockSize
 	buf := append(append([]byte(nil), plain...), bytes.Repeat([]byte{byte(n)}, n)...)
-	cipher.NewCBCEncrypter(blk, make([]byte, aes.BlockSize)).CryptBlocks(buf, buf)
+	cipher.NewCBCEncrypter(blk, iv).CryptBlocks(buf, buf)
+	if withIV {
+		return append(iv, buf...)
+	}
 	return buf
 }
 
 // decrypt reverses encrypt.
-func decrypt(key, ct []byte) ([]byte, error) {
+func decrypt(key, ct []byte, withIV bool) ([]byte, error) {
+	iv := make([]byte, aes.BlockSize)
+	if withIV {
+		if len(ct) < aes.BlockSize {
+			return nil, fmt.Errorf("encrypted main buffer of %d bytes has no IV: %w", len(ct), ErrMalformed)
+		}
+		iv, ct = ct[:aes.BlockSize], ct[aes.BlockSize:]
+	}
 	if len(ct) == 0 || len(ct)%aes.BlockSize != 0 {
 		return nil, fmt.Errorf("encrypted main buffer of %d bytes is not whole AES blocks: %w", len(ct), ErrMalformed)
 	}
 	blk, _ := aes.NewCipher(key)
 	buf := make([]byte, len(ct))
-	cipher.NewCBCDecrypter(blk, make([]byte, aes.BlockSize)).CryptBlocks(buf, ct)
+	cipher.NewCBCDecrypter(blk, iv).CryptBlocks(buf, ct)
 	n := int(buf[len(buf)-1])
 	if n == 0 || n > aes.BlockSize || !bytes.Equal(buf[len(buf)-n:], bytes.Repeat([]byte{byte(n)}, n)) {
 		return nil, fmt.Errorf("main buffer does not decrypt with the session key: %w", ErrMalformed)
 	}
 	return buf[:len(buf)-n], nil
+}
+
+// signChunks "encrypts with the private key" as XrdCryptosslRSA does: a
+// PKCS #1 v1.5 type 1 signature over each chunk of at most k-11 bytes of
+// data, unhashed. Only data this side made (its DH public part) or a short
+// tag is ever passed here.
+func signChunks(key *rsa.PrivateKey, data []byte) ([]byte, error) {
+	k := key.Size()
+	var out []byte
+	for len(data) > 0 {
+		n := min(len(data), k-11)
+		sig, err := rsa.SignPKCS1v15(nil, key, crypto.Hash(0), data[:n])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sig...)
+		data = data[n:]
+	}
+	return out, nil
+}
+
+// recoverChunks reverses signChunks with the public key ("decrypt with the
+// public key"): each k-byte block must be a valid type 1 block.
+func recoverChunks(pub *rsa.PublicKey, data []byte) ([]byte, error) {
+	k := pub.Size()
+	if len(data) == 0 || len(data)%k != 0 || len(data)/k > maxDHBits/8 {
+		return nil, fmt.Errorf("signed block of %d bytes for a %d-byte key: %w", len(data), k, ErrMalformed)
+	}
+	e := big.NewInt(int64(pub.E))
+	var out []byte
+	for ; len(data) > 0; data = data[k:] {
+		c := new(big.Int).SetBytes(data[:k])
+		if c.Cmp(pub.N) >= 0 {
+			return nil, fmt.Errorf("signed block out of range: %w", ErrMalformed)
+		}
+		em := new(big.Int).Exp(c, e, pub.N).FillBytes(make([]byte, k))
+		if em[0] != 0 || em[1] != 1 {
+			return nil, errors.New("a signed block does not verify with the key of the certificate")
+		}
+		i := 2
+		for i < k && em[i] == 0xff {
+			i++
+		}
+		if i < 10 || i == k || em[i] != 0 {
+			return nil, errors.New("a signed block does not verify with the key of the certificate")
+		}
+		out = append(out, em[i+1:]...)
+	}
+	return out, nil
 }
 
 // tagChars are the characters of an XrdSutRndm random tag.

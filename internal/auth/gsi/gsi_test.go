@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -66,15 +67,23 @@ func handshake(tb testing.TB, srv *Server, cc *ClientConfig, host string) ([]*x5
 	return chain, err
 }
 
+// TestHandshake runs hepcache's client against its server at the version
+// it announces (signed DH) and at 10300, which the client speaks to old
+// servers.
 func TestHandshake(t *testing.T) {
 	p := newPKI(t)
-	srv := NewServer(func() *tls.Certificate { return p.host })
-	chain, err := handshake(t, srv, p.clientConfig(p.proxy), "localhost")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(chain) != 2 || !chain[0].Equal(p.proxy.Cert) {
-		t.Fatalf("chain %d certificates, want the proxy then the user", len(chain))
+	for _, v := range []int32{Version, 10300} {
+		t.Run(strconv.Itoa(int(v)), func(t *testing.T) {
+			srv := NewServer(func() *tls.Certificate { return p.host })
+			srv.version = v
+			chain, err := handshake(t, srv, p.clientConfig(p.proxy), "localhost")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(chain) != 2 || !chain[0].Equal(p.proxy.Cert) {
+				t.Fatalf("chain %d certificates, want the proxy then the user", len(chain))
+			}
+		})
 	}
 }
 
@@ -110,8 +119,14 @@ func TestHandshakeRefusals(t *testing.T) {
 			cp.PrivateKey = authtest.RSAKey(t, 3)
 			return &cp, nil
 		}
-		if _, err := handshake(t, srv, cc, "localhost"); err == nil || !strings.Contains(err.Error(), "proof of possession") {
-			t.Fatalf("err %v, want no proof of possession", err)
+		// At 10400 the DH part's signature fails first; at 10300 the tag's.
+		if _, err := handshake(t, srv, cc, "localhost"); err == nil || !strings.Contains(err.Error(), "not signed by the key of the presented certificate") {
+			t.Fatalf("err %v, want a signature not made by the certificate's key", err)
+		}
+		srv10300 := NewServer(func() *tls.Certificate { return p.host })
+		srv10300.version = 10300
+		if _, err := handshake(t, srv10300, cc, "localhost"); err == nil || !strings.Contains(err.Error(), "proof of possession") {
+			t.Fatalf("10300: err %v, want no proof of possession", err)
 		}
 	})
 }

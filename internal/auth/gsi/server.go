@@ -20,7 +20,8 @@ const (
 // Server is the server side of gsi. Safe for concurrent use; the state of
 // one client's handshake is in its Handshake.
 type Server struct {
-	cert func() *tls.Certificate
+	cert    func() *tls.Certificate
+	version int32 // announced and spoken; tests lower it to 10300
 }
 
 // NewServer returns a server presenting the host certificate cert returns
@@ -30,7 +31,7 @@ func NewServer(cert func() *tls.Certificate) *Server {
 	if cert == nil {
 		panic("gsi: nil host certificate source")
 	}
-	return &Server{cert: cert}
+	return &Server{cert: cert, version: Version}
 }
 
 // CheckHostCert reports whether c can serve as a gsi host certificate.
@@ -44,7 +45,7 @@ func CheckHostCert(c *tls.Certificate) error {
 	return nil
 }
 
-// Params returns the login parameters announcing gsi ("&P=gsi,v:10300,
+// Params returns the login parameters announcing gsi ("&P=gsi,v:10400,
 // c:ssl,ca:<hash>"): the client needs the hash of the CA that issued the
 // host certificate to find it in its X509_CERT_DIR.
 func (s *Server) Params() (string, error) {
@@ -63,7 +64,7 @@ func (s *Server) Params() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("gsi: host certificate issuer: %w", err)
 	}
-	return fmt.Sprintf("&P=gsi,v:%d,c:ssl,ca:%s", Version, h), nil
+	return fmt.Sprintf("&P=gsi,v:%d,c:ssl,ca:%s", s.version, h), nil
 }
 
 // maxStarts bounds the certificate requests on one connection: each
@@ -76,6 +77,8 @@ const maxStarts = 4
 type Handshake struct {
 	dh     *dhKey
 	rtag   []byte // the tag the client must sign
+	signed bool   // protocol 10400: signed DH parts, IV
+	padded bool   // the DH secret is padded (both sides pad)
 	starts int    // certificate requests so far
 }
 
@@ -117,9 +120,12 @@ func (s *Server) certReq(h *Handshake, in *buffer) ([]byte, error) {
 	if v, ok := in.getInt(bkVersion); ok && v < 10000 {
 		return nil, fmt.Errorf("gsi: client protocol version %d is too old", v)
 	}
-	if !cryptoSSL(in.get(bkCryptoMod)) {
+	mod, ok := cryptoSSL(in.get(bkCryptoMod))
+	if !ok {
 		return nil, fmt.Errorf("gsi: client crypto modules %q do not include ssl", in.get(bkCryptoMod))
 	}
+	h.signed = s.version >= versionDHSigned
+	h.padded = h.signed && !strings.HasSuffix(mod, "nopad")
 	mainRaw := in.get(bkMain)
 	if mainRaw == nil {
 		return nil, fmt.Errorf("gsi: main buffer missing: %w", ErrMalformed)
@@ -136,7 +142,8 @@ func (s *Server) certReq(h *Handshake, in *buffer) ([]byte, error) {
 	if err := CheckHostCert(cert); err != nil {
 		return nil, err
 	}
-	sig, err := cert.PrivateKey.(*rsa.PrivateKey).Sign(nil, ctag, crypto.Hash(0))
+	key := cert.PrivateKey.(*rsa.PrivateKey)
+	sig, err := key.Sign(nil, ctag, crypto.Hash(0))
 	if err != nil {
 		return nil, fmt.Errorf("gsi: sign the client's tag: %w", err)
 	}
@@ -150,7 +157,15 @@ func (s *Server) certReq(h *Handshake, in *buffer) ([]byte, error) {
 	reply.set(bkRtag, h.rtag)
 	out := &buffer{step: stepSrvCert}
 	out.set(bkCryptoMod, []byte("ssl"))
-	out.set(bkPuk, h.dh.public())
+	if h.signed {
+		pub, err := signChunks(key, h.dh.public())
+		if err != nil {
+			return nil, fmt.Errorf("gsi: sign the DH public part: %w", err)
+		}
+		out.set(bkCipher, pub)
+	} else {
+		out.set(bkPuk, h.dh.public())
+	}
 	out.set(bkCipherAlg, []byte(sessionCipher))
 	out.set(bkMDAlg, []byte("sha256:sha1"))
 	out.set(bkX509, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]}))
@@ -167,15 +182,30 @@ func (s *Server) clientCert(h *Handshake, in *buffer) ([]*x509.Certificate, erro
 			return nil, fmt.Errorf("gsi: the client chose cipher %q; only %s is offered", name, sessionCipher)
 		}
 	}
-	_, y, err := parsePublic(in.get(bkPuk), false)
+	dhPub := in.get(bkPuk)
+	var signer *rsa.PublicKey // the key that signed the client's DH part
+	if h.signed {
+		blk, _ := pem.Decode(in.get(bkPuk))
+		if blk == nil {
+			return nil, fmt.Errorf("gsi: client public key missing: %w", ErrMalformed)
+		}
+		k, err := x509.ParsePKIXPublicKey(blk.Bytes)
+		if signer, _ = k.(*rsa.PublicKey); err != nil || signer == nil {
+			return nil, fmt.Errorf("gsi: client public key is not RSA: %w", errors.Join(ErrMalformed, err))
+		}
+		if dhPub, err = recoverChunks(signer, in.get(bkCipher)); err != nil {
+			return nil, fmt.Errorf("gsi: client DH public part: %w", err)
+		}
+	}
+	_, y, err := parsePublic(dhPub, false)
 	if err != nil {
 		return nil, fmt.Errorf("gsi: client DH public part: %w", err)
 	}
-	key, err := h.dh.sessionKey(y)
+	key, err := h.dh.sessionKey(y, h.padded)
 	if err != nil {
 		return nil, fmt.Errorf("gsi: %w", err)
 	}
-	plain, err := decrypt(key, in.get(bkMain))
+	plain, err := decrypt(key, in.get(bkMain), h.signed)
 	if err != nil {
 		return nil, fmt.Errorf("gsi: %w", err)
 	}
@@ -191,6 +221,9 @@ func (s *Server) clientCert(h *Handshake, in *buffer) ([]*x509.Certificate, erro
 	if !ok {
 		return nil, fmt.Errorf("gsi: the proxy key is %T; gsi needs an RSA key", chain[0].PublicKey)
 	}
+	if signer != nil && !signer.Equal(pub) {
+		return nil, errors.New("gsi: the DH public part is not signed by the key of the presented certificate")
+	}
 	sig := m.get(bkSignedRtag)
 	if sig == nil {
 		return nil, fmt.Errorf("gsi: the client did not sign the server's random tag: %w", ErrMalformed)
@@ -201,15 +234,15 @@ func (s *Server) clientCert(h *Handshake, in *buffer) ([]*x509.Certificate, erro
 	return chain, nil
 }
 
-// cryptoSSL reports whether a crypto module list ("ssl", "ssl|...",
-// "sslnopad") names the OpenSSL module.
-func cryptoSSL(b []byte) bool {
+// cryptoSSL returns the entry of a crypto module list ("ssl",
+// "ssl|...", "sslnopad") that names the OpenSSL module.
+func cryptoSSL(b []byte) (string, bool) {
 	for _, m := range strings.Split(string(b), "|") {
 		if strings.TrimSuffix(m, "nopad") == "ssl" {
-			return true
+			return m, true
 		}
 	}
-	return false
+	return "", false
 }
 
 // parseChain decodes the PEM certificates of a chain bucket (key blocks,
