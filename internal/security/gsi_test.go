@@ -101,10 +101,7 @@ func TestGSIRefusals(t *testing.T) {
 	user := p.ca.User(t, "alice", 0)
 	stat := func(t *testing.T, cred *authtest.Cred) error {
 		t.Helper()
-		tc := &tls.Certificate{PrivateKey: cred.Key}
-		for _, c := range cred.Chain {
-			tc.Certificate = append(tc.Certificate, c.Raw)
-		}
+		tc := cred.TLS()
 		cc := client.DefaultConfig()
 		cc.GSI = &gsi.ClientConfig{Certificate: func() (*tls.Certificate, error) { return tc, nil }, Roots: authtest.Pool(p.ca)}
 		cl, err := client.New(cc)

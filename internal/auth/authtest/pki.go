@@ -11,6 +11,7 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha1"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/asn1"
@@ -316,6 +317,16 @@ func KeyPEM(tb testing.TB, k crypto.Signer) []byte {
 		tb.Fatal(err)
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+}
+
+// TLS returns the credential as a tls.Certificate: the chain (Cert first)
+// and the key, with Leaf set.
+func (c *Cred) TLS() *tls.Certificate {
+	tc := &tls.Certificate{PrivateKey: c.Key, Leaf: c.Cert}
+	for _, x := range c.Chain {
+		tc.Certificate = append(tc.Certificate, x.Raw)
+	}
+	return tc
 }
 
 // WriteFiles writes the certificate chain and the key to dir/name.pem and

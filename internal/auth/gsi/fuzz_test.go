@@ -24,8 +24,10 @@ func FuzzServerStep(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	var hs Handshake
-	_, more, err := srv.Step(&hs, first)
+	// after is the state after the first step, made once: each execution
+	// starts from a copy instead of paying for a signature and a DH key.
+	var after Handshake
+	_, more, err := srv.Step(&after, first)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -39,9 +41,7 @@ func FuzzServerStep(f *testing.F) {
 	f.Fuzz(func(t *testing.T, cred []byte, afterFirst bool) {
 		var hs Handshake
 		if afterFirst {
-			if _, _, err := srv.Step(&hs, first); err != nil {
-				t.Fatal(err)
-			}
+			hs = after
 		}
 		chain, more, err := srv.Step(&hs, cred)
 		if err == nil && chain == nil && more == nil {

@@ -28,16 +28,13 @@ func newPKI(tb testing.TB) *pki {
 	user := ca.User(tb, "alice", 1)
 	return &pki{
 		ca:    ca,
-		host:  &tls.Certificate{Certificate: [][]byte{h.Cert.Raw}, PrivateKey: h.Key, Leaf: h.Cert},
+		host:  h.TLS(),
 		proxy: user.Proxy(tb, authtest.ProxyOpts{Key: authtest.RSAKey(tb, 2)}),
 	}
 }
 
 func (p *pki) clientConfig(cred *authtest.Cred) *ClientConfig {
-	c := &tls.Certificate{PrivateKey: cred.Key}
-	for _, x := range cred.Chain {
-		c.Certificate = append(c.Certificate, x.Raw)
-	}
+	c := cred.TLS()
 	return &ClientConfig{Certificate: func() (*tls.Certificate, error) { return c, nil }, Roots: authtest.Pool(p.ca)}
 }
 
