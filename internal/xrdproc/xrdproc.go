@@ -33,10 +33,17 @@ type Server struct {
 	ConfigPath string
 	LogPath    string
 
+	// CMSAddr is the cmsd manager's "127.0.0.1:port" (StartRedirector).
+	CMSAddr string
+
 	name string
 	work string
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the process has exited
+
+	cmsd     *exec.Cmd     // the redirector's cmsd, or nil
+	cmsdDone chan struct{} // closed when cmsd has exited
+	ownsDir  bool          // Dir was made for the server: Remove deletes it
 
 	mu      sync.Mutex
 	stopped bool
@@ -108,6 +115,97 @@ func StartXCache(originAddr, cacheDir string, opts XCacheOptions) (*Server, erro
 	return start("xcache", cacheDir, append(cfg, opts.Config...))
 }
 
+// StartRedirector starts an XRootD redirector: an xrootd and a cmsd in the
+// manager role (all.role manager) exporting "/", with the manager's waits
+// shortened for tests (a node may serve one second after it logs in; the
+// manager waits one second for answers to a lookup). Data servers
+// subscribe at CMSAddr; clients connect to URL and are redirected. extra
+// lines are appended to the configuration.
+func StartRedirector(extra ...string) (*Server, error) {
+	cmsPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	cmsAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(cmsPort))
+	dir, err := os.MkdirTemp("", "xrdproc-redirector-data-")
+	if err != nil {
+		return nil, err
+	}
+	cfg := append([]string{
+		"all.role manager",
+		"all.manager " + cmsAddr,
+		"all.export /",
+		"cms.delay startup 1 lookup 1 servers 1",
+	}, extra...)
+	s, err := start("redirector", dir, cfg)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	s.CMSAddr, s.ownsDir = cmsAddr, true
+	if err := s.startCmsd(); err != nil {
+		s.Remove()
+		return nil, err
+	}
+	return s, nil
+}
+
+// startCmsd starts the cmsd for s's configuration and waits until its
+// port accepts connections.
+func (s *Server) startCmsd() error {
+	bin, err := exec.LookPath("cmsd")
+	if err != nil {
+		return fmt.Errorf("cmsd not installed (Debian package xrootd-server): %w", err)
+	}
+	args := []string{"-c", s.ConfigPath, "-l", filepath.Join(s.work, "cmslog"), "-n", s.name}
+	if os.Geteuid() == 0 {
+		args = append([]string{"-R", "nobody"}, args...)
+	}
+	cmd := exec.Command(bin, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.Dir = s.work
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("%s %v: %w", bin, args, err)
+	}
+	s.mu.Lock()
+	s.cmsd, s.cmsdDone = cmd, make(chan struct{})
+	s.mu.Unlock()
+	go func() { cmd.Wait(); close(s.cmsdDone) }()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", s.CMSAddr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		select {
+		case <-s.cmsdDone:
+			return fmt.Errorf("cmsd exited at start: %s\n%s", out.String(), s.CmsdLog())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cmsd did not accept connections on %s within 15s:\n%s", s.CMSAddr, s.CmsdLog())
+		}
+	}
+}
+
+// CmsdLog returns the redirector's cmsd log so far.
+func (s *Server) CmsdLog() string {
+	m, _ := filepath.Glob(filepath.Join(s.work, s.name, "cmslog"))
+	if len(m) == 0 {
+		m, _ = filepath.Glob(filepath.Join(s.work, "*", "cmslog"))
+	}
+	if len(m) == 0 {
+		return "(no cmsd log)"
+	}
+	b, err := os.ReadFile(m[0])
+	if err != nil {
+		return fmt.Sprintf("(no cmsd log: %v)", err)
+	}
+	return string(b)
+}
+
 func start(kind, dir string, cfg []string) (*Server, error) {
 	bin, err := exec.LookPath("xrootd")
 	if err != nil {
@@ -155,7 +253,11 @@ func launch(bin, kind, dir, work string, cfg []string, attempt int) (*Server, er
 		return nil, err
 	}
 	lines := append([]string{
+		// Only for xrootd: a cmsd reading the same file takes its port
+		// from all.manager.
+		"if exec xrootd",
 		"xrd.port " + strconv.Itoa(port),
+		"fi",
 		"all.adminpath " + admin,
 		"all.pidpath " + admin,
 	}, cfg...)
@@ -238,12 +340,19 @@ func (s *Server) Stop() {
 	s.stopped = true
 	s.cmd.Process.Kill()
 	<-s.done
+	if s.cmsd != nil {
+		s.cmsd.Process.Kill()
+		<-s.cmsdDone
+	}
 }
 
 // Remove stops the server and deletes its working directory (config, log).
 func (s *Server) Remove() {
 	s.Stop()
 	os.RemoveAll(s.work)
+	if s.ownsDir {
+		os.RemoveAll(s.Dir)
+	}
 }
 
 // PID returns the server's process id (for memory and CPU measurements).

@@ -63,10 +63,27 @@ func StartXCache(tb testing.TB, originAddr, cacheDir string, opts XCacheOptions)
 	return s
 }
 
+// StartRedirector starts a C++ xrootd and cmsd in the manager role, for
+// data servers to subscribe to at CMSAddr. See xrdproc.StartRedirector.
+func StartRedirector(tb testing.TB, extra ...string) *Server {
+	tb.Helper()
+	RequireTool(tb, "xrootd")
+	RequireTool(tb, "cmsd")
+	s, err := xrdproc.StartRedirector(extra...)
+	if err != nil {
+		tb.Fatalf("xrdtest: %v", err)
+	}
+	cleanup(tb, s)
+	return s
+}
+
 func cleanup(tb testing.TB, s *Server) {
 	tb.Cleanup(func() {
 		if tb.Failed() {
 			tb.Logf("xrdtest: log of the xrootd at %s:\n%s", s.Addr, s.Log())
+			if s.CMSAddr != "" {
+				tb.Logf("xrdtest: log of the cmsd at %s:\n%s", s.CMSAddr, s.CmsdLog())
+			}
 		}
 		s.Remove()
 	})
