@@ -137,7 +137,7 @@ type Node struct {
 	mu   sync.Mutex
 	conn net.Conn // current session, nil between sessions
 
-	connected                      atomic.Bool
+	connected                     atomic.Bool
 	logins, queries, haves, pings atomic.Int64
 }
 

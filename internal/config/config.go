@@ -45,6 +45,8 @@ type Config struct {
 	Prestage PrestageConfig `toml:"prestage"`
 	// Monitor is where the XRootD monitoring streams go (monitor.go).
 	Monitor MonitorConfig `toml:"monitor"`
+	// Cmsd is the subscription to an XRootD redirector (cmsd.go).
+	Cmsd CmsdConfig `toml:"cmsd"`
 }
 
 // PrestageConfig is the [prestage] section.
@@ -236,6 +238,7 @@ func Default() *Config {
 		Security: SecurityConfig{ClockSkew: Duration(60e9)},
 		Prestage: PrestageConfig{Workers: 4, MaxQueued: 100000},
 		Monitor:  defaultMonitor(),
+		Cmsd:     defaultCmsd(),
 	}
 }
 
@@ -305,6 +308,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Log.AccessLog, "access-log", c.Log.AccessLog, "access log file, - for stdout (log.access_log)")
 	fs.StringVar(&c.Log.Level, "log-level", c.Log.Level, "debug, info, warn, error (log.level)")
 	c.Monitor.flags(fs)
+	c.Cmsd.flags(fs)
 }
 
 // Validate reports every invalid value, each with its key, the value and
@@ -427,6 +431,7 @@ func (c *Config) Validate() error {
 	c.Security.validate(bad)
 	c.Limits.validate(bad)
 	c.Monitor.validate(bad)
+	c.Cmsd.validate(bad)
 	if c.Prestage.Workers < 1 {
 		bad("prestage.workers", c.Prestage.Workers, "at least 1")
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/hepcache/hepcache/internal/admin"
 	"github.com/hepcache/hepcache/internal/backend"
 	"github.com/hepcache/hepcache/internal/cache"
+	"github.com/hepcache/hepcache/internal/cms"
 	"github.com/hepcache/hepcache/internal/config"
 	"github.com/hepcache/hepcache/internal/dashboard"
 	"github.com/hepcache/hepcache/internal/federation"
@@ -70,6 +71,9 @@ type Server struct {
 	adminLn   net.Listener
 	// cl is the cluster layer, nil when cluster mode is off (cluster.go).
 	cl *clusterNode
+	// cmsd is the subscription to an XRootD redirector (cmsd.go); nil
+	// when cmsd.manager is not set.
+	cmsd *cms.Node
 
 	wg        sync.WaitGroup
 	serveErrs chan error
@@ -234,6 +238,10 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	if err := s.cl.join(s.rootLn, s.httpLn); err != nil {
 		return nil, err
 	}
+	// Subscribe last: the manager sends clients as soon as we answer.
+	if s.cmsd, err = s.startCmsd(cfg, be); err != nil {
+		return nil, err
+	}
 	log.Info("hepcache serving", "root", s.rootLn.Addr().String(), "http", addrOf(s.httpLn), "metrics", addrOf(s.adminLn),
 		"cache_dir", cfg.Cache.Dir, "origin", cfg.Origin.Default, "forward_allow", strings.Join(cfg.Origin.ForwardAllow, ","))
 	return s, nil
@@ -296,8 +304,9 @@ func (s *Server) Run(ctx context.Context) error {
 // ctx ends, then closes the cache so that every sidecar is consistent.
 func (s *Server) Shutdown(ctx context.Context) error {
 	var errs []error
-	// Leave the cluster first: the other nodes stop sending clients here
-	// while the reads in progress finish.
+	// Leave the redirector and the cluster first: they stop sending
+	// clients here while the reads in progress finish.
+	s.leaveCmsd()
 	if err := s.cl.leave(); err != nil {
 		errs = append(errs, err)
 	}
@@ -337,6 +346,7 @@ func (s *Server) httpShutdown(ctx context.Context) error {
 func (s *Server) Close() error {
 	var errs []error
 	s.closeOnce.Do(func() {
+		s.leaveCmsd()
 		if s.root != nil {
 			s.root.Close()
 		} else if s.rootLn != nil {
