@@ -43,4 +43,3 @@ site = "T2_XX_Site"
 		}
 	}
 }
-
