@@ -3,6 +3,7 @@ package monitor
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net"
 	"os"
@@ -153,10 +154,7 @@ func (fs *fileStream) userIDLocked(req backend.Request) uint32 {
 	if ip := net.ParseIP(host); ip != nil && ip.To4() == nil {
 		host, ipv = "["+host+"]", '6'
 	}
-	name := req.User
-	if name == "" {
-		name = "nobody"
-	}
+	name, moninfo := monitorName(req.User)
 	prot := "xroot"
 	if req.Protocol == "http" || req.Protocol == "https" {
 		prot = req.Protocol
@@ -165,8 +163,8 @@ func (fs *fileStream) userIDLocked(req backend.Request) uint32 {
 	// the client said at login (R: version, x: application, y: info). The
 	// VO and role are not known here.
 	login := loginCGI(req.ClientLogin)
-	text := fmt.Sprintf("%s/%s.%s:%s@%s\n&p=%s&n=%s&h=%s&o=&r=&g=&m=&R=%s&x=%s&y=%s&I=%c",
-		prot, name, pid, fs.m.sidText, host, req.Auth, name, host, login["xrd.rn"], login["xrd.appname"], login["xrd.info"], ipv)
+	text := fmt.Sprintf("%s/%s.%s:%s@%s\n&p=%s&n=%s&h=%s&o=&r=&g=&m=%s&R=%s&x=%s&y=%s&I=%c",
+		prot, name, pid, fs.m.sidText, host, req.Auth, name, host, moninfo, login["xrd.rn"], login["xrd.appname"], login["xrd.info"], ipv)
 	fs.sendMapLocked(codeUser, id, text)
 	return id
 }
@@ -368,4 +366,22 @@ func (f *file) close(forced bool) error {
 	fs.addLocked(appendClose(nil, f.id, x, o, forced), false)
 	fs.mu.Unlock()
 	return f.File.Close()
+}
+
+// monitorName returns the user name a 'u' record carries and its m=
+// (moninfo) field. A name that would break the record's
+// "prot/user.pid:sid@host" form or its CGI (an X.509 DN has '/', '=',
+// spaces, maybe '@') travels as its hash, as XrdSecgsi names a DN without
+// a gridmap ("%08x.0"), and the DN itself goes into m= (where XRootD puts
+// it) with the CGI separator removed.
+func monitorName(user string) (name, moninfo string) {
+	if user == "" {
+		return "nobody", ""
+	}
+	if !strings.ContainsAny(user, "/.:@&= \n") {
+		return user, ""
+	}
+	h := fnv.New32a()
+	h.Write([]byte(user))
+	return fmt.Sprintf("%08x.0", h.Sum32()), strings.NewReplacer("&", "", "\n", " ").Replace(user)
 }
