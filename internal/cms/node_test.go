@@ -163,7 +163,9 @@ func TestSubscribeToRealManager(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "f.root"), want, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	red := xrdtest.StartRedirector(t)
+	// Pings every 3 s (the least cmsd allows), a usage query with each,
+	// and each answer logged, so that the test sees load and space arrive.
+	red := xrdtest.StartRedirector(t, "cms.ping 3 log 1 usage 1")
 	var nodes []*Node
 	var ports []string
 	for i := 0; i < 2; i++ {
@@ -175,6 +177,7 @@ func TestSubscribeToRealManager(t *testing.T) {
 				return err == nil, nil
 			},
 			Space: func() (uint64, uint64, int) { return 10 << 30, 20 << 30, 50 },
+			Load:  func() int { return 37 },
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -221,6 +224,12 @@ func TestSubscribeToRealManager(t *testing.T) {
 	if out, err := run(t, xrdcp, "-f", "-s", red.URL+"//missing.root", dst); err == nil {
 		t.Fatalf("xrdcp of a missing file succeeded: %s", out)
 	}
+
+	// The manager pings and asks for usage; it logs the load and free
+	// space it received.
+	eventually.True(t, func() bool {
+		return nodes[0].Stats().Pings > 0 && strings.Contains(red.CmsdLog(), "cpu=37 ") && strings.Contains(red.CmsdLog(), "dsk=10240 ")
+	}, "pings answered and the manager logging cpu=37 and dsk=10240 (10 GiB free)")
 
 	// Leaving (disc) and dying (connection drop) both mark the node
 	// offline at the manager, which then neither lists nor selects it.

@@ -47,6 +47,14 @@ func (s *Server) startCmsd(cfg *config.Config, be backend.Backend) (*cms.Node, e
 				return false, err
 			}
 		},
+		// The node's load is how full its fetch memory is: a node whose
+		// window to the origins is full serves new misses slowest.
+		Load: func() int {
+			if lim := s.cache.Config().FetchMemory; lim > 0 {
+				return int(s.cache.FetchInFlight() * 100 / lim)
+			}
+			return 0
+		},
 		Space: func() (free, total uint64, util int) {
 			u, err := s.cache.Usage()
 			if err != nil || u.Total <= 0 {
