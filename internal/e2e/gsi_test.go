@@ -14,18 +14,6 @@ import (
 	"github.com/hepcache/hepcache/internal/xrdtest"
 )
 
-const gsiPythonScript = `
-import sys
-from XRootD import client
-f = client.File()
-st, _ = f.open(sys.argv[1])
-assert st.ok, st.message
-st, data = f.read(0, int(sys.argv[2]))
-assert st.ok, st.message
-f.close()
-sys.stdout.buffer.write(data)
-`
-
 // TestServeGSI runs `hepcache serve` with gsi on both sides: in front of a
 // real C++ xrootd that admits only gsi (the cache presents its own proxy,
 // origin_cert), clients authenticate with their proxies (xrdcp, the Debian
@@ -111,7 +99,7 @@ read = ["vo:cms"]
 	} {
 		t.Run("python "+py.name, func(t *testing.T) {
 			bin := realclient.Python(t, py.bin, "XRootD.client")
-			r := realclient.RunPython(t, env(cms, caDir), bin, gsiPythonScript, url, "10000000")
+			r := realclient.RunPython(t, env(cms, caDir), bin, pyReadHead, url, "10000000")
 			if r.Err != nil || !bytes.Equal(r.Stdout, want) {
 				t.Fatalf("python bindings through gsi: %s", r)
 			}

@@ -18,16 +18,18 @@ import (
 )
 
 // pyReadHead reads the first argv[2] bytes of argv[1] with the Python
-// bindings (a job that reads a little of a file).
+// bindings (a job that reads a little of a file) and writes them to
+// stdout.
 const pyReadHead = `
 import sys
 from XRootD import client
 f = client.File()
 st, _ = f.open(sys.argv[1])
-assert st.ok, st
+assert st.ok, st.message
 st, data = f.read(0, int(sys.argv[2]))
-assert st.ok, st
+assert st.ok, st.message
 f.close()
+sys.stdout.buffer.write(data)
 `
 
 // TestReplacedOriginFile: a file partly cached (its first MiB, read with

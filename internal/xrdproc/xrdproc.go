@@ -7,6 +7,7 @@ package xrdproc
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io/fs"
 	"net"
@@ -172,22 +173,10 @@ func (s *Server) startCmsd() error {
 	s.cmsd, s.cmsdDone = cmd, make(chan struct{})
 	s.mu.Unlock()
 	go func() { cmd.Wait(); close(s.cmsdDone) }()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", s.CMSAddr, 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-			return nil
-		}
-		select {
-		case <-s.cmsdDone:
-			return fmt.Errorf("cmsd exited at start: %s\n%s", out.String(), s.CmsdLog())
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("cmsd did not accept connections on %s within 15s:\n%s", s.CMSAddr, s.CmsdLog())
-		}
+	if err := awaitListen(s.CMSAddr, s.cmsdDone); err != nil {
+		return fmt.Errorf("cmsd %w: %s\n%s", err, out.String(), s.CmsdLog())
 	}
+	return nil
 }
 
 // CmsdLog returns the redirector's cmsd log so far.
@@ -293,24 +282,32 @@ func launch(bin, kind, dir, work string, cfg []string, attempt int) (*Server, er
 	s.URL = "root://" + s.Addr
 	go func() { cmd.Wait(); close(s.done) }()
 
+	if err := awaitListen(s.Addr, s.done); err != nil {
+		s.Stop()
+		return nil, fmt.Errorf("xrootd (port %d) %w: %s\n%s", port, err, out.String(), s.Log())
+	}
+	return s, nil
+}
+
+// awaitListen waits until addr accepts connections, the process whose
+// exit closes exited ends, or 15 s pass.
+func awaitListen(addr string, exited <-chan struct{}) error {
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		c, err := net.DialTimeout("tcp", s.Addr, 200*time.Millisecond)
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 		if err == nil {
 			c.Close()
-			break
+			return nil
 		}
 		select {
-		case <-s.done:
-			return nil, fmt.Errorf("xrootd exited at start (port %d): %s\n%s", port, out.String(), s.Log())
+		case <-exited:
+			return errors.New("exited at start")
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			s.Stop()
-			return nil, fmt.Errorf("xrootd did not accept connections on %s within 15s:\n%s", s.Addr, s.Log())
+			return fmt.Errorf("did not accept connections on %s within 15s", addr)
 		}
 	}
-	return s, nil
 }
 
 // Log returns the server's log so far (or a note why it is unreadable).

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/hepcache/hepcache/internal/auth/x509proxy"
 )
 
 // maxChainCerts and maxChainBytes bound the client's chain.
@@ -254,27 +256,9 @@ func parseChain(b []byte) ([]*x509.Certificate, error) {
 	if len(b) > maxChainBytes {
 		return nil, fmt.Errorf("gsi: client chain of %d bytes is too long: %w", len(b), ErrMalformed)
 	}
-	var chain []*x509.Certificate
-	for {
-		var blk *pem.Block
-		blk, b = pem.Decode(b)
-		if blk == nil {
-			break
-		}
-		if blk.Type != "CERTIFICATE" {
-			continue
-		}
-		if len(chain) == maxChainCerts {
-			return nil, fmt.Errorf("gsi: client chain has more than %d certificates: %w", maxChainCerts, ErrMalformed)
-		}
-		c, err := x509.ParseCertificate(blk.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("gsi: client certificate: %w", errors.Join(ErrMalformed, err))
-		}
-		chain = append(chain, c)
-	}
-	if len(chain) == 0 {
-		return nil, fmt.Errorf("gsi: no PEM certificate in the client chain: %w", ErrMalformed)
+	chain, err := x509proxy.PEMCertificates(b, maxChainCerts)
+	if err != nil {
+		return nil, fmt.Errorf("gsi: client chain: %w", errors.Join(ErrMalformed, err))
 	}
 	return chain, nil
 }

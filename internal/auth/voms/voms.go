@@ -8,7 +8,6 @@ package voms
 import (
 	"bytes"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
@@ -197,7 +196,7 @@ func readCerts(path string) ([]*x509.Certificate, error) {
 	if err != nil {
 		return nil, err
 	}
-	certs, err := parsePEMCerts(b)
+	certs, err := x509proxy.PEMCertificates(b, 0)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -399,28 +398,4 @@ func anyIn(have, want []string) bool {
 		}
 	}
 	return false
-}
-
-// parsePEMCerts returns the certificates in PEM data.
-func parsePEMCerts(b []byte) ([]*x509.Certificate, error) {
-	var out []*x509.Certificate
-	for {
-		var blk *pem.Block
-		blk, b = pem.Decode(b)
-		if blk == nil {
-			break
-		}
-		if blk.Type != "CERTIFICATE" {
-			continue
-		}
-		c, err := x509.ParseCertificate(blk.Bytes)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	if len(out) == 0 {
-		return nil, errors.New("no PEM certificate")
-	}
-	return out, nil
 }

@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/asn1"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"time"
@@ -329,4 +330,33 @@ func ParseProxyCertInfo(der []byte) (pathLen int, lang asn1.ObjectIdentifier, er
 		return 0, nil, errors.New("malformed proxyCertInfo policy")
 	}
 	return pathLen, pol.Language, nil
+}
+
+// PEMCertificates returns the certificates in PEM data in order, skipping
+// other blocks (a proxy file holds its private key too). With max > 0,
+// more than max certificates is an error: the data may come from a client.
+func PEMCertificates(b []byte, max int) ([]*x509.Certificate, error) {
+	var out []*x509.Certificate
+	for {
+		var blk *pem.Block
+		blk, b = pem.Decode(b)
+		if blk == nil {
+			break
+		}
+		if blk.Type != "CERTIFICATE" {
+			continue
+		}
+		if max > 0 && len(out) == max {
+			return nil, fmt.Errorf("more than %d certificates", max)
+		}
+		c, err := x509.ParseCertificate(blk.Bytes)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no PEM certificate")
+	}
+	return out, nil
 }

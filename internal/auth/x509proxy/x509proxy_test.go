@@ -179,3 +179,22 @@ func TestParseProxyCertInfo(t *testing.T) {
 		}
 	}
 }
+
+func TestPEMCertificates(t *testing.T) {
+	ca := authtest.NewCA(t, "Test CA")
+	u := ca.User(t, "alice", 0)
+	p := u.Proxy(t, authtest.ProxyOpts{})
+	// A proxy file: the proxy, its key, then the chain.
+	b := append(authtest.CertPEM(p.Cert), authtest.KeyPEM(t, p.Key)...)
+	b = append(b, authtest.CertPEM(u.Cert, ca.Cert)...)
+	certs, err := PEMCertificates(b, 0)
+	if err != nil || len(certs) != 3 || !certs[0].Equal(p.Cert) {
+		t.Fatalf("got %d certificates, %v", len(certs), err)
+	}
+	if _, err := PEMCertificates(b, 2); err == nil {
+		t.Fatal("three certificates accepted with a limit of two")
+	}
+	if _, err := PEMCertificates(authtest.KeyPEM(t, p.Key), 0); err == nil {
+		t.Fatal("a key alone accepted as a chain")
+	}
+}
