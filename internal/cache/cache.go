@@ -29,10 +29,13 @@ import (
 // maxDiskWriters is how many pieces are written to disk at once.
 const maxDiskWriters = 4
 
-// maxPooledPieces bounds the piece buffers kept for reuse: a burst of
-// cold reads beyond it allocates, and the collector returns the memory,
-// instead of the pool keeping up to the whole fetch memory cap resident.
-const maxPooledPieces = 64 << 20
+// maxResidentPieces bounds the free piece buffers kept resident for
+// reuse: piece buffers live outside the Go heap (bufpool.Mapped) and the
+// pages of those beyond it go back to the kernel when they are put back,
+// so the process's memory follows the bytes in flight, not past bursts.
+// Reusing a released buffer costs page faults: enough stay resident for
+// the pieces that a steady stream cycles through.
+const maxResidentPieces = 8 << 20
 
 // readBufSize is the chunk in which cached data is read and handed to the
 // front ends.
@@ -54,10 +57,10 @@ type Cache struct {
 	// FetchMemory for all origins together.
 	windows *fetchwindow.Set
 	stats   Stats
-	// pieces holds PieceSize buffers for origin reads (kept across
-	// garbage collections, trimmed when idle); bufs holds buffers for
+	// pieces holds PieceSize buffers for origin reads (outside the Go
+	// heap, released beyond maxResidentPieces); bufs holds buffers for
 	// reads from the data files.
-	pieces *bufpool.Pool
+	pieces *bufpool.Mapped
 	bufs   sync.Pool
 	// blockBufs holds whole-block buffers for checking blocks read back
 	// from disk (blockcheck.go).
@@ -156,7 +159,7 @@ func New(cfg *Config) (*Cache, error) {
 	files, bytes := ca.index.totals()
 	ca.Usage() // the capacity share quotas refer to
 	c.Logger.Info("cache index rebuilt", "files", files, "bytes", bytes, "took", c.now().Sub(start).Round(time.Millisecond))
-	ca.pieces = bufpool.New(int(c.PieceSize), int(min(c.FetchMemory, maxPooledPieces)/c.PieceSize))
+	ca.pieces = bufpool.NewMapped(int(c.PieceSize), int(min(c.FetchMemory, maxResidentPieces)/c.PieceSize))
 	ca.bufs.New = func() any { b := make([]byte, readBufSize); return &b }
 	ca.wg.Add(3)
 	go ca.syncLoop()

@@ -51,22 +51,40 @@ type fetch struct {
 // buffer. Where the origin supports it, the buffer is taken only when the
 // bytes start arriving, so the requests queued at the origin (up to
 // FetchMemory of them) hold no memory. On error no buffer is returned: an
-// abandoned read may still be filling it, so it is left to the garbage
-// collector.
+// abandoned read may still be filling it, so it goes to the pool's Abandon
+// (pages released, never reused), and a buffer the read asks for after
+// readPiece gave up on it comes from the heap, for the collector.
 func (e *entry) readPiece(ctx context.Context, of origin.File, n, off int64) (*[]byte, int, error) {
 	c := e.c
-	var bp *[]byte
+	var (
+		mu     sync.Mutex // protects bp and gaveUp
+		bp     *[]byte
+		gaveUp bool
+	)
 	_, k, err := origin.ReadAtAlloc(ctx, of, int(n), off, func() []byte {
+		mu.Lock()
+		defer mu.Unlock()
+		if gaveUp {
+			return make([]byte, n)
+		}
 		bp = c.pieces.Get()
 		return *bp
 	})
+	mu.Lock()
+	got := bp
 	if err != nil && err != io.EOF {
+		gaveUp = true
+		mu.Unlock()
+		if got != nil {
+			c.pieces.Abandon(got)
+		}
 		return nil, k, err
 	}
-	if bp == nil { // nothing arrived: an empty range at the end
-		bp = c.pieces.Get()
+	mu.Unlock()
+	if got == nil { // nothing arrived: an empty range at the end
+		got = c.pieces.Get()
 	}
-	return bp, k, err
+	return got, k, err
 }
 
 // hold registers interest in piece i's buffer; false if it is already gone.
