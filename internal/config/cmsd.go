@@ -11,8 +11,9 @@ import (
 // cmsd manager as a data server (docs/deployment.md).
 type CmsdConfig struct {
 	// Manager is the cmsd manager's "host:port" (the redirector's
-	// all.manager, usually port 1213); flag --cmsd-manager. Default ""
-	// (no subscription).
+	// all.manager, usually port 1213), or several separated by commas:
+	// the node subscribes to each (redundant redirectors, all.manager
+	// all). Flag --cmsd-manager. Default "" (no subscription).
 	Manager string `toml:"manager"`
 	// Paths are the path prefixes offered to the manager. Default ["/"].
 	Paths []string `toml:"paths"`
@@ -36,12 +37,29 @@ func (m *CmsdConfig) flags(fs *flag.FlagSet) {
 	fs.StringVar(&m.Manager, "cmsd-manager", m.Manager, "subscribe as a data server to this XRootD cmsd manager HOST:PORT (cmsd.manager)")
 }
 
+// Managers returns the managers of cmsd.manager, in order.
+func (m *CmsdConfig) Managers() []string {
+	var out []string
+	for _, s := range strings.Split(m.Manager, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 func (m *CmsdConfig) validate(bad func(key string, val any, allowed string)) {
-	if m.Manager == "" {
+	managers := m.Managers()
+	if len(managers) == 0 {
 		return
 	}
-	if h, p, err := net.SplitHostPort(m.Manager); err != nil || h == "" || p == "" {
-		bad("cmsd.manager", fmt.Sprintf("%q", m.Manager), "the cmsd manager's host:port, e.g. \"redirector.example.org:1213\"")
+	seen := map[string]bool{}
+	for _, a := range managers {
+		if h, p, err := net.SplitHostPort(a); err != nil || h == "" || p == "" || seen[a] {
+			bad("cmsd.manager", fmt.Sprintf("%q", m.Manager), "the cmsd managers' host:port, separated by commas and each once, e.g. \"redirector.example.org:1213\"")
+			break
+		}
+		seen[a] = true
 	}
 	if len(m.Paths) == 0 {
 		bad("cmsd.paths", "[]", "at least one path prefix, e.g. [\"/\"]")

@@ -28,8 +28,15 @@ site = "T2_XX_Site"
 	}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	c.Flags(fs)
-	if err := fs.Parse([]string{"--cmsd-manager", "other.example:1213"}); err != nil || c.Cmsd.Manager != "other.example:1213" {
-		t.Fatalf("--cmsd-manager: %v, manager %q", err, c.Cmsd.Manager)
+	if err := fs.Parse([]string{"--cmsd-manager", "a.example:1213, b.example:1213"}); err != nil || len(c.Cmsd.Managers()) != 2 || c.Cmsd.Managers()[1] != "b.example:1213" {
+		t.Fatalf("--cmsd-manager: %v, managers %q", err, c.Cmsd.Managers())
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("two managers rejected: %v", err)
+	}
+	c.Cmsd.Manager = "a.example:1213,a.example:1213"
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "cmsd.manager") {
+		t.Fatalf("a manager given twice: %v", err)
 	}
 
 	c.Cmsd = CmsdConfig{Manager: "no-port", Paths: []string{"store"}, Site: "a&b", QueryTimeout: -1}

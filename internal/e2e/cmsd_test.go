@@ -14,10 +14,10 @@ import (
 )
 
 // TestSubscribedToXRootDRedirector runs two `hepcache serve` nodes
-// subscribed (--cmsd-manager) to a real C++ xrootd+cmsd redirector, in front
-// of a real C++ origin. xrdcp through the redirector reads byte-exact
-// through a node; after kill -9 of one node the redirector neither lists
-// it nor sends a client to it.
+// subscribed (--cmsd-manager) to two real C++ xrootd+cmsd redirectors (a
+// redundant pair), in front of a real C++ origin. xrdcp through a
+// redirector reads byte-exact through a node; after kill -9 of one node
+// neither redirector lists it, and clients are sent to the other only.
 func TestSubscribedToXRootDRedirector(t *testing.T) {
 	xrdfs := realclient.Require(t, "xrdfs")
 	realclient.Require(t, "xrdcp")
@@ -26,20 +26,20 @@ func TestSubscribedToXRootDRedirector(t *testing.T) {
 	sum1 := writeFile(t, data, "store/cms/f1.root", 3<<20, 11)
 	sum2 := writeFile(t, data, "store/cms/f2.root", 3<<20, 12)
 	origin := xrdtest.StartOrigin(t, data)
-	red := xrdtest.StartRedirector(t)
+	red, red2 := xrdtest.StartRedirector(t), xrdtest.StartRedirector(t)
 
 	var nodes []*proc
 	var ports, metricsAddrs []string
 	for i := 0; i < 2; i++ {
 		metricsAddrs = append(metricsAddrs, freeAddr(t))
-		p := startProc(t, "--cache-dir", t.TempDir(), "--origin", origin.URL, "--cmsd-manager", red.CMSAddr, "--metrics-listen", metricsAddrs[i])
+		p := startProc(t, "--cache-dir", t.TempDir(), "--origin", origin.URL, "--cmsd-manager", red.CMSAddr+","+red2.CMSAddr, "--metrics-listen", metricsAddrs[i])
 		_, port, _ := net.SplitHostPort(p.addr)
 		nodes, ports = append(nodes, p), append(ports, port)
 	}
 	// xrdfs lists a located node as "[::127.0.0.1]:port Server Read".
 	listed := func(out, port string) bool { return strings.Contains(out, "]:"+port+" ") }
 	var last realclient.Result
-	locate := func(path string, in, notIn []string) func() bool {
+	locate := func(red *xrdtest.Server, path string, in, notIn []string) func() bool {
 		return func() bool {
 			last = realclient.Run(t, realclient.Env(), xrdfs, red.URL, "locate", path)
 			ok := last.Err == nil
@@ -55,8 +55,10 @@ func TestSubscribedToXRootDRedirector(t *testing.T) {
 			return ok
 		}
 	}
-	if !eventuallyOK(locate("/store/cms/f1.root", ports, nil)) {
-		t.Fatalf("the redirector never located f1 on both nodes; last answer:\n%s", last)
+	for _, r := range []*xrdtest.Server{red, red2} {
+		if !eventuallyOK(locate(r, "/store/cms/f1.root", ports, nil)) {
+			t.Fatalf("the redirector at %s never located f1 on both nodes; last answer:\n%s", r.Addr, last)
+		}
 	}
 	read := func(name string, want [32]byte) string {
 		r := realclient.MustRun(t, realclient.Env("XRD_LOGLEVEL=Debug"), "xrdcp", "-f", red.URL+"//store/cms/"+name, "-")
@@ -74,8 +76,10 @@ func TestSubscribedToXRootDRedirector(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-nodes[0].done
-	if !eventuallyOK(locate("/store/cms/f1.root", ports[1:], ports[:1])) {
-		t.Fatalf("after kill -9 of node 0 the redirector still lists it, or not node 1; last answer:\n%s", last)
+	for _, r := range []*xrdtest.Server{red, red2} {
+		if !eventuallyOK(locate(r, "/store/cms/f1.root", ports[1:], ports[:1])) {
+			t.Fatalf("after kill -9 of node 0 the redirector at %s still lists it, or not node 1; last answer:\n%s", r.Addr, last)
+		}
 	}
 	// New and known files alike now go to node 1 only: the client's log
 	// names no redirect to the dead node.
@@ -89,7 +93,7 @@ func TestSubscribedToXRootDRedirector(t *testing.T) {
 		}
 	}
 	m := realclient.MustRun(t, realclient.Env(), "curl", "-sS", "http://"+metricsAddrs[1]+"/metrics")
-	for _, want := range []string{"hepcache_cmsd_connected 1\n", "hepcache_cmsd_logins_total 1\n", "hepcache_cmsd_queries_total "} {
+	for _, want := range []string{"hepcache_cmsd_connected 2\n", "hepcache_cmsd_logins_total 2\n", "hepcache_cmsd_queries_total "} {
 		if !strings.Contains(string(m.Stdout), want) {
 			t.Errorf("node 1 /metrics lacks %q", want)
 		}

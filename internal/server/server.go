@@ -71,9 +71,9 @@ type Server struct {
 	adminLn   net.Listener
 	// cl is the cluster layer, nil when cluster mode is off (cluster.go).
 	cl *clusterNode
-	// cmsd is the subscription to an XRootD redirector (cmsd.go); nil
+	// cmsd are the subscriptions to XRootD redirectors (cmsd.go); none
 	// when cmsd.manager is not set.
-	cmsd *cms.Node
+	cmsd []*cms.Node
 
 	wg        sync.WaitGroup
 	serveErrs chan error
