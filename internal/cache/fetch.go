@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hepcache/hepcache/internal/checksum"
+	"github.com/hepcache/hepcache/internal/fetchwindow"
 	"github.com/hepcache/hepcache/origin"
 )
 
@@ -140,15 +141,24 @@ func (e *entry) fetchLocked(b int, prefetch bool) *fetch {
 	}
 	e.fetches[b] = f
 	e.fetchWG.Add(1)
-	go e.runFetch(f)
+	// The origin's window (its bandwidth-delay product, learnt) admits the
+	// whole block; until it does, the fetch waits in the window's queue,
+	// demand before read-ahead, without a goroutine: hundreds of blocks of
+	// read-ahead queued behind a far origin cost a few hundred bytes each.
+	win := e.c.windows.Get(e.key.Origin)
+	win.Start(e.ctx, n, !prefetch, func(err error) { go e.runFetch(f, win, err) })
 	return f
 }
 
-// runFetch downloads every piece of f, then publishes the block.
-func (e *entry) runFetch(f *fetch) {
+// runFetch downloads every piece of f, then publishes the block. win has
+// admitted the block's bytes, unless werr says why not.
+func (e *entry) runFetch(f *fetch, win *fetchwindow.Window, werr error) {
 	defer e.fetchWG.Done()
 	c := e.c
 	ctx := e.ctx
+	if werr != nil {
+		werr = fmt.Errorf("fetch %s block %d: %w", e.key, f.block, werr)
+	}
 	var wg sync.WaitGroup
 	fail := func(i int, err error) {
 		f.errs[i].Store(&err)
@@ -164,9 +174,15 @@ func (e *entry) runFetch(f *fetch) {
 		}
 		close(f.pieceCh[i])
 	}
-	of, oerr := e.originFile(ctx)
+	var of origin.File
+	oerr := werr
+	if werr == nil {
+		of, oerr = e.originFile(ctx)
+	}
 	ps := c.cfg.PieceSize
-	if aerr := e.data.Allocate(f.off, f.n); aerr != nil && oerr == nil {
+	if werr != nil {
+		// Never admitted (the entry is finishing): nothing to allocate.
+	} else if aerr := e.data.Allocate(f.off, f.n); aerr != nil && oerr == nil {
 		// No room for the block: its pieces will fail to write and their
 		// readers are served from the fetched bytes (bypass). Purge may
 		// free space for the next blocks.
@@ -174,21 +190,20 @@ func (e *entry) runFetch(f *fetch) {
 		c.kickPurge()
 	}
 	for i := range f.pieceCh {
+		poff := f.off + int64(i)*ps
+		pn := f.pieceLen(i, ps)
+		if werr != nil {
+			fail(i, werr)
+			e.unhold(f, i)
+			continue
+		}
 		if oerr != nil {
+			win.Release(pn, 0, false)
 			fail(i, oerr)
 			e.unhold(f, i)
 			continue
 		}
-		poff := f.off + int64(i)*ps
-		pn := f.pieceLen(i, ps)
-		// The origin's window (its bandwidth-delay product, learnt), then
-		// the cache-wide budget, in which demand goes before read-ahead.
-		win := c.windows.Get(e.key.Origin)
-		if err := win.Acquire(ctx, pn); err != nil {
-			fail(i, fmt.Errorf("fetch %s block %d: %w", e.key, f.block, err))
-			e.unhold(f, i)
-			continue
-		}
+		// The cache-wide budget, in which demand goes before read-ahead.
 		if err := c.budget.Acquire(ctx, pn, f.prefetch); err != nil {
 			win.Release(pn, 0, false)
 			fail(i, fmt.Errorf("fetch %s block %d: %w", e.key, f.block, err))

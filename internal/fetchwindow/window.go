@@ -73,7 +73,6 @@ func (s *Set) Get(o string) *Window {
 	w := s.windows[o]
 	if w == nil {
 		w = &Window{set: s, name: o, size: s.min, start: s.clock.Now(), periodStart: s.clock.Now(), minRTT: -1}
-		w.cond = sync.NewCond(&w.mu)
 		s.windows[o] = w
 	}
 	return w
@@ -128,16 +127,23 @@ func (s *Set) Stats() []Stat {
 }
 
 // Window is one origin's bytes in flight.
+//
+// Requests that do not fit wait in a queue, first come first served (those
+// started with urgent ahead of the others), and Release admits from its
+// head exactly those that fit now: a thousand queued requests cost a
+// thousand small records, not a thousand goroutines woken at every
+// Release.
 type Window struct {
 	set  *Set
 	name string
 
 	mu       sync.Mutex
-	cond     *sync.Cond
 	size     int64 // current window
 	inflight int64
-	waiting  int
+	waiting  int   // len(queue)
 	limit    int64 // size, or less while the cap is shared
+	// queue holds the requests waiting for room, urgent ones first.
+	queue []*waiter
 
 	start                 time.Time
 	periodStart           time.Time
@@ -149,38 +155,125 @@ type Window struct {
 	minRTT                time.Duration
 }
 
+// waiter is a request in a Window's queue.
+type waiter struct {
+	n      int64
+	urgent bool
+	// admit is called, outside the window's lock, with nil once the bytes
+	// are taken, or with ctx's error if ctx ended first.
+	admit func(error)
+	// stop undoes the context.AfterFunc watching ctx; set before the
+	// waiter can be admitted.
+	stop func() bool
+	// out is set, under the window's lock, once the waiter left the queue
+	// (admitted or cancelled).
+	out bool
+}
+
 // Acquire waits until n more bytes may be requested from the origin, or
 // ctx ends.
 func (w *Window) Acquire(ctx context.Context, n int64) error {
-	share := w.set.fairShare()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.admitLocked(n, share) {
-		return nil
-	}
-	w.waiting++
-	defer func() { w.waiting-- }()
-	stop := context.AfterFunc(ctx, func() {
-		w.mu.Lock()
-		w.cond.Broadcast()
-		w.mu.Unlock()
-	})
-	defer stop()
-	for !w.fitsLocked(n) {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		w.cond.Wait()
-	}
-	w.inflight += n
-	return nil
+	ch := make(chan error, 1)
+	w.Start(ctx, n, false, func(err error) { ch <- err })
+	return <-ch
 }
 
-// TryAcquire takes n bytes if the window has room now.
+// Start takes n bytes of the window for a request and then calls admit
+// with nil; if they do not fit now, the request waits in the queue
+// without blocking the caller, and admit is called later from the
+// goroutine of the Release that made room. If ctx ends first, admit gets
+// its error instead. urgent requests (a client waits for them) go ahead of
+// the others (read-ahead). admit is called exactly once, never with the
+// window's lock held, and must not block; it may run before Start
+// returns.
+func (w *Window) Start(ctx context.Context, n int64, urgent bool, admit func(error)) {
+	share := w.set.fairShare()
+	w.mu.Lock()
+	if len(w.queue) == 0 && w.admitLocked(n, share) {
+		w.mu.Unlock()
+		admit(nil)
+		return
+	}
+	w.limited = true
+	wt := &waiter{n: n, urgent: urgent, admit: admit}
+	i := len(w.queue)
+	if urgent {
+		for i > 0 && !w.queue[i-1].urgent {
+			i--
+		}
+	}
+	w.queue = append(w.queue, nil)
+	copy(w.queue[i+1:], w.queue[i:])
+	w.queue[i] = wt
+	w.waiting = len(w.queue)
+	// Registered under the lock: no Release can admit wt before stop is
+	// set. The function itself takes the lock, so it runs after.
+	wt.stop = context.AfterFunc(ctx, func() { w.cancel(wt, ctx.Err()) })
+	w.mu.Unlock()
+}
+
+// cancel takes wt out of the queue, unless it was admitted meanwhile, and
+// tells it why.
+func (w *Window) cancel(wt *waiter, err error) {
+	share := w.set.fairShare()
+	w.mu.Lock()
+	if wt.out {
+		w.mu.Unlock()
+		return
+	}
+	wt.out = true
+	for i, q := range w.queue {
+		if q == wt {
+			w.queue = append(w.queue[:i], w.queue[i+1:]...)
+			w.queue[len(w.queue):cap(w.queue)][0] = nil
+			break
+		}
+	}
+	w.waiting = len(w.queue)
+	// wt may have been what held the others back.
+	admitted := w.admitQueueLocked(share)
+	w.mu.Unlock()
+	wt.admit(err)
+	w.notify(admitted)
+}
+
+// admitQueueLocked takes the bytes of the queued requests that fit, in
+// order, and returns them for notify.
+// MUST be called with w.mu held.
+func (w *Window) admitQueueLocked(share int64) []*waiter {
+	var admitted []*waiter
+	for len(w.queue) > 0 {
+		wt := w.queue[0]
+		if !w.admitLocked(wt.n, share) {
+			break
+		}
+		wt.out = true
+		w.queue[0] = nil
+		w.queue = w.queue[1:]
+		admitted = append(admitted, wt)
+	}
+	w.waiting = len(w.queue)
+	return admitted
+}
+
+// notify tells admitted waiters that their bytes are taken.
+// MUST NOT be called with w.mu held.
+func (w *Window) notify(admitted []*waiter) {
+	for _, wt := range admitted {
+		wt.stop()
+		wt.admit(nil)
+	}
+}
+
+// TryAcquire takes n bytes if the window has room now and nobody waits.
 func (w *Window) TryAcquire(n int64) bool {
 	share := w.set.fairShare()
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if len(w.queue) > 0 {
+		w.limited = true
+		return false
+	}
 	return w.admitLocked(n, share)
 }
 
@@ -201,9 +294,11 @@ func (w *Window) admitLocked(n, share int64) bool {
 func (w *Window) fitsLocked(n int64) bool { return w.inflight == 0 || w.inflight+n <= w.limit }
 
 // Release returns n bytes that were acquired and delivered in rtt (from the
-// request to its last byte), or abandoned (delivered false).
+// request to its last byte), or abandoned (delivered false), and admits
+// the queued requests that now fit.
 func (w *Window) Release(n int64, rtt time.Duration, delivered bool) {
 	now := w.set.clock.Now()
+	share := w.set.fairShare()
 	w.mu.Lock()
 	w.inflight -= n
 	if delivered {
@@ -213,8 +308,9 @@ func (w *Window) Release(n int64, rtt time.Duration, delivered bool) {
 		}
 	}
 	w.stepLocked(now)
-	w.cond.Broadcast()
+	admitted := w.admitQueueLocked(share)
 	w.mu.Unlock()
+	w.notify(admitted)
 }
 
 func (w *Window) bestRate() float64 {

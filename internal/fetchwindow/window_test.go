@@ -1,6 +1,9 @@
 package fetchwindow
 
 import (
+	"context"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -108,5 +111,56 @@ func TestCapSharedBetweenOrigins(t *testing.T) {
 	// 64 MiB per 150 ms is at most ~450 MB/s together.
 	if total := got[0] + got[1]; float64(total) > 2*1.1*(64<<20)/0.15 {
 		t.Fatalf("the cap was not respected: %d bytes in 2 s", total)
+	}
+}
+
+// TestQueueAdmitsInOrderUrgentFirst: requests that do not fit wait without
+// a goroutine each; Release admits from the head exactly those that fit,
+// urgent ones (a client waits) before read-ahead; a cancelled request
+// leaves the queue and gets its context's error.
+func TestQueueAdmitsInOrderUrgentFirst(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(0, 0)}
+	w := NewSet(1<<30, 4, clk).Get("o")
+	var (
+		mu    sync.Mutex // protects order
+		order []string
+	)
+	cancelled := make(chan struct{})
+	got := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Join(order, ",")
+	}
+	start := func(ctx context.Context, name string, urgent bool) {
+		w.Start(ctx, 2, urgent, func(err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				order = append(order, name+":"+err.Error())
+				close(cancelled)
+				return
+			}
+			order = append(order, name)
+		})
+	}
+	ctx := context.Background()
+	start(ctx, "a", false)
+	start(ctx, "b", false) // 4 of 4 in flight
+	cctx, cancel := context.WithCancel(ctx)
+	start(ctx, "ahead1", false)
+	start(cctx, "ahead2", false)
+	start(ctx, "demand", true)
+	if g := got(); g != "a,b" {
+		t.Fatalf("admitted %s, want a,b", g)
+	}
+	w.Release(2, time.Millisecond, true)
+	if g := got(); g != "a,b,demand" {
+		t.Fatalf("admitted %s, want the urgent request first", g)
+	}
+	cancel()
+	<-cancelled // AfterFunc runs in its own goroutine
+	w.Release(2, time.Millisecond, true)
+	if g := got(); g != "a,b,demand,ahead2:context canceled,ahead1" {
+		t.Fatalf("order %s", g)
 	}
 }
