@@ -43,12 +43,51 @@ func BenchmarkAdler32(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		f    func([]byte) uint32
-	}{{"stdlib", adler32.Checksum}, {"swar", Adler32}} {
+	}{{"stdlib", adler32.Checksum}, {"swar", func(p []byte) uint32 {
+		saved := haveBlocks
+		haveBlocks = false
+		defer func() { haveBlocks = saved }()
+		return Adler32(p)
+	}}, {"avx2", Adler32}} {
 		b.Run(c.name, func(b *testing.B) {
 			b.SetBytes(int64(len(p)))
 			for range b.N {
 				c.f(p)
 			}
 		})
+	}
+}
+
+// TestAdler32BothPathsAllOffsets: the AVX2 path (where the CPU has it) and
+// the SWAR path agree with hash/adler32 at every start offset and at the
+// lengths around the 32-byte steps and the per-call bound, and when the
+// running sums start high.
+func TestAdler32BothPathsAllOffsets(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	buf := make([]byte, 3*maxBlocksLen+200)
+	for i := range buf {
+		buf[i] = byte(r.Uint32())
+	}
+	lengths := []int{0, 1, 31, 32, 33, 63, 64, 65, 95, 96, 127, 128, 1000, maxBlocksLen - 32, maxBlocksLen - 1, maxBlocksLen, maxBlocksLen + 31, maxBlocksLen + 32, 2*maxBlocksLen + 77, 3 * maxBlocksLen}
+	saved := haveBlocks
+	defer func() { haveBlocks = saved }()
+	for _, blocks := range []bool{false, saved} {
+		haveBlocks = blocks
+		for off := 0; off < 40; off++ {
+			for _, n := range lengths {
+				p := buf[off : off+n]
+				if got, want := Adler32(p), adler32.Checksum(p); got != want {
+					t.Fatalf("blocks=%v off %d len %d: %08x, want %08x", blocks, off, n, got, want)
+				}
+				// Continuing from a state with large sums.
+				start := adler32.Checksum(buf[:65521+off])
+				h := adler32.New()
+				h.Write(buf[:65521+off])
+				h.Write(p)
+				if got, want := adler32Update(start, p), h.Sum32(); got != want {
+					t.Fatalf("blocks=%v update off %d len %d: %08x, want %08x", blocks, off, n, got, want)
+				}
+			}
+		}
 	}
 }
