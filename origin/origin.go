@@ -110,7 +110,9 @@ type File interface {
 // request waiting at the origin then holds no memory. alloc must not block
 // and returns a buffer with a capacity of at least n; it may be called once
 // per attempt when a read is retried, and only the buffer returned with
-// success belongs to the caller. On success the buffer (nil if no byte
+// success is returned. As with ReadAt, once ReadAtAlloc has returned, alloc
+// is not called again and no buffer it gave is written: the caller may
+// reuse them, also after an error or a cancelled read. On success the buffer (nil if no byte
 // came) and the bytes read are returned, fewer than n only at the end of the
 // file with io.EOF.
 type AllocReader interface {

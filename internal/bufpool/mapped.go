@@ -25,9 +25,9 @@ import (
 // # Risks
 //
 // A buffer is never unmapped, so a use after Put reads zeroes or another
-// request's bytes, as with any pool, but never faults. A buffer an abandoned
-// read may still be writing into is handed to Abandon: its pages are
-// released and it is never reused.
+// request's bytes, as with any pool, but never faults. Its callers must
+// therefore Put only buffers nothing writes into any more (the origin
+// clients guarantee that once a read has returned, also after an error).
 //
 // Safe for concurrent use.
 type Mapped struct {
@@ -43,8 +43,7 @@ type Mapped struct {
 	low int
 	// ours holds the address of every buffer this pool mapped: only those
 	// are ever released (never a heap buffer that Get fell back to).
-	ours      map[*byte]struct{}
-	abandoned int
+	ours map[*byte]struct{}
 }
 
 // NewMapped returns a pool of size-byte buffers mapped outside the Go heap,
@@ -55,7 +54,7 @@ func NewMapped(size, keep int) *Mapped {
 
 // Get returns a buffer of the pool's size: a resident free one, else a
 // released one, else a newly mapped one (a heap buffer if the kernel
-// refuses the mapping). The caller owns it until Put or Abandon.
+// refuses the mapping). The caller owns it until Put.
 func (p *Mapped) Get() *[]byte {
 	p.mu.Lock()
 	if n := len(p.warm); n > 0 {
@@ -114,20 +113,6 @@ func (p *Mapped) Put(b *[]byte) {
 	p.mu.Unlock()
 }
 
-// Abandon takes back a buffer that something may still write into (a read
-// given up on): its pages are released and it is never handed out again.
-func (p *Mapped) Abandon(b *[]byte) {
-	p.mu.Lock()
-	mine := p.mineLocked(*b)
-	if mine {
-		p.abandoned++
-	}
-	p.mu.Unlock()
-	if mine {
-		release((*b)[:p.size])
-	}
-}
-
 // Trim releases the pages of the resident free buffers that stayed unused
 // since the previous Trim and returns how many. Call it periodically.
 func (p *Mapped) Trim() int {
@@ -154,12 +139,11 @@ func (p *Mapped) Resident() int {
 	return len(p.warm)
 }
 
-// Mapped returns how many buffers were ever mapped and how many of them
-// were abandoned.
-func (p *Mapped) Mapped() (mapped, abandoned int) {
+// Mapped returns how many buffers were ever mapped.
+func (p *Mapped) Mapped() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.ours), p.abandoned
+	return len(p.ours)
 }
 
 // release gives b's pages back to the kernel; the range stays mapped and

@@ -51,37 +51,34 @@ type fetch struct {
 // readPiece reads n bytes at off from the origin into a pooled piece
 // buffer. Where the origin supports it, the buffer is taken only when the
 // bytes start arriving, so the requests queued at the origin (up to
-// FetchMemory of them) hold no memory. On error no buffer is returned: an
-// abandoned read may still be filling it, so it goes to the pool's Abandon
-// (pages released, never reused), and a buffer the read asks for after
-// readPiece gave up on it comes from the heap, for the collector.
+// FetchMemory of them) hold no memory. Once ReadAtAlloc has returned, the
+// origin no longer writes into the buffer (origin.AllocReader), even after
+// a failure or a cancelled read, so a failed read's buffer goes back to the
+// pool and a retried read (failover to another upstream) refills the one
+// buffer it was given.
 func (e *entry) readPiece(ctx context.Context, of origin.File, n, off int64) (*[]byte, int, error) {
 	c := e.c
 	var (
-		mu     sync.Mutex // protects bp and gaveUp
-		bp     *[]byte
-		gaveUp bool
+		mu sync.Mutex // alloc runs on the origin's goroutine
+		bp *[]byte
 	)
 	_, k, err := origin.ReadAtAlloc(ctx, of, int(n), off, func() []byte {
 		mu.Lock()
 		defer mu.Unlock()
-		if gaveUp {
-			return make([]byte, n)
+		if bp == nil {
+			bp = c.pieces.Get()
 		}
-		bp = c.pieces.Get()
 		return *bp
 	})
 	mu.Lock()
 	got := bp
+	mu.Unlock()
 	if err != nil && err != io.EOF {
-		gaveUp = true
-		mu.Unlock()
 		if got != nil {
-			c.pieces.Abandon(got)
+			c.pieces.Put(got)
 		}
 		return nil, k, err
 	}
-	mu.Unlock()
 	if got == nil { // nothing arrived: an empty range at the end
 		got = c.pieces.Get()
 	}

@@ -346,8 +346,10 @@ func (f *File) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 // buffer with a capacity of at least n. On success ReadAtAlloc returns that
 // buffer (nil if no byte came) and the bytes read, fewer than n only at the
 // end of the file (with io.EOF). On error the buffer, if one was taken, is
-// not returned (it may still be in use by an abandoned read). n must not
-// exceed Config.MaxReadSize.
+// not returned; the caller may reuse it: a read abandoned by ctx has
+// finished the chunk it was receiving when ReadAtAlloc returns, and its
+// later bytes are discarded (conn.wait). n must not exceed
+// Config.MaxReadSize.
 func (f *File) ReadAtAlloc(ctx context.Context, n int, off int64, alloc func() []byte) ([]byte, int, error) {
 	if f.closed.Load() {
 		return nil, 0, f.errorf("read", ErrFileClosed)
