@@ -291,7 +291,10 @@ func freeAddr() (string, error) {
 // sampleExclInFlight samples, every 50 ms until the returned function is
 // called, the process's RSS less the fetch memory its /metrics reports in
 // use at that moment, and returns the peak of that difference (0 without
-// a metrics URL).
+// a metrics URL). Both come from the same scrape (process_resident_memory_bytes
+// is read while /metrics is written): an RSS read apart from the scrape is
+// a few milliseconds off, while the bytes in flight fall by hundreds of MB
+// a second at the end of a cold pass.
 func sampleExclInFlight(pid int, metricsURL string) func() int64 {
 	if metricsURL == "" {
 		return func() int64 { return 0 }
@@ -310,20 +313,27 @@ func sampleExclInFlight(pid int, metricsURL string) func() int64 {
 				return
 			case <-t.C:
 			}
-			rss, err := procstat.RSS(pid)
+			resp, err := client.Get(metricsURL)
 			if err != nil {
 				continue
 			}
-			inflight := int64(0)
-			if resp, err := client.Get(metricsURL); err == nil {
-				sc := bufio.NewScanner(resp.Body)
-				for sc.Scan() {
-					if v, ok := strings.CutPrefix(sc.Text(), "hepcache_fetch_inflight_bytes "); ok {
-						f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
-						inflight = int64(f)
-					}
+			var rss, inflight int64 = -1, 0
+			sc := bufio.NewScanner(resp.Body)
+			for sc.Scan() {
+				if v, ok := strings.CutPrefix(sc.Text(), "hepcache_fetch_inflight_bytes "); ok {
+					f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+					inflight = int64(f)
 				}
-				resp.Body.Close()
+				if v, ok := strings.CutPrefix(sc.Text(), "process_resident_memory_bytes "); ok {
+					f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+					rss = int64(f)
+				}
+			}
+			resp.Body.Close()
+			if rss < 0 {
+				if rss, err = procstat.RSS(pid); err != nil {
+					continue
+				}
 			}
 			peak = max(peak, rss-inflight)
 		}
