@@ -67,6 +67,12 @@ type WANRow struct {
 	// PerClientRSS (hepcache) is the peak of RSS less the fetch memory in
 	// use at the same moment (bytes in flight by design), per client.
 	PerClientRSS int64 `json:"rss_per_client_excl_in_flight_bytes,omitempty"`
+	// IdleRSS is the cache process's RSS before the cold pass, and
+	// MarginalRSS the peak of RSS less in-flight bytes above it, per
+	// client: what one more concurrent client costs, without the
+	// process's fixed footprint (binary, runtime, free buffers kept).
+	IdleRSS     int64 `json:"idle_rss_bytes,omitempty"`
+	MarginalRSS int64 `json:"rss_per_client_above_idle_excl_in_flight_bytes,omitempty"`
 }
 
 func (c *WANConfig) defaults() error {
@@ -174,6 +180,7 @@ func WAN(ctx context.Context, cfg WANConfig) ([]WANRow, error) {
 							return nil, err
 						}
 						cpu0, _ := procstat.CPU(cp.pid)
+						idle, _ := procstat.RSS(cp.pid)
 						s := procstat.Start(cp.pid, 50*time.Millisecond)
 						excl := sampleExclInFlight(cp.pid, metricsURL)
 						cold, err := xrdcpMode(ctx, mode, cp.url(), files[:n])
@@ -195,6 +202,7 @@ func WAN(ctx context.Context, cfg WANConfig) ([]WANRow, error) {
 							PeakRSS: peak, CPUPerGiB: (cpu1 - cpu0).Seconds() / gib}
 						if metricsURL != "" {
 							r.PerClientRSS = peakExcl / int64(n)
+							r.IdleRSS, r.MarginalRSS = idle, max(peakExcl-idle, 0)/int64(n)
 						}
 						rows = append(rows, r)
 						progress("rtt %v bw %d %s x%d %s cold %.2fs (%.2fx) hot %.2fs (%.2fx) rss %.0f MB cpu %.2f s/GiB",
@@ -245,8 +253,8 @@ func xrdcpMode(ctx context.Context, mode, base string, files []string) (float64,
 func printWAN(w io.Writer, rows []WANRow, cfg WANConfig) {
 	fmt.Fprintf(w, "\nbench wan: each client reads its own %d MiB file with xrdcp; C++ xrootd origin behind a user-space delay line; ratios against the direct read in the same mode (and against the faster direct mode)\n\n",
 		cfg.FileSize>>20)
-	fmt.Fprintln(w, "| RTT | bandwidth | read | clients | target | cold [s] | cold/direct | cold/fastest direct | hot [s] | hot/direct | peak RSS [MB] | RSS - in flight, per client [MB] | CPU [s/GiB] |")
-	fmt.Fprintln(w, "| ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	fmt.Fprintln(w, "| RTT | bandwidth | read | clients | target | cold [s] | cold/direct | cold/fastest direct | hot [s] | hot/direct | peak RSS [MB] | RSS - in flight, per client [MB] | same above idle RSS, per client [MB] | CPU [s/GiB] |")
+	fmt.Fprintln(w, "| ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	sort.SliceStable(rows, func(i, j int) bool {
 		a, b := rows[i], rows[j]
 		if a.RTTms != b.RTTms {
@@ -266,15 +274,16 @@ func printWAN(w io.Writer, rows []WANRow, cfg WANConfig) {
 			bw = fmt.Sprintf("%.0f Gbit/s", float64(r.Bandwidth)*8/1e9)
 		}
 		if r.Target == "direct" {
-			fmt.Fprintf(w, "| %.0f ms | %s | %s | %d | direct | %.2f | | | | | | | |\n", r.RTTms, bw, r.Read, r.Clients, r.Cold)
+			fmt.Fprintf(w, "| %.0f ms | %s | %s | %d | direct | %.2f | | | | | | | | |\n", r.RTTms, bw, r.Read, r.Clients, r.Cold)
 			continue
 		}
-		perClient := "-"
+		perClient, marginal := "-", "-"
 		if r.PerClientRSS != 0 {
 			perClient = fmt.Sprintf("%.1f", float64(r.PerClientRSS)/1e6)
+			marginal = fmt.Sprintf("%.1f (idle %.0f)", float64(r.MarginalRSS)/1e6, float64(r.IdleRSS)/1e6)
 		}
-		fmt.Fprintf(w, "| %.0f ms | %s | %s | %d | %s | %.2f | %.2fx | %.2fx | %.2f | %.2fx | %.0f | %s | %.2f |\n",
-			r.RTTms, bw, r.Read, r.Clients, r.Target, r.Cold, r.ColdRatio, r.ColdVsFastest, r.Hot, r.HotRatio, float64(r.PeakRSS)/1e6, perClient, r.CPUPerGiB)
+		fmt.Fprintf(w, "| %.0f ms | %s | %s | %d | %s | %.2f | %.2fx | %.2fx | %.2f | %.2fx | %.0f | %s | %s | %.2f |\n",
+			r.RTTms, bw, r.Read, r.Clients, r.Target, r.Cold, r.ColdRatio, r.ColdVsFastest, r.Hot, r.HotRatio, float64(r.PeakRSS)/1e6, perClient, marginal, r.CPUPerGiB)
 	}
 }
 
