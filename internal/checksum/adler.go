@@ -6,9 +6,9 @@ import (
 )
 
 // adler32 runs 32 bytes at a time with AVX2 where the CPU has it
-// (adler_amd64.s), else, and for the tail, it reads bytes eight at a time as one 64-bit word and sums them
-// with a few multiplications instead of one addition chain per byte
-// (SWAR): the even and odd bytes are spread over four 16-bit lanes and a
+// (adler_amd64.s). Elsewhere, and for the tail, it reads bytes eight at a
+// time as one 64-bit word and sums them with a few multiplications instead
+// of one addition chain per byte (SWAR): the even and odd bytes are spread over four 16-bit lanes and a
 // multiplication by a word of lane weights leaves their weighted sum in the
 // top lane. For each 8-byte step, with the bytes b0..b7 in order:
 //
