@@ -88,7 +88,7 @@ func (s *Set) fairShare() int64 {
 	busy := 0
 	for _, w := range s.windows {
 		w.mu.Lock()
-		if w.inflight > 0 || w.waiting > 0 {
+		if w.inflight > 0 || len(w.queue) > 0 {
 			busy++
 			want += w.size
 		}
@@ -140,7 +140,6 @@ type Window struct {
 	mu       sync.Mutex
 	size     int64 // current window
 	inflight int64
-	waiting  int   // len(queue)
 	limit    int64 // size, or less while the cap is shared
 	// queue holds the requests waiting for room, urgent ones first.
 	queue []*waiter
@@ -205,7 +204,6 @@ func (w *Window) Start(ctx context.Context, n int64, urgent bool, admit func(err
 	w.queue = append(w.queue, nil)
 	copy(w.queue[i+1:], w.queue[i:])
 	w.queue[i] = wt
-	w.waiting = len(w.queue)
 	// Registered under the lock: no Release can admit wt before stop is
 	// set. The function itself takes the lock, so it runs after.
 	wt.stop = context.AfterFunc(ctx, func() { w.cancel(wt, ctx.Err()) })
@@ -229,7 +227,6 @@ func (w *Window) cancel(wt *waiter, err error) {
 			break
 		}
 	}
-	w.waiting = len(w.queue)
 	// wt may have been what held the others back.
 	admitted := w.admitQueueLocked(share)
 	w.mu.Unlock()
@@ -252,7 +249,6 @@ func (w *Window) admitQueueLocked(share int64) []*waiter {
 		w.queue = w.queue[1:]
 		admitted = append(admitted, wt)
 	}
-	w.waiting = len(w.queue)
 	return admitted
 }
 
