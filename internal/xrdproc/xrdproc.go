@@ -158,22 +158,14 @@ func (s *Server) startCmsd() error {
 	if err != nil {
 		return fmt.Errorf("cmsd not installed (Debian package xrootd-server): %w", err)
 	}
-	args := []string{"-c", s.ConfigPath, "-l", filepath.Join(s.work, "cmslog"), "-n", s.name}
-	if os.Geteuid() == 0 {
-		args = append([]string{"-R", "nobody"}, args...)
-	}
-	cmd := exec.Command(bin, args...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.Dir = s.work
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("%s %v: %w", bin, args, err)
+	cmd, out, done, err := spawn(bin, s.ConfigPath, "cmslog", s.name, s.work)
+	if err != nil {
+		return err
 	}
 	s.mu.Lock()
-	s.cmsd, s.cmsdDone = cmd, make(chan struct{})
+	s.cmsd, s.cmsdDone = cmd, done
 	s.mu.Unlock()
-	go func() { cmd.Wait(); close(s.cmsdDone) }()
-	if err := awaitListen(s.CMSAddr, s.cmsdDone); err != nil {
+	if err := awaitListen(s.CMSAddr, done); err != nil {
 		return fmt.Errorf("cmsd %w: %s\n%s", err, out.String(), s.CmsdLog())
 	}
 	return nil
@@ -257,16 +249,9 @@ func launch(bin, kind, dir, work string, cfg []string, attempt int) (*Server, er
 	if err := GiveToServerUser(admin); err != nil {
 		return nil, err
 	}
-	args := []string{"-c", cfgPath, "-l", filepath.Join(work, "log"), "-n", name}
-	if os.Geteuid() == 0 {
-		args = append([]string{"-R", "nobody"}, args...)
-	}
-	cmd := exec.Command(bin, args...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.Dir = work
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("%s %v: %w", bin, args, err)
+	cmd, out, done, err := spawn(bin, cfgPath, "log", name, work)
+	if err != nil {
+		return nil, err
 	}
 	s := &Server{
 		Addr:       net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
@@ -277,16 +262,35 @@ func launch(bin, kind, dir, work string, cfg []string, attempt int) (*Server, er
 		name:       name,
 		work:       work,
 		cmd:        cmd,
-		done:       make(chan struct{}),
+		done:       done,
 	}
 	s.URL = "root://" + s.Addr
-	go func() { cmd.Wait(); close(s.done) }()
 
 	if err := awaitListen(s.Addr, s.done); err != nil {
 		s.Stop()
 		return nil, fmt.Errorf("xrootd (port %d) %w: %s\n%s", port, err, out.String(), s.Log())
 	}
 	return s, nil
+}
+
+// spawn starts bin (xrootd or cmsd) on the config file cfgPath as name in
+// dir, logging to dir/name/logName, as nobody when run as root. done is
+// closed when the process has exited; out collects what it printed.
+func spawn(bin, cfgPath, logName, name, dir string) (cmd *exec.Cmd, out *bytes.Buffer, done chan struct{}, err error) {
+	args := []string{"-c", cfgPath, "-l", filepath.Join(dir, logName), "-n", name}
+	if os.Geteuid() == 0 {
+		args = append([]string{"-R", "nobody"}, args...)
+	}
+	cmd = exec.Command(bin, args...)
+	out = &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Dir = dir
+	if err := cmd.Start(); err != nil {
+		return nil, nil, nil, fmt.Errorf("%s %v: %w", bin, args, err)
+	}
+	done = make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	return cmd, out, done, nil
 }
 
 // awaitListen waits until addr accepts connections, the process whose
