@@ -61,7 +61,10 @@ type WANRow struct {
 	HotRatio      float64 `json:"hot_ratio,omitempty"`
 	ColdVsFastest float64 `json:"cold_vs_fastest_direct,omitempty"`
 	// PeakRSS (bytes) and CPUPerGiB (seconds) of the cache process during
-	// the cold pass.
+	// the cold pass; for a direct row, CPUPerGiB is the C++ origin's during
+	// the direct read: what serving the bytes from the page cache alone
+	// costs on this machine, the anchor for a cache's CPU (which also
+	// receives every byte and writes it to disk).
 	PeakRSS   int64   `json:"peak_rss_bytes,omitempty"`
 	CPUPerGiB float64 `json:"cpu_s_per_gib,omitempty"`
 	// PerClientRSS (hepcache) is the peak of RSS less the fetch memory in
@@ -145,15 +148,20 @@ func WAN(ctx context.Context, cfg WANConfig) ([]WANRow, error) {
 			}
 			for _, n := range cfg.Clients {
 				direct := map[string]float64{}
+				gib := float64(int64(n)*cfg.FileSize) / (1 << 30)
 				for _, mode := range cfg.Reads {
+					cpu0, _ := procstat.CPU(origin.PID())
 					secs, err := xrdcpMode(ctx, mode, "root://"+link.Addr().String(), files[:n])
 					if err != nil {
 						link.Close()
 						return nil, fmt.Errorf("direct %s: %w", mode, err)
 					}
+					cpu1, _ := procstat.CPU(origin.PID())
 					direct[mode] = secs
-					rows = append(rows, WANRow{Read: mode, Clients: n, RTTms: ms(rtt), Bandwidth: bw, Target: "direct", Cold: secs})
-					progress("rtt %v bw %d %s x%d direct %.2fs", rtt, bw, mode, n, secs)
+					r := WANRow{Read: mode, Clients: n, RTTms: ms(rtt), Bandwidth: bw, Target: "direct", Cold: secs,
+						CPUPerGiB: (cpu1 - cpu0).Seconds() / gib}
+					rows = append(rows, r)
+					progress("rtt %v bw %d %s x%d direct %.2fs, origin cpu %.2f s/GiB", rtt, bw, mode, n, secs, r.CPUPerGiB)
 				}
 				fastest := 0.0
 				for _, v := range direct {
@@ -196,7 +204,6 @@ func WAN(ctx context.Context, cfg WANConfig) ([]WANRow, error) {
 							link.Close()
 							return nil, fmt.Errorf("%s %s x%d: %w", kind, mode, n, err)
 						}
-						gib := float64(int64(n)*cfg.FileSize) / (1 << 30)
 						r := WANRow{Read: mode, Clients: n, RTTms: ms(rtt), Bandwidth: bw, Target: kind, Cold: cold, Hot: hot,
 							ColdRatio: cold / direct[mode], HotRatio: hot / direct[mode], ColdVsFastest: cold / fastest,
 							PeakRSS: peak, CPUPerGiB: (cpu1 - cpu0).Seconds() / gib}
@@ -274,7 +281,7 @@ func printWAN(w io.Writer, rows []WANRow, cfg WANConfig) {
 			bw = fmt.Sprintf("%.0f Gbit/s", float64(r.Bandwidth)*8/1e9)
 		}
 		if r.Target == "direct" {
-			fmt.Fprintf(w, "| %.0f ms | %s | %s | %d | direct | %.2f | | | | | | | | |\n", r.RTTms, bw, r.Read, r.Clients, r.Cold)
+			fmt.Fprintf(w, "| %.0f ms | %s | %s | %d | direct | %.2f | | | | | | | | %.2f (origin) |\n", r.RTTms, bw, r.Read, r.Clients, r.Cold, r.CPUPerGiB)
 			continue
 		}
 		perClient, marginal := "-", "-"
