@@ -1,6 +1,9 @@
 package backend
 
-import "os"
+import (
+	"context"
+	"os"
+)
 
 // OSFiler is an optional interface of File for data kept in a local file.
 // OSFile returns the *os.File that holds the bytes [off, off+n) of the File
@@ -11,6 +14,17 @@ import "os"
 // calls (pread, sendfile with an offset) and never changes its offset.
 type OSFiler interface {
 	OSFile(off, n int64) (*os.File, bool)
+}
+
+// FileStreamer is an optional interface of File: StreamFile is Stream,
+// except that bytes already in a local file may be handed to file as a
+// range of that file instead of to bytes, for the front end to send with
+// sendfile(2). A cold read's bytes then pass through user space once (from
+// the origin), not three times (origin, disk write, disk read). f follows
+// OSFiler's rules. The ranges come in order and together with the bytes
+// cover the read; an error from either callback ends it.
+type FileStreamer interface {
+	StreamFile(ctx context.Context, off, n int64, bytes func([]byte) error, file func(f *os.File, off, n int64) error) (int64, error)
 }
 
 var _ OSFiler = (*originFile)(nil)

@@ -518,7 +518,7 @@ func (e *entry) startAheadLocked(blocks []int) {
 }
 
 // stream implements File.Stream for handle h.
-func (e *entry) stream(ctx context.Context, h *handle, off, n int64, fn func([]byte) error) (int64, error) {
+func (e *entry) stream(ctx context.Context, h *handle, off, n int64, out sink) (int64, error) {
 	if off < 0 || n < 0 {
 		return 0, fmt.Errorf("read %d@%d of %s: %w", n, off, e.key, origin.ErrInvalid)
 	}
@@ -551,7 +551,7 @@ func (e *entry) stream(ctx context.Context, h *handle, off, n int64, fn func([]b
 			}
 			e.readAheadLocked(h, int((segEnd-1)/bs))
 			e.mu.Unlock()
-			k, err := e.readChecked(pos, segEnd-pos, fn)
+			k, err := e.readPresent(pos, segEnd-pos, out)
 			done += k
 			h.hit.Add(k)
 			e.c.stats.BytesHit.Add(k)
@@ -564,7 +564,7 @@ func (e *entry) stream(ctx context.Context, h *handle, off, n int64, fn func([]b
 				// the rest of the range from the origin, not an error.
 				e.c.warn("cache read failed, serving from origin", "key", e.key.String(), "err", err)
 				var b int64
-				b, err = e.bypass(ctx, pos+k, segEnd-pos-k, fn)
+				b, err = e.bypass(ctx, pos+k, segEnd-pos-k, out.bytes)
 				done += b
 				h.bypassed.Add(b)
 				e.c.stats.BytesBypassed.Add(b)
@@ -605,7 +605,7 @@ func (e *entry) stream(ctx context.Context, h *handle, off, n int64, fn func([]b
 		e.readAheadLocked(h, b)
 		e.mu.Unlock()
 
-		k, err := e.streamFromFetch(ctx, h, f, pos, segEnd, held, fn)
+		k, err := e.streamFromFetch(ctx, h, f, pos, segEnd, held, out)
 		done += k
 		pos += k
 		if err != nil {
@@ -653,7 +653,7 @@ func (r *retryErr) Unwrap() error { return r.cause }
 // streamFromFetch delivers [pos, end) of a block being fetched, piece by
 // piece as pieces land. end is within the block. The caller registered
 // interest in the pieces [first, last] covering the range (held[i-first]).
-func (e *entry) streamFromFetch(ctx context.Context, h *handle, f *fetch, pos, end int64, held []bool, fn func([]byte) error) (done int64, err error) {
+func (e *entry) streamFromFetch(ctx context.Context, h *handle, f *fetch, pos, end int64, held []bool, out sink) (done int64, err error) {
 	ps := e.c.cfg.PieceSize
 	first := int((pos - f.off) / ps)
 	defer func() {
@@ -679,15 +679,15 @@ func (e *entry) streamFromFetch(ctx context.Context, h *handle, f *fetch, pos, e
 		if bp := f.bufs[p].Load(); held[p-first] && bp != nil {
 			// Straight from the bytes the origin sent.
 			pstart := f.off + int64(p)*ps
-			if err = fn((*bp)[pos-pstart : pend-pstart]); err == nil {
+			if err = out.bytes((*bp)[pos-pstart : pend-pstart]); err == nil {
 				k = pend - pos
 			}
 		} else if perr == nil {
-			k, err = e.readData(pos, pend-pos, fn)
+			k, err = e.readWritten(pos, pend-pos, out)
 		} else {
 			// The disk refused the piece and its buffer is gone: read the
 			// rest of the range from the origin without caching it.
-			k, err = e.bypass(ctx, pos, end-pos, fn)
+			k, err = e.bypass(ctx, pos, end-pos, out.bytes)
 			pend = pos + k
 		}
 		done += k
@@ -706,6 +706,63 @@ func (e *entry) streamFromFetch(ctx context.Context, h *handle, f *fetch, pos, e
 		pos = pend
 	}
 	return done, nil
+}
+
+// sink receives the bytes of a read: as bytes, or, when file is set, as
+// ranges of the data file for the front end to send with sendfile(2)
+// (backend.FileStreamer).
+type sink struct {
+	bytes func([]byte) error
+	file  func(f *os.File, off, n int64) error
+}
+
+// sendable returns the data file when out takes file ranges and the file is
+// an OS file.
+func (e *entry) sendable(out sink) *os.File {
+	if out.file == nil {
+		return nil
+	}
+	return disk.OSFile(e.data)
+}
+
+// readPresent delivers [off, off+n), within present blocks, to out: as a
+// range of the data file when out takes them and no block of it waits for
+// its check at rest, else read (and checked) through readChecked.
+func (e *entry) readPresent(off, n int64, out sink) (int64, error) {
+	if f := e.sendable(out); f != nil && e.checked(off, n) {
+		if err := out.file(f, off, n); err != nil {
+			return 0, err
+		}
+		return n, nil
+	}
+	return e.readChecked(off, n, out.bytes)
+}
+
+// readWritten delivers [off, off+n) of a piece just written to disk: as a
+// range of the data file when out takes them (the bytes are in the page
+// cache), else read back into a buffer.
+func (e *entry) readWritten(off, n int64, out sink) (int64, error) {
+	if f := e.sendable(out); f != nil {
+		if err := out.file(f, off, n); err != nil {
+			return 0, err
+		}
+		return n, nil
+	}
+	return e.readData(off, n, out.bytes)
+}
+
+// checked reports whether no block of [off, off+n) waits for its check at
+// rest.
+func (e *entry) checked(off, n int64) bool {
+	bs := e.c.cfg.BlockSize
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for b := int(off / bs); b <= int((off+n-1)/bs); b++ {
+		if e.atRest.unchecked(b) {
+			return false
+		}
+	}
+	return true
 }
 
 // errDiskRead marks a failed read of a data file (as opposed to fn's

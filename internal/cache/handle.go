@@ -47,7 +47,19 @@ func (h *handle) Stream(ctx context.Context, off, n int64, fn func([]byte) error
 	if h.closed.Load() {
 		return 0, fmt.Errorf("read %s: %w", h.e.key, errClosed)
 	}
-	return h.e.stream(ctx, h, off, n, fn)
+	return h.e.stream(ctx, h, off, n, sink{bytes: fn})
+}
+
+var _ backend.FileStreamer = (*handle)(nil)
+
+// StreamFile implements backend.FileStreamer: bytes already on disk (present
+// blocks, and pieces of a block being fetched once written) go to file as
+// ranges of the data file; bytes only in memory go to bytes.
+func (h *handle) StreamFile(ctx context.Context, off, n int64, bytes func([]byte) error, file func(f *os.File, off, n int64) error) (int64, error) {
+	if h.closed.Load() {
+		return 0, fmt.Errorf("read %s: %w", h.e.key, errClosed)
+	}
+	return h.e.stream(ctx, h, off, n, sink{bytes: bytes, file: file})
 }
 
 // ReadAt implements backend.File.

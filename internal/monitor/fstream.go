@@ -300,6 +300,20 @@ func (f *file) Stream(ctx context.Context, off, n int64, fn func([]byte) error) 
 	return k, err
 }
 
+// StreamFile implements backend.FileStreamer, with the wrapped file's
+// StreamFile when it has one, else its Stream.
+func (f *file) StreamFile(ctx context.Context, off, n int64, bytes func([]byte) error, file func(*os.File, int64, int64) error) (int64, error) {
+	var k int64
+	var err error
+	if fs, ok := f.File.(backend.FileStreamer); ok {
+		k, err = fs.StreamFile(ctx, off, n, bytes, file)
+	} else {
+		k, err = f.File.Stream(ctx, off, n, bytes)
+	}
+	f.countRead(k)
+	return k, err
+}
+
 // OSFile implements backend.OSFiler when the wrapped file does; the bytes
 // are counted as read (the front end sends them all).
 func (f *file) OSFile(off, n int64) (*os.File, bool) {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 
 	"github.com/hepcache/hepcache/internal/backend"
@@ -57,14 +58,18 @@ func (c *conn) doRead(ctx context.Context, h proto.RequestHeader, body []byte) e
 	if c.sendFile(of, h.StreamID, r.Offset, n) {
 		return nil
 	}
-	_, err := of.f.Stream(ctx, r.Offset, n, func(p []byte) error {
+	// status is that of the message carrying k more bytes: kXR_ok for the
+	// last.
+	status := func(k int64) proto.Status {
+		if sent+k == n {
+			return proto.StatusOK
+		}
+		return proto.StatusOKSoFar
+	}
+	bytes := func(p []byte) error {
 		for len(p) > 0 && sent < n {
 			k := min(int64(len(p)), max, n-sent)
-			status := proto.StatusOKSoFar
-			if sent+k == n {
-				status = proto.StatusOK
-			}
-			proto.AppendResponseHeader(hdr[:0], h.StreamID, status, int(k))
+			proto.AppendResponseHeader(hdr[:0], h.StreamID, status(k), int(k))
 			if err := c.w.write(hdr[:], p[:k]); err != nil {
 				return err
 			}
@@ -72,7 +77,25 @@ func (c *conn) doRead(ctx context.Context, h proto.RequestHeader, body []byte) e
 			p = p[k:]
 		}
 		return nil
-	})
+	}
+	var err error
+	if fs, ok := of.f.(backend.FileStreamer); ok && c.w.canSendFile() {
+		// The parts of a cold read already on the cache's disk go out
+		// with sendfile, the rest as it arrives.
+		_, err = fs.StreamFile(ctx, r.Offset, n, bytes, func(f *os.File, off, k int64) error {
+			for k > 0 && sent < n {
+				m := min(k, max, n-sent)
+				proto.AppendResponseHeader(hdr[:0], h.StreamID, status(m), int(m))
+				if err := c.w.writeFile(hdr[:], f, off, int(m)); err != nil {
+					return err
+				}
+				sent, off, k = sent+m, off+m, k-m
+			}
+			return nil
+		})
+	} else {
+		_, err = of.f.Stream(ctx, r.Offset, n, bytes)
+	}
 	c.srv.stats.BytesSent.Add(sent)
 	switch {
 	case err != nil && c.streamFailed(err):
