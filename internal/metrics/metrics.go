@@ -427,16 +427,27 @@ func (e *expWriter) gauge(name, help string, v int64) {
 	e.sample(name, "", v)
 }
 
+// The replacers are built once: building one per help text made a scrape
+// of every family cost as much as writing it.
+var (
+	labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+	helpEscaper  = strings.NewReplacer(`\`, `\\`, "\n", `\n`)
+)
+
 // escape escapes a label value: backslash, double quote and newline.
 func escape(s string) string {
 	if !strings.ContainsAny(s, "\\\"\n") {
 		return s
 	}
-	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s)
+	return labelEscaper.Replace(s)
 }
 
+// escapeHelp escapes a help text: backslash and newline.
 func escapeHelp(s string) string {
-	return strings.NewReplacer(`\`, `\\`, "\n", `\n`).Replace(s)
+	if !strings.ContainsAny(s, "\\\n") {
+		return s
+	}
+	return helpEscaper.Replace(s)
 }
 
 func formatFloat(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
