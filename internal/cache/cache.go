@@ -65,9 +65,10 @@ type Cache struct {
 	// blockBufs holds whole-block buffers for checking blocks read back
 	// from disk (blockcheck.go).
 	blockBufs sync.Pool
-	// diskWrites bounds concurrent pwrites: dozens of writers on one file
-	// make ext4 ten times slower than a few (inode lock contention).
-	diskWrites chan struct{}
+	// diskWrites runs the pieces' pwrites, a few at once: dozens of writers
+	// on one file make ext4 ten times slower than a few (inode lock
+	// contention).
+	diskWrites *diskQueue
 
 	// mu protects files, closing and dirty.
 	mu sync.Mutex
@@ -143,7 +144,7 @@ func New(cfg *Config) (*Cache, error) {
 		closing:    map[Key]chan struct{}{},
 		dirty:      map[*entry]struct{}{},
 		index:      newIndex(rulesOf(&c), c.DirStatsDepth, c.DirStatsMax),
-		diskWrites: make(chan struct{}, maxDiskWriters),
+		diskWrites: newDiskQueue(maxDiskWriters),
 		purgeKick:  make(chan struct{}, 1),
 		shutdownCh: make(chan struct{}),
 		disks:      disks,

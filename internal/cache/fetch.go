@@ -121,6 +121,53 @@ func (f *fetch) pieceErr(i int) error {
 	return nil
 }
 
+// failPiece records err as piece i's and closes it; the first failure of a
+// fetch makes it unjoinable.
+func (e *entry) failPiece(f *fetch, i int, err error) {
+	f.errs[i].Store(&err)
+	if f.failed.CompareAndSwap(nil, &err) {
+		// No new reader may join a failed fetch: the next one starts a
+		// fresh fetch while this one's other pieces wind down.
+		e.mu.Lock()
+		if e.fetches[f.block] == f {
+			delete(e.fetches, f.block)
+			e.st.abandon(f.block)
+		}
+		e.mu.Unlock()
+	}
+	close(f.pieceCh[i])
+}
+
+// writePiece writes piece i of f, which arrived in bp, to disk, then wakes
+// its readers. The window counts a piece until it is on disk: when the disk
+// is slower than the origin, the rate it measures is the disk's and the
+// bytes waiting for it stay bounded. A piece the disk refused keeps its
+// buffer for the readers holding it.
+func (e *entry) writePiece(f *fetch, win *fetchwindow.Window, i int, bp *[]byte, poff, pn int64, sent time.Time) {
+	c := e.c
+	// A finishing entry's bytes still reach the readers holding the
+	// piece, not the disk.
+	err := e.ctx.Err()
+	if err == nil {
+		_, err = e.data.WriteAt((*bp)[:pn], poff)
+	}
+	win.Release(pn, time.Since(sent), err == nil)
+	if err != nil {
+		if e.ctx.Err() == nil {
+			c.stats.WriteErrors.Add(1)
+			c.diskError(e.disk, err)
+			c.warn("cache write failed, serving from origin", "key", e.key.String(), "off", poff, "err", err)
+		}
+		f.bufs[i].Store(bp) // before pieceCh closes: waiters find it
+		e.failPiece(f, i, fmt.Errorf("%w: %w", errWriteFailed, err))
+	} else {
+		c.pieces.Put(bp)
+		c.budget.Release(pn)
+		close(f.pieceCh[i])
+	}
+	e.unhold(f, i)
+}
+
 // fetchLocked registers and starts the fetch of block b, which the
 // caller has marked in flight in e.st.
 // MUST be called with e.mu held.
@@ -157,53 +204,40 @@ func (e *entry) runFetch(f *fetch, win *fetchwindow.Window, werr error) {
 		werr = fmt.Errorf("fetch %s block %d: %w", e.key, f.block, werr)
 	}
 	var wg sync.WaitGroup
-	fail := func(i int, err error) {
-		f.errs[i].Store(&err)
-		if f.failed.CompareAndSwap(nil, &err) {
-			// No new reader may join a failed fetch: the next one starts a
-			// fresh fetch while this one's other pieces wind down.
-			e.mu.Lock()
-			if e.fetches[f.block] == f {
-				delete(e.fetches, f.block)
-				e.st.abandon(f.block)
-			}
-			e.mu.Unlock()
-		}
-		close(f.pieceCh[i])
-	}
 	var of origin.File
 	oerr := werr
 	if werr == nil {
 		of, oerr = e.originFile(ctx)
 	}
 	ps := c.cfg.PieceSize
-	if werr != nil {
-		// Never admitted (the entry is finishing): nothing to allocate.
-	} else if aerr := e.data.Allocate(f.off, f.n); aerr != nil && oerr == nil {
-		// No room for the block: its pieces will fail to write and their
-		// readers are served from the fetched bytes (bypass). Purge may
-		// free space for the next blocks.
-		c.warn("cannot allocate cache space", "key", e.key.String(), "block", f.block, "err", aerr)
-		c.kickPurge()
+	// A block never admitted (the entry is finishing) needs no space.
+	if werr == nil {
+		if aerr := e.data.Allocate(f.off, f.n); aerr != nil && oerr == nil {
+			// No room for the block: its pieces will fail to write and
+			// their readers are served from the fetched bytes (bypass).
+			// Purge may free space for the next blocks.
+			c.warn("cannot allocate cache space", "key", e.key.String(), "block", f.block, "err", aerr)
+			c.kickPurge()
+		}
 	}
 	for i := range f.pieceCh {
 		poff := f.off + int64(i)*ps
 		pn := f.pieceLen(i, ps)
 		if werr != nil {
-			fail(i, werr)
+			e.failPiece(f, i, werr)
 			e.unhold(f, i)
 			continue
 		}
 		if oerr != nil {
 			win.Release(pn, 0, false)
-			fail(i, oerr)
+			e.failPiece(f, i, oerr)
 			e.unhold(f, i)
 			continue
 		}
 		// The cache-wide budget, in which demand goes before read-ahead.
 		if err := c.budget.Acquire(ctx, pn, f.prefetch); err != nil {
 			win.Release(pn, 0, false)
-			fail(i, fmt.Errorf("fetch %s block %d: %w", e.key, f.block, err))
+			e.failPiece(f, i, fmt.Errorf("fetch %s block %d: %w", e.key, f.block, err))
 			e.unhold(f, i)
 			continue
 		}
@@ -220,7 +254,7 @@ func (e *entry) runFetch(f *fetch, win *fetchwindow.Window, werr error) {
 					c.pieces.Put(bp)
 				}
 				c.budget.Release(pn)
-				fail(i, fmt.Errorf("fetch %s %d@%d: %w", e.key, pn, poff, err))
+				e.failPiece(f, i, fmt.Errorf("fetch %s %d@%d: %w", e.key, pn, poff, err))
 				e.unhold(f, i)
 				return
 			}
@@ -230,33 +264,11 @@ func (e *entry) runFetch(f *fetch, win *fetchwindow.Window, werr error) {
 			if f.prefetch {
 				c.stats.PrefetchBytes.Add(pn)
 			}
-			select {
-			case c.diskWrites <- struct{}{}:
-				_, err = e.data.WriteAt(buf, poff)
-				<-c.diskWrites
-			case <-ctx.Done():
-				// The entry is finishing: the bytes still reach the
-				// readers holding this piece, not the disk.
-				err = ctx.Err()
-			}
-			// The window counts a piece until it is on disk: when the disk
-			// is slower than the origin, the rate it measures is the disk's
-			// and the bytes waiting for it stay bounded.
-			win.Release(pn, time.Since(sent), err == nil)
-			if err != nil {
-				if ctx.Err() == nil {
-					c.stats.WriteErrors.Add(1)
-					c.diskError(e.disk, err)
-					c.warn("cache write failed, serving from origin", "key", e.key.String(), "off", poff, "err", err)
-				}
-				f.bufs[i].Store(bp) // before pieceCh closes: waiters find it
-				fail(i, fmt.Errorf("%w: %w", errWriteFailed, err))
-			} else {
-				c.pieces.Put(bp)
-				c.budget.Release(pn)
-				close(f.pieceCh[i])
-			}
-			e.unhold(f, i)
+			wg.Add(1) // the write's; this goroutine's is still held
+			c.diskWrites.do(func() {
+				defer wg.Done()
+				e.writePiece(f, win, i, bp, poff, pn, sent)
+			})
 		}(i, poff, pn)
 	}
 	wg.Wait()
