@@ -37,8 +37,13 @@ const (
 	// a piece, not a share of the cap.
 	minFetchMemory = 256 << 20
 	maxFetchMemory = 4 << 30
-	// initialWindow is where every origin's window starts.
-	initialWindow = 8 << 20
+	// initialWindow is where every origin's window starts (and its
+	// floor): 32 MiB fill a 150 ms link at 1.7 Gbit/s in the first round
+	// trip. From 8 MiB, doubling each round trip took two more to reach
+	// what 8 cold clients on one 150 ms origin read (1.25x the direct read
+	// instead of 1.1x); the global fetch_memory budget bounds the bytes in
+	// flight in any case.
+	initialWindow = 32 << 20
 	// defaultSyncInterval is how often written blocks are made durable and
 	// recorded in the sidecars.
 	defaultSyncInterval = 2 * time.Second
