@@ -177,6 +177,9 @@ func (c *Cache) Stats() *Stats { return &c.stats }
 // that are not yet on disk: the fetch memory in use, by design.
 func (c *Cache) FetchInFlight() int64 { return c.budget.Used() }
 
+// FetchWindows returns each origin's fetch window.
+func (c *Cache) FetchWindows() []fetchwindow.Stat { return c.windows.Stats() }
+
 // Config returns the effective configuration (defaults filled in).
 func (c *Cache) Config() Config { return c.cfg }
 

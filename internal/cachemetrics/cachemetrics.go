@@ -28,6 +28,12 @@ func (s source) CacheFigures() metrics.CacheFigures {
 		DisksFailed:   st.DisksFailed.Load(),
 		FetchInFlight: s.c.FetchInFlight(),
 	}
+	for _, w := range s.c.FetchWindows() {
+		f.FetchWindows = append(f.FetchWindows, metrics.FetchWindow{
+			Origin: w.Origin, Window: w.Window, InFlight: w.InFlight,
+			RateBps: w.RateBps, MinRTT: max(0, w.MinRTT.Seconds()), Plateaued: w.Plateaued,
+		})
+	}
 	u, err := s.c.Usage()
 	if err != nil {
 		f.UsageErr = err.Error()

@@ -50,10 +50,22 @@ type CacheFigures struct {
 	// FetchInFlight is the fetch memory in use (bytes requested from
 	// origins and not yet on disk).
 	FetchInFlight int64
+	// FetchWindows are the per-origin fetch windows, by origin name.
+	FetchWindows []FetchWindow
 	// Occupancy (UsageErr set when it could not be measured).
 	Used, Total, High, Low int64
 	Files, Bytes           int64
 	UsageErr               string
+}
+
+// FetchWindow is one origin's fetch window: what the cache learnt about
+// the origin's bandwidth-delay product and what it keeps requested.
+type FetchWindow struct {
+	Origin           string
+	Window, InFlight int64
+	RateBps          float64 // delivery rate estimate
+	MinRTT           float64 // seconds; 0 until a read completed
+	Plateaued        bool    // the window stopped growing at ~2 BDP
 }
 
 // Config configures a Registry.
@@ -339,6 +351,7 @@ func (r *Registry) WriteTo(w io.Writer) (int64, error) {
 		e.counter("hepcache_disks_failed_total", "Data disks taken out of service (I/O errors, read-only, unmounted).", st.DisksFailed)
 		e.gauge("hepcache_open_files", "Files with at least one client.", s.OpenFiles)
 		e.gauge("hepcache_fetch_inflight_bytes", "Bytes requested from origins and not yet on disk (fetch memory in use, by design).", st.FetchInFlight)
+		writeFetchWindows(e, st.FetchWindows)
 		if s.UsageErr == "" {
 			e.gauge("hepcache_cache_capacity_bytes", "Space the cache may fill.", s.Total)
 			e.gauge("hepcache_cache_used_bytes", "Space used (the cache's files, or the whole file system when no capacity is configured).", s.Used)
@@ -366,6 +379,34 @@ func (r *Registry) WriteTo(w io.Writer) (int64, error) {
 	writeProcess(e, r.started)
 	n, err := io.WriteString(w, e.b.String())
 	return int64(n), err
+}
+
+// writeFetchWindows writes each origin's fetch window, so that an admin
+// sees what the cache learnt about a far origin (a window stuck small, a
+// rate below the link's) without a profiler.
+func writeFetchWindows(e *expWriter, ws []FetchWindow) {
+	sort.Slice(ws, func(i, j int) bool { return ws[i].Origin < ws[j].Origin })
+	fams := []struct {
+		name, help string
+		v          func(FetchWindow) float64
+	}{
+		{"hepcache_fetch_window_bytes", "The window learnt for the origin: bytes the cache may keep requested from it (less while busy origins share fetch_memory).", func(w FetchWindow) float64 { return float64(w.Window) }},
+		{"hepcache_fetch_window_inflight_bytes", "Bytes requested from the origin and not yet on disk.", func(w FetchWindow) float64 { return float64(w.InFlight) }},
+		{"hepcache_fetch_window_rate_bytes_per_second", "The origin's delivery rate, the best of the last periods.", func(w FetchWindow) float64 { return w.RateBps }},
+		{"hepcache_fetch_window_min_rtt_seconds", "The shortest time from request to last byte of an origin read (0 until one completed).", func(w FetchWindow) float64 { return w.MinRTT }},
+		{"hepcache_fetch_window_plateaued", "1 once the window stopped growing (about two bandwidth-delay products, probing now and then).", func(w FetchWindow) float64 {
+			if w.Plateaued {
+				return 1
+			}
+			return 0
+		}},
+	}
+	for _, f := range fams {
+		e.family(f.name, "gauge", f.help)
+		for _, w := range ws {
+			e.sampleFloat(f.name, `origin="`+escape(w.Origin)+`"`, f.v(w))
+		}
+	}
 }
 
 func (r *Registry) writeRequests(e *expWriter) {

@@ -145,6 +145,16 @@ func TestCacheCounters(t *testing.T) {
 	if fetched < 3<<20 {
 		t.Errorf("origin fetched %d bytes; want at least %d", fetched, 3<<20)
 	}
+	// The origin's fetch window: at least its starting size, nothing in
+	// flight once the reads are done, a delivery rate and an RTT measured.
+	var win, inflight, rate, rtt float64
+	fmt.Sscan(value(t, text, `hepcache_fetch_window_bytes{origin="mem://o"}`), &win)
+	fmt.Sscan(value(t, text, `hepcache_fetch_window_inflight_bytes{origin="mem://o"}`), &inflight)
+	fmt.Sscan(value(t, text, `hepcache_fetch_window_rate_bytes_per_second{origin="mem://o"}`), &rate)
+	fmt.Sscan(value(t, text, `hepcache_fetch_window_min_rtt_seconds{origin="mem://o"}`), &rtt)
+	if win < 1<<20 || inflight != 0 || rtt <= 0 || rate < 0 {
+		t.Errorf("fetch window %g, in flight %g, rate %g B/s, min RTT %g s; want >= 1 MiB, 0, >= 0, > 0", win, inflight, rate, rtt)
+	}
 	// Not-found is an answer, not an origin error.
 	if strings.Contains(text, "hepcache_origin_errors_total{") {
 		t.Errorf("origin errors counted for a not-found:\n%s", text)
