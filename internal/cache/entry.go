@@ -593,6 +593,7 @@ func (e *entry) stream(ctx context.Context, h *handle, off, n int64, out sink) (
 			f = e.fetchLocked(b, false)
 		default:
 			f.waiters++
+			f.hurryLocked()
 			e.c.stats.CoalescedWaits.Add(1)
 			e.st.join(b)
 		}
@@ -640,6 +641,13 @@ func (e *entry) fetchRange(off, end int64) {
 	defer e.mu.Unlock()
 	for _, b := range e.st.missing(first, last, maxReadBlocks) {
 		e.fetchLocked(b, false)
+	}
+	// Blocks of the range already asked for as read-ahead: the client
+	// waits for them now.
+	for b := first; b <= last; b++ {
+		if f := e.fetches[b]; f != nil {
+			f.hurryLocked()
+		}
 	}
 }
 

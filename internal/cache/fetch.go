@@ -46,6 +46,18 @@ type fetch struct {
 
 	// waiters counts readers that joined this fetch; guarded by entry.mu.
 	waiters int
+	// ticket is the fetch's place in its origin's window queue (nil once
+	// admitted at start); guarded by entry.mu.
+	ticket *fetchwindow.Ticket
+}
+
+// hurryLocked makes f urgent in its origin's window queue if it is still
+// waiting there as read-ahead: a reader now waits for it.
+// MUST be called with e.mu held.
+func (f *fetch) hurryLocked() {
+	if f.prefetch {
+		f.ticket.Hurry()
+	}
 }
 
 // readPiece reads n bytes at off from the origin into a pooled piece
@@ -190,7 +202,7 @@ func (e *entry) fetchLocked(b int, prefetch bool) *fetch {
 	// demand before read-ahead, without a goroutine: hundreds of blocks of
 	// read-ahead queued behind a far origin cost a few hundred bytes each.
 	win := e.c.windows.Get(e.key.Origin)
-	win.Start(e.ctx, n, !prefetch, func(err error) { go e.runFetch(f, win, err) })
+	f.ticket = win.Start(e.ctx, n, !prefetch, func(err error) { go e.runFetch(f, win, err) })
 	return f
 }
 

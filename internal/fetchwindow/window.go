@@ -142,7 +142,7 @@ type Window struct {
 	inflight int64
 	limit    int64 // size, or less while the cap is shared
 	// queue holds the requests waiting for room, urgent ones first.
-	queue []*waiter
+	queue []*Ticket
 
 	start                 time.Time
 	periodStart           time.Time
@@ -154,17 +154,18 @@ type Window struct {
 	minRTT                time.Duration
 }
 
-// waiter is a request in a Window's queue.
-type waiter struct {
+// Ticket is a request waiting in a Window's queue.
+type Ticket struct {
+	w      *Window
 	n      int64
 	urgent bool
 	// admit is called, outside the window's lock, with nil once the bytes
 	// are taken, or with ctx's error if ctx ended first.
 	admit func(error)
 	// stop undoes the context.AfterFunc watching ctx; set before the
-	// waiter can be admitted.
+	// ticket can be admitted.
 	stop func() bool
-	// out is set, under the window's lock, once the waiter left the queue
+	// out is set, under the window's lock, once the ticket left the queue
 	// (admitted or cancelled).
 	out bool
 }
@@ -184,19 +185,31 @@ func (w *Window) Acquire(ctx context.Context, n int64) error {
 // its error instead. urgent requests (a client waits for them) go ahead of
 // the others (read-ahead). admit is called exactly once, never with the
 // window's lock held, and must not block; it may run before Start
-// returns.
-func (w *Window) Start(ctx context.Context, n int64, urgent bool, admit func(error)) {
+// returns. The Ticket (nil if admitted at once) can Hurry the request.
+func (w *Window) Start(ctx context.Context, n int64, urgent bool, admit func(error)) *Ticket {
 	share := w.set.fairShare()
 	w.mu.Lock()
 	if len(w.queue) == 0 && w.admitLocked(n, share) {
 		w.mu.Unlock()
 		admit(nil)
-		return
+		return nil
 	}
 	w.limited = true
-	wt := &waiter{n: n, urgent: urgent, admit: admit}
+	wt := &Ticket{w: w, n: n, urgent: urgent, admit: admit}
+	w.enqueueLocked(wt)
+	// Registered under the lock: no Release can admit wt before stop is
+	// set. The function itself takes the lock, so it runs after.
+	wt.stop = context.AfterFunc(ctx, func() { w.cancel(wt, ctx.Err()) })
+	w.mu.Unlock()
+	return wt
+}
+
+// enqueueLocked puts wt at the end of its class: urgent requests after
+// the urgent ones, before read-ahead; read-ahead last.
+// MUST be called with w.mu held.
+func (w *Window) enqueueLocked(wt *Ticket) {
 	i := len(w.queue)
-	if urgent {
+	if wt.urgent {
 		for i > 0 && !w.queue[i-1].urgent {
 			i--
 		}
@@ -204,15 +217,46 @@ func (w *Window) Start(ctx context.Context, n int64, urgent bool, admit func(err
 	w.queue = append(w.queue, nil)
 	copy(w.queue[i+1:], w.queue[i:])
 	w.queue[i] = wt
-	// Registered under the lock: no Release can admit wt before stop is
-	// set. The function itself takes the lock, so it runs after.
-	wt.stop = context.AfterFunc(ctx, func() { w.cancel(wt, ctx.Err()) })
+}
+
+// dequeueLocked takes wt out of the queue.
+// MUST be called with w.mu held.
+func (w *Window) dequeueLocked(wt *Ticket) {
+	for i, q := range w.queue {
+		if q == wt {
+			w.queue = append(w.queue[:i], w.queue[i+1:]...)
+			w.queue[len(w.queue):cap(w.queue)][0] = nil
+			return
+		}
+	}
+}
+
+// Hurry makes a queued read-ahead request urgent: a client now waits for
+// its bytes, which would otherwise wait behind every read-ahead request
+// queued before them (other clients' blocks far ahead of their readers).
+// A no-op once the request left the queue, or on nil.
+func (t *Ticket) Hurry() {
+	if t == nil {
+		return
+	}
+	w := t.w
+	share := w.set.fairShare()
+	w.mu.Lock()
+	if t.out || t.urgent {
+		w.mu.Unlock()
+		return
+	}
+	w.dequeueLocked(t)
+	t.urgent = true
+	w.enqueueLocked(t)
+	admitted := w.admitQueueLocked(share)
 	w.mu.Unlock()
+	w.notify(admitted)
 }
 
 // cancel takes wt out of the queue, unless it was admitted meanwhile, and
 // tells it why.
-func (w *Window) cancel(wt *waiter, err error) {
+func (w *Window) cancel(wt *Ticket, err error) {
 	share := w.set.fairShare()
 	w.mu.Lock()
 	if wt.out {
@@ -220,13 +264,7 @@ func (w *Window) cancel(wt *waiter, err error) {
 		return
 	}
 	wt.out = true
-	for i, q := range w.queue {
-		if q == wt {
-			w.queue = append(w.queue[:i], w.queue[i+1:]...)
-			w.queue[len(w.queue):cap(w.queue)][0] = nil
-			break
-		}
-	}
+	w.dequeueLocked(wt)
 	// wt may have been what held the others back.
 	admitted := w.admitQueueLocked(share)
 	w.mu.Unlock()
@@ -237,8 +275,8 @@ func (w *Window) cancel(wt *waiter, err error) {
 // admitQueueLocked takes the bytes of the queued requests that fit, in
 // order, and returns them for notify.
 // MUST be called with w.mu held.
-func (w *Window) admitQueueLocked(share int64) []*waiter {
-	var admitted []*waiter
+func (w *Window) admitQueueLocked(share int64) []*Ticket {
+	var admitted []*Ticket
 	for len(w.queue) > 0 {
 		wt := w.queue[0]
 		if !w.admitLocked(wt.n, share) {
@@ -254,7 +292,7 @@ func (w *Window) admitQueueLocked(share int64) []*waiter {
 
 // notify tells admitted waiters that their bytes are taken.
 // MUST NOT be called with w.mu held.
-func (w *Window) notify(admitted []*waiter) {
+func (w *Window) notify(admitted []*Ticket) {
 	for _, wt := range admitted {
 		wt.stop()
 		wt.admit(nil)

@@ -164,3 +164,40 @@ func TestQueueAdmitsInOrderUrgentFirst(t *testing.T) {
 		t.Fatalf("order %s", g)
 	}
 }
+
+// TestHurry: a read-ahead request a client now waits for goes ahead of the
+// read-ahead queued before it, behind the urgent requests already there;
+// Hurry after admission, or on a nil ticket, changes nothing.
+func TestHurry(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(0, 0)}
+	w := NewSet(1<<30, 2, clk).Get("o")
+	var order []string // admit runs on this goroutine: Start or Release
+	start := func(name string, urgent bool) *Ticket {
+		return w.Start(context.Background(), 2, urgent, func(err error) {
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+			order = append(order, name)
+		})
+	}
+	if tk := start("first", false); tk != nil {
+		t.Fatal("a request admitted at once has a ticket")
+	}
+	var nilTicket *Ticket
+	nilTicket.Hurry()
+	ahead1 := start("ahead1", false)
+	ahead2 := start("ahead2", false)
+	start("demand", true)
+	ahead2.Hurry()
+	ahead2.Hurry() // already urgent: stays where it is
+	for range 3 {
+		w.Release(2, time.Millisecond, true)
+	}
+	if g := strings.Join(order, ","); g != "first,demand,ahead2,ahead1" {
+		t.Fatalf("admitted %s, want first,demand,ahead2,ahead1", g)
+	}
+	ahead1.Hurry() // admitted: nothing to do
+	if w.inflight != 2 || len(w.queue) != 0 {
+		t.Fatalf("in flight %d, queued %d; want 2, 0", w.inflight, len(w.queue))
+	}
+}
