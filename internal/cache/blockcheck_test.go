@@ -16,9 +16,7 @@ import (
 // the block is fetched again, the client gets the origin's bytes, the
 // other blocks come from disk, and a later open checks nothing again.
 func TestCorruptBlockOnDiskRefetched(t *testing.T) {
-	m := origin.NewMem("mem://o")
-	data := randomData(9, 6*testBlock)
-	m.Put("/f", data, time.Now())
+	m, data := memWithFile(9, 6*testBlock)
 	dir := t.TempDir()
 	warm := newTestCache(t, dir, m, nil)
 	readAllVia(t, warm, "/f")

@@ -33,6 +33,14 @@ func randomData(seed uint64, n int) []byte {
 }
 
 // newTestCache returns a cache over dir reading from o. mut adjusts the config.
+// memWithFile returns a memory origin holding /f: n random bytes from seed.
+func memWithFile(seed uint64, n int) (*origin.Mem, []byte) {
+	m := origin.NewMem("mem://o")
+	data := randomData(seed, n)
+	m.Put("/f", data, time.Now())
+	return m, data
+}
+
 func newTestCache(tb testing.TB, dir string, o origin.Origin, mut func(*Config)) *Cache {
 	tb.Helper()
 	cfg := &Config{
@@ -143,9 +151,7 @@ func TestRestartServesFromDisk(t *testing.T) {
 }
 
 func TestCoalescing(t *testing.T) {
-	m := origin.NewMem("mem://o")
-	data := randomData(3, 4*testBlock+123)
-	m.Put("/f", data, time.Now())
+	m, data := memWithFile(3, 4*testBlock+123)
 	c := newTestCache(t, t.TempDir(), m, nil)
 	release := m.Gate()
 	const clients = 64
@@ -204,9 +210,7 @@ func holdFrom(m *origin.Mem, off int64, release <-chan struct{}) {
 }
 
 func TestStreamThroughBeforeBlockCompletes(t *testing.T) {
-	m := origin.NewMem("mem://o")
-	data := randomData(5, testBlock)
-	m.Put("/f", data, time.Now())
+	m, data := memWithFile(5, testBlock)
 	release := make(chan struct{})
 	holdFrom(m, testPiece, release)
 	c := newTestCache(t, t.TempDir(), m, nil)
@@ -247,9 +251,7 @@ func TestStreamThroughBeforeBlockCompletes(t *testing.T) {
 
 func TestPartialResume(t *testing.T) {
 	dir := t.TempDir()
-	m := origin.NewMem("mem://o")
-	data := randomData(11, 8*testBlock)
-	m.Put("/f", data, time.Now())
+	m, data := memWithFile(11, 8*testBlock)
 	c := newTestCache(t, dir, m, nil)
 	f := openTest(t, c, "/f")
 	half := make([]byte, 4*testBlock)
@@ -277,9 +279,7 @@ func TestPartialResume(t *testing.T) {
 
 func TestUnsyncedBlocksAreNotTrustedAfterCrash(t *testing.T) {
 	dir := t.TempDir()
-	m := origin.NewMem("mem://o")
-	data := randomData(13, 4*testBlock)
-	m.Put("/f", data, time.Now())
+	m, data := memWithFile(13, 4*testBlock)
 	c := newTestCache(t, dir, m, nil)
 	f := openTest(t, c, "/f")
 	buf := make([]byte, 2*testBlock)
@@ -311,9 +311,7 @@ func scribble(tb testing.TB, name string) {
 }
 
 func TestDiskFullBypasses(t *testing.T) {
-	m := origin.NewMem("mem://o")
-	data := randomData(17, 3*testBlock+9)
-	m.Put("/f", data, time.Now())
+	m, data := memWithFile(17, 3*testBlock+9)
 	efs := disk.NewErrorFS(disk.OS{})
 	efs.OnWrite(func(name string, off int64, n int) error {
 		if strings.Contains(name, "/data/") && off >= testBlock {
@@ -340,9 +338,7 @@ func TestDiskFullBypasses(t *testing.T) {
 }
 
 func TestOriginFailureThenRecovery(t *testing.T) {
-	m := origin.NewMem("mem://o")
-	data := randomData(19, 2*testBlock)
-	m.Put("/f", data, time.Now())
+	m, data := memWithFile(19, 2*testBlock)
 	c := newTestCache(t, t.TempDir(), m, nil)
 	f := openTest(t, c, "/f")
 	defer f.Close()
@@ -445,9 +441,7 @@ func waitIdle(tb testing.TB, c *Cache) {
 }
 
 func TestOSFileOnlyForPresentBlocks(t *testing.T) {
-	m := origin.NewMem("mem://o")
-	data := randomData(61, 3*testBlock)
-	m.Put("/f", data, time.Now())
+	m, data := memWithFile(61, 3*testBlock)
 	c := newTestCache(t, t.TempDir(), m, nil)
 	f := openTest(t, c, "/f")
 	defer f.Close()
@@ -571,9 +565,7 @@ func (c *concurrency) hook(ctx context.Context, _ string, _ int64, _ int) error 
 // blocks, and a vector read with segments in many blocks, request all of
 // them at once instead of one block per round trip.
 func TestLargeAndVectorReadsFetchBlocksTogether(t *testing.T) {
-	m := origin.NewMem("mem://o")
-	data := randomData(73, 16*testBlock)
-	m.Put("/f", data, time.Now())
+	m, data := memWithFile(73, 16*testBlock)
 	co := &concurrency{}
 	co.reset(16) // 4 blocks of 4 pieces
 	m.OnRead(co.hook)

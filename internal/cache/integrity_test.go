@@ -25,9 +25,7 @@ func sidecarOf(tb testing.TB, c *Cache, p string) *sidecar.Info {
 }
 
 func TestChecksumVerifiedAndServedFromCache(t *testing.T) {
-	m := origin.NewMem("mem://o")
-	data := randomData(31, 3*testBlock+17)
-	m.Put("/f", data, time.Now())
+	m, data := memWithFile(31, 3*testBlock+17)
 	c := newTestCache(t, t.TempDir(), m, nil)
 	readAllVia(t, c, "/f")
 	waitIdle(t, c)
@@ -44,9 +42,7 @@ func TestChecksumVerifiedAndServedFromCache(t *testing.T) {
 }
 
 func TestChecksumMismatchDropsCachedCopy(t *testing.T) {
-	m := origin.NewMem("mem://o")
-	data := randomData(37, 2*testBlock)
-	m.Put("/f", data, time.Now())
+	m, data := memWithFile(37, 2*testBlock)
 	m.SetChecksum("/f", "adler32", "deadbeef")
 	c := newTestCache(t, t.TempDir(), m, nil)
 	if got := readAllVia(t, c, "/f"); !bytes.Equal(got, data) {

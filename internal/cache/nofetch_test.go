@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/hepcache/hepcache/internal/backend"
-	"github.com/hepcache/hepcache/origin"
 )
 
 // TestNoFetch: a request that may only read cached data never makes the
@@ -17,9 +16,7 @@ import (
 // reads what is cached.
 func TestNoFetch(t *testing.T) {
 	ctx := context.Background()
-	m := origin.NewMem("mem://o")
-	data := randomData(21, 40*testBlock)
-	m.Put("/f", data, time.Now())
+	m, data := memWithFile(21, 40*testBlock)
 	m.Put("/g", data[:testBlock], time.Now())
 	dir := t.TempDir()
 	warm := newTestCache(t, dir, m, nil)

@@ -70,9 +70,7 @@ func TestReplacedOriginFileNeverMixes(t *testing.T) {
 // instead of more bytes, and the next open fetches the file again.
 func TestChecksumMismatchFailsReadersInFlight(t *testing.T) {
 	ctx := context.Background()
-	m := origin.NewMem("mem://o")
-	data := randomData(3, 4*testBlock)
-	m.Put("/f", data, time.Now())
+	m, data := memWithFile(3, 4*testBlock)
 	m.SetChecksum("/f", "adler32", "00000001")
 	c := newTestCache(t, t.TempDir(), m, func(c *Config) { c.VerifyChecksum = "adler32" })
 	slow := openTest(t, c, "/f") // a reader that is not done yet

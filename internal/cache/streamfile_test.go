@@ -6,7 +6,6 @@ import (
 	"errors"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/hepcache/hepcache/internal/backend"
 	"github.com/hepcache/hepcache/origin"
@@ -51,9 +50,7 @@ func streamFile(f backend.File, off, n int64) fileStreamResult {
 
 func TestStreamFileHandsBytesOnDiskAsFileRanges(t *testing.T) {
 	dir := t.TempDir()
-	m := origin.NewMem("mem://o")
-	data := randomData(71, 3*testBlock+333)
-	m.Put("/f", data, time.Now())
+	m, data := memWithFile(71, 3*testBlock+333)
 	size := int64(len(data))
 	c := newTestCache(t, dir, m, nil)
 	f := openTest(t, c, "/f")
@@ -112,9 +109,7 @@ func TestStreamFileHandsBytesOnDiskAsFileRanges(t *testing.T) {
 }
 
 func TestStreamFileWithoutFileSinkIsStream(t *testing.T) {
-	m := origin.NewMem("mem://o")
-	data := randomData(72, 2*testBlock)
-	m.Put("/f", data, time.Now())
+	m, data := memWithFile(72, 2*testBlock)
 	c := newTestCache(t, t.TempDir(), m, nil)
 	f := openTest(t, c, "/f")
 	defer f.Close()
