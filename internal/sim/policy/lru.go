@@ -8,6 +8,8 @@ type lru struct {
 	cap   int64
 	used  int64
 	stats Stats
+	// fifo: hits do not reorder, so the file stored longest ago goes first.
+	fifo bool
 }
 
 var _ Policy = (*lru)(nil)
@@ -21,7 +23,9 @@ func newLRU(c *Config) *lru {
 func (c *lru) Access(id uint32, need, now int64) (int64, bool) {
 	had := c.l.n[id].size
 	if had >= 0 {
-		c.l.moveFront(0, id)
+		if !c.fifo {
+			c.l.moveFront(0, id)
+		}
 		if need <= had {
 			return had, true
 		}
@@ -42,8 +46,9 @@ func (c *lru) Access(id uint32, need, now int64) (int64, bool) {
 		c.stats.Inserted++
 	}
 	for c.used > c.cap {
-		// id is the newest, so the oldest is another file while used > cap.
-		v, _ := c.l.oldest(0, noPin)
+		// Never id: under LRU it is the newest, so the oldest is another
+		// file while used > cap; under FIFO a growing file keeps its place.
+		v, _ := c.l.oldest(0, id)
 		c.drop(v)
 	}
 	return had, true
@@ -86,41 +91,12 @@ func (c *admit2) Access(id uint32, need, now int64) (int64, bool) {
 	return c.lru.Access(id, need, now)
 }
 
-// fifo evicts the file stored longest ago; hits do not reorder.
-type fifo struct {
-	lru
-}
-
-func newFIFO(c *Config) *fifo { return &fifo{lru: *newLRU(c)} }
-
-// Access is LRU without the move on hit. See Policy.
-func (c *fifo) Access(id uint32, need, now int64) (int64, bool) {
-	had := c.l.n[id].size
-	if had >= 0 {
-		if need <= had {
-			return had, true
-		}
-		if need > c.cap {
-			c.drop(id)
-			return had, false
-		}
-		c.used += need - had
-		c.l.n[id].size = need
-	} else {
-		if need > c.cap {
-			return 0, false
-		}
-		had = 0
-		c.l.n[id].size = need
-		c.used += need
-		c.l.pushFront(0, id)
-		c.stats.Inserted++
-	}
-	for c.used > c.cap {
-		v, _ := c.l.oldest(0, id) // a growing file keeps its place and is skipped
-		c.drop(v)
-	}
-	return had, true
+// newFIFO returns a policy that evicts the file stored longest ago; hits do
+// not reorder.
+func newFIFO(c *Config) *lru {
+	f := newLRU(c)
+	f.fifo = true
+	return f
 }
 
 // infinite never evicts: its misses are the compulsory ones.
