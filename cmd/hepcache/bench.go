@@ -56,10 +56,12 @@ func benchThroughput(ctx context.Context, args []string) error {
 	fs.Var(&mem, "mem-size", "file size per client in the memory test")
 	fs.IntVar(&cfg.Repeat, "repeat", 3, "repetitions per timing (median reported)")
 	fs.BoolVar(&cfg.NoXCache, "no-xcache", false, "skip the XCache anchor")
+	reads := fs.String("reads", "pgread,read", "read modes: pgread (xrdcp's default) and/or read (plain kXR_read, as ROOT and uproot)")
 	cacheFlags := fs.String("cache-flags", "", "extra `hepcache serve` flags, space-separated")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	cfg.Reads = strings.Split(*reads, ",")
 	cfg.BigSize, cfg.ParSize, cfg.MemSize = int64(big), int64(par), int64(mem)
 	cfg.CacheFlags = strings.Fields(*cacheFlags)
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {

@@ -32,6 +32,10 @@ type ThroughputConfig struct {
 	// 16 MiB each.
 	MemClients []int
 	MemSize    int64
+	// Reads are the read modes timed: "pgread" (xrdcp's default) and
+	// "read" (plain kXR_read, as ROOT's TTreeCache and uproot read: xrdcp
+	// with XRD_CPUSEPGWRTRD=0). Default both.
+	Reads []string
 	// Repeat is how often each timing is taken (median reported).
 	// Default 3.
 	Repeat int
@@ -67,6 +71,14 @@ func (c *ThroughputConfig) defaults() error {
 	if c.Repeat == 0 {
 		c.Repeat = 3
 	}
+	if len(c.Reads) == 0 {
+		c.Reads = []string{"pgread", "read"}
+	}
+	for _, r := range c.Reads {
+		if r != "read" && r != "pgread" {
+			return fmt.Errorf("read mode %q: want read or pgread", r)
+		}
+	}
 	if c.HepcacheBin == "" {
 		exe, err := os.Executable()
 		if err != nil {
@@ -86,10 +98,12 @@ func (c *ThroughputConfig) defaults() error {
 // ThroughputResult holds every figure of one run.
 type ThroughputResult struct {
 	// Seconds[target][case] is the median wall time; targets are "direct",
-	// "hepcache", "xcache"; cases "single-cold", "single-hot",
-	// "parallel-cold", "parallel-hot" (direct has "single" and "parallel").
+	// "hepcache", "xcache"; cases "MODE:single-cold", "MODE:single-hot",
+	// "MODE:parallel-cold", "MODE:parallel-hot" for each read mode (direct
+	// has "MODE:single" and "MODE:parallel").
 	Seconds map[string]map[string]float64 `json:"seconds"`
-	// Ratios[target][case] is the time relative to the direct read.
+	// Ratios[target][case] is the time relative to the direct read in the
+	// same mode.
 	Ratios map[string]map[string]float64 `json:"ratios"`
 	// MemoryGrowth[target][N] is the peak resident memory above the idle
 	// process with N concurrent cold clients, in bytes.
@@ -144,12 +158,19 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) (*ThroughputResult, e
 		Config:       cfg,
 	}
 	direct := "root://" + origin.Addr
-	for name, files := range map[string][]string{"single": big, "parallel": par} {
-		if res.Seconds["direct"][name], err = median(cfg.Repeat, func() (float64, error) { return xrdcpAll(ctx, direct, files) }); err != nil {
-			return nil, fmt.Errorf("direct %s: %w", name, err)
+	sets := []struct {
+		name  string
+		files []string
+	}{{"single", big}, {"parallel", par}}
+	for _, mode := range cfg.Reads {
+		for _, c := range sets {
+			k := mode + ":" + c.name
+			if res.Seconds["direct"][k], err = median(cfg.Repeat, func() (float64, error) { return xrdcpMode(ctx, mode, direct, c.files) }); err != nil {
+				return nil, fmt.Errorf("direct %s: %w", k, err)
+			}
 		}
+		progress("direct %s: single %.2fs, parallel %.2fs", mode, res.Seconds["direct"][mode+":single"], res.Seconds["direct"][mode+":parallel"])
 	}
-	progress("direct: single %.2fs, parallel %.2fs", res.Seconds["direct"]["single"], res.Seconds["direct"]["parallel"])
 
 	targets := []string{"hepcache"}
 	if !cfg.NoXCache {
@@ -162,30 +183,30 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) (*ThroughputResult, e
 	}
 	for _, target := range targets {
 		res.Seconds[target] = map[string]float64{}
-		for _, c := range []struct {
-			name  string
-			files []string
-		}{{"single", big}, {"parallel", par}} {
-			var colds, hots []float64
-			for i := 0; i < cfg.Repeat; i++ {
-				cu, err := start(target)
-				if err != nil {
-					return nil, fmt.Errorf("%s: %w", target, err)
+		for _, mode := range cfg.Reads {
+			for _, c := range sets {
+				var colds, hots []float64
+				for i := 0; i < cfg.Repeat; i++ {
+					cu, err := start(target)
+					if err != nil {
+						return nil, fmt.Errorf("%s: %w", target, err)
+					}
+					cold, err := xrdcpMode(ctx, mode, cu.url(), c.files)
+					var hot float64
+					if err == nil {
+						hot, err = xrdcpMode(ctx, mode, cu.url(), c.files)
+					}
+					cu.stop()
+					if err != nil {
+						return nil, fmt.Errorf("%s %s %s: %w", target, mode, c.name, err)
+					}
+					colds, hots = append(colds, cold), append(hots, hot)
 				}
-				cold, err := xrdcpAll(ctx, cu.url(), c.files)
-				var hot float64
-				if err == nil {
-					hot, err = xrdcpAll(ctx, cu.url(), c.files)
-				}
-				cu.stop()
-				if err != nil {
-					return nil, fmt.Errorf("%s %s: %w", target, c.name, err)
-				}
-				colds, hots = append(colds, cold), append(hots, hot)
+				k := mode + ":" + c.name
+				res.Seconds[target][k+"-cold"] = medianOf(colds)
+				res.Seconds[target][k+"-hot"] = medianOf(hots)
+				progress("%s %s %s: cold %.2fs, hot %.2fs", target, mode, c.name, medianOf(colds), medianOf(hots))
 			}
-			res.Seconds[target][c.name+"-cold"] = medianOf(colds)
-			res.Seconds[target][c.name+"-hot"] = medianOf(hots)
-			progress("%s %s: cold %.2fs, hot %.2fs", target, c.name, medianOf(colds), medianOf(hots))
 		}
 		res.MemoryGrowth[target] = map[int]int64{}
 		for _, n := range cfg.MemClients {
@@ -217,8 +238,7 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) (*ThroughputResult, e
 		}
 		res.Ratios[target] = map[string]float64{}
 		for k, v := range res.Seconds[target] {
-			base := res.Seconds["direct"][strings.Split(k, "-")[0]]
-			res.Ratios[target][k] = v / base
+			res.Ratios[target][k] = v / res.Seconds["direct"][directCase(k)]
 		}
 	}
 	printThroughput(cfg.Out, res, targets)
@@ -228,19 +248,25 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) (*ThroughputResult, e
 	return res, nil
 }
 
+// directCase is the direct read a cache case is compared with:
+// "read:single-cold" -> "read:single".
+func directCase(k string) string { return k[:strings.LastIndex(k, "-")] }
+
 func printThroughput(w io.Writer, r *ThroughputResult, targets []string) {
 	cfg := r.Config
-	fmt.Fprintf(w, "\nThroughput on loopback, real xrdcp (pgread), C++ xrootd origin; median of %d runs.\n", cfg.Repeat)
-	fmt.Fprintf(w, "single: one file of %d MiB; parallel: %d files of %d MiB at once.\n\n", cfg.BigSize>>20, cfg.ParFiles, cfg.ParSize>>20)
+	fmt.Fprintf(w, "\nThroughput on loopback, real xrdcp (read: plain kXR_read, XRD_CPUSEPGWRTRD=0, as ROOT and uproot read; pgread: xrdcp's default), C++ xrootd origin; median of %d runs.\n", cfg.Repeat)
+	fmt.Fprintf(w, "single: one file of %d MiB; parallel: %d files of %d MiB at once; ratios against the direct read in the same mode.\n\n", cfg.BigSize>>20, cfg.ParFiles, cfg.ParSize>>20)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "case\tdirect [s]\t"+strings.Join(mapStrings(targets, func(t string) string { return t + " [s]\t" + t + "/direct" }), "\t")+"\t")
-	for _, c := range []string{"single-cold", "single-hot", "parallel-cold", "parallel-hot"} {
-		base := strings.Split(c, "-")[0]
-		fmt.Fprintf(tw, "%s\t%.2f\t", c, r.Seconds["direct"][base])
-		for _, t := range targets {
-			fmt.Fprintf(tw, "%.2f\t%.2fx\t", r.Seconds[t][c], r.Ratios[t][c])
+	fmt.Fprintln(tw, "read\tcase\tdirect [s]\t"+strings.Join(mapStrings(targets, func(t string) string { return t + " [s]\t" + t + "/direct" }), "\t")+"\t")
+	for _, mode := range cfg.Reads {
+		for _, c := range []string{"single-cold", "single-hot", "parallel-cold", "parallel-hot"} {
+			k := mode + ":" + c
+			fmt.Fprintf(tw, "%s\t%s\t%.2f\t", mode, c, r.Seconds["direct"][directCase(k)])
+			for _, t := range targets {
+				fmt.Fprintf(tw, "%.2f\t%.2fx\t", r.Seconds[t][k], r.Ratios[t][k])
+			}
+			fmt.Fprintln(tw)
 		}
-		fmt.Fprintln(tw)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nMemory: peak resident memory above the idle cache with N concurrent cold clients (own file of %d MiB each).\n\n", cfg.MemSize>>20)
