@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"crypto/tls"
-	"github.com/hepcache/hepcache/internal/eventually"
 	"net"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/hepcache/hepcache/internal/auth/authtest"
+	"github.com/hepcache/hepcache/internal/eventually"
 	"github.com/hepcache/hepcache/internal/realclient"
 )
 
@@ -27,9 +27,7 @@ func TestServeWithSecurity(t *testing.T) {
 	dir := t.TempDir()
 	ca := authtest.NewCA(t, "hepcache e2e CA")
 	caDir := filepath.Join(dir, "certificates")
-	if !authtest.WriteCADir(t, caDir, ca) {
-		realclient.Require(t, "openssl")
-	}
+	authtest.RequireCADir(t, caDir, ca)
 	certFile, keyFile := ca.Host(t, "localhost", "127.0.0.1").WriteFiles(t, dir, "hostcert")
 	is := authtest.NewIssuer(t, "https://issuer.e2e.test", 0)
 	jwks := is.WriteJWKS(t, dir, "jwks.json")

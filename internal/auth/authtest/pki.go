@@ -26,6 +26,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hepcache/hepcache/internal/realclient"
 )
 
 var serial atomic.Int64
@@ -365,6 +367,16 @@ func Pool(cas ...*CA) *x509.CertPool {
 		p.AddCert(ca.Cert)
 	}
 	return p
+}
+
+// RequireCADir is WriteCADir for tests that hand the directory to XrdCl or
+// another OpenSSL user: without openssl (no hash links) the test fails in
+// CI and is skipped elsewhere, as for any missing real client.
+func RequireCADir(tb testing.TB, dir string, cas ...*CA) {
+	tb.Helper()
+	if !WriteCADir(tb, dir, cas...) {
+		realclient.Require(tb, "openssl")
+	}
 }
 
 // WriteCADir writes the CA certificates into dir as OpenSSL expects of
