@@ -46,17 +46,20 @@ type fetch struct {
 
 	// waiters counts readers that joined this fetch; guarded by entry.mu.
 	waiters int
-	// ticket is the fetch's place in its origin's window queue (nil once
-	// admitted at start); guarded by entry.mu.
+	// ticket is the fetch's place in its origin's window queue: nil if the
+	// window admitted it at once, or once hurried; guarded by entry.mu.
 	ticket *fetchwindow.Ticket
 }
 
 // hurryLocked makes f urgent in its origin's window queue if it is still
-// waiting there as read-ahead: a reader now waits for it.
+// waiting there as read-ahead: a reader now waits for it. Once is enough,
+// so the ticket is dropped: every read calls this for each block of its
+// range, and Hurry consults the cache-wide share (every origin's lock).
 // MUST be called with e.mu held.
 func (f *fetch) hurryLocked() {
-	if f.prefetch {
+	if f.prefetch && f.ticket != nil {
 		f.ticket.Hurry()
+		f.ticket = nil
 	}
 }
 
