@@ -32,7 +32,6 @@ func randomData(seed uint64, n int) []byte {
 	return b
 }
 
-// newTestCache returns a cache over dir reading from o. mut adjusts the config.
 // memWithFile returns a memory origin holding /f: n random bytes from seed.
 func memWithFile(seed uint64, n int) (*origin.Mem, []byte) {
 	m := origin.NewMem("mem://o")
@@ -41,6 +40,7 @@ func memWithFile(seed uint64, n int) (*origin.Mem, []byte) {
 	return m, data
 }
 
+// newTestCache returns a cache over dir reading from o. mut adjusts the config.
 func newTestCache(tb testing.TB, dir string, o origin.Origin, mut func(*Config)) *Cache {
 	tb.Helper()
 	cfg := &Config{
