@@ -34,6 +34,40 @@ type FakeServer struct {
 // cleanup.
 func StartFake(tb testing.TB, handler FakeHandler) *FakeServer {
 	tb.Helper()
+	return StartFakeStream(tb, func(w io.Writer, h proto.RequestHeader, data []byte) bool {
+		resp, hangup := handler(h, data)
+		if resp == nil && !hangup {
+			resp = DefaultAnswer(h)
+		}
+		if len(resp) > 0 {
+			if _, err := w.Write(resp); err != nil {
+				return true
+			}
+		}
+		return hangup
+	})
+}
+
+// FakeStreamHandler answers one request by writing to w itself, so that it
+// can trickle a response, pause inside it or cut it; it returns whether to
+// close the connection. DefaultAnswer gives the login exchange.
+type FakeStreamHandler func(w io.Writer, h proto.RequestHeader, data []byte) (hangup bool)
+
+// DefaultAnswer is a v5 data server's answer to kXR_protocol and kXR_login
+// without security, nil for other requests.
+func DefaultAnswer(h proto.RequestHeader) []byte {
+	switch h.RequestID {
+	case proto.ReqProtocol:
+		return proto.AppendProtocolResponse(nil, h.StreamID, &proto.ProtocolResponse{PVal: proto.ProtocolVersion, Flags: proto.IsServer})
+	case proto.ReqLogin:
+		return proto.AppendLoginResponse(nil, h.StreamID, &proto.LoginResponse{SessID: [16]byte{1}})
+	}
+	return nil
+}
+
+// StartFakeStream is StartFake with a handler that writes its answers.
+func StartFakeStream(tb testing.TB, handler FakeStreamHandler) *FakeServer {
+	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatalf("xrdtest: %v", err)
@@ -81,7 +115,7 @@ func (s *FakeServer) Close() {
 	s.wg.Wait()
 }
 
-func (s *FakeServer) serve(c net.Conn, handler FakeHandler) {
+func (s *FakeServer) serve(c net.Conn, handler FakeStreamHandler) {
 	br := bufio.NewReader(c)
 	hs := make([]byte, proto.ClientHandshakeLen)
 	if _, err := io.ReadFull(br, hs); err != nil || proto.CheckClientHandshake(hs) != nil {
@@ -103,21 +137,7 @@ func (s *FakeServer) serve(c net.Conn, handler FakeHandler) {
 		if _, err := io.ReadFull(br, data); err != nil {
 			return
 		}
-		resp, hangup := handler(h, data)
-		if resp == nil && !hangup {
-			switch h.RequestID {
-			case proto.ReqProtocol:
-				resp = proto.AppendProtocolResponse(nil, h.StreamID, &proto.ProtocolResponse{PVal: proto.ProtocolVersion, Flags: proto.IsServer})
-			case proto.ReqLogin:
-				resp = proto.AppendLoginResponse(nil, h.StreamID, &proto.LoginResponse{SessID: [16]byte{1}})
-			}
-		}
-		if len(resp) > 0 {
-			if _, err := c.Write(resp); err != nil {
-				return
-			}
-		}
-		if hangup {
+		if handler(c, h, data) {
 			return
 		}
 	}

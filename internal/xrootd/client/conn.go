@@ -51,6 +51,7 @@ type call struct {
 	// Guarded by conn.mu.
 	abandoned bool
 	receiving bool // the read loop is writing into dst/segs without mu
+	chunkWait bool // an abandoning caller waits on chunkEnd and recycles cl if completed
 	completed bool
 	waitResp  bool // answered kXR_waitresp; the answer comes as kXR_attn
 
@@ -101,7 +102,7 @@ func putCall(cl *call) {
 	case <-cl.chunkEnd:
 	default:
 	}
-	cl.abandoned, cl.receiving, cl.completed, cl.waitResp = false, false, false, false
+	cl.abandoned, cl.receiving, cl.chunkWait, cl.completed, cl.waitResp = false, false, false, false, false
 	cl.status, cl.err = 0, nil
 	if cap(cl.body) > 1<<20 {
 		cl.body = nil // do not keep a huge listing around
@@ -391,10 +392,16 @@ func (c *conn) start(ctx context.Context, cl *call, enc func(dst []byte, sid pro
 	return nil
 }
 
+// testHookAbandonReceiving, when set by a test, runs where a caller that
+// abandons a call being received may be descheduled before it waits for
+// the chunk's end.
+var testHookAbandonReceiving func()
+
 // wait blocks until cl has its final response, the connection fails or ctx
 // ends. On ctx end the call is abandoned (the read loop discards the rest
 // of its response and recycles it): wait returns owned false and ctx's
-// error, and the caller must not touch cl afterwards.
+// error, and the caller must not touch cl afterwards. wait always returns
+// within chunkGrace of ctx's end.
 func (c *conn) wait(ctx context.Context, cl *call) (owned bool, err error) {
 	select {
 	case <-cl.done:
@@ -409,18 +416,35 @@ func (c *conn) wait(ctx context.Context, cl *call) (owned bool, err error) {
 	}
 	cl.abandoned = true
 	receiving := cl.receiving
+	// While we wait for the chunk's end the call must not be recycled
+	// under us (a recycled call loses the token we wait for, and may be
+	// someone else's by then): a completion in the meantime leaves it to us.
+	cl.chunkWait = receiving
 	c.mu.Unlock()
-	if receiving {
-		// The read loop is writing into the caller's buffer right now; the
-		// caller may reuse it once we return, so wait for that chunk.
-		t := time.NewTimer(chunkGrace)
-		select {
-		case <-cl.chunkEnd:
-		case <-t.C:
-			c.kill()
-			<-cl.chunkEnd
-		}
-		t.Stop()
+	if !receiving {
+		return false, ctx.Err()
+	}
+	if testHookAbandonReceiving != nil {
+		testHookAbandonReceiving()
+	}
+	// The read loop is writing into the caller's buffer right now; the
+	// caller may reuse it once we return, so wait for that chunk. A server
+	// that stops sending inside it gets the connection killed, which ends
+	// the chunk with an error.
+	t := time.NewTimer(chunkGrace)
+	select {
+	case <-cl.chunkEnd:
+	case <-t.C:
+		c.kill()
+		<-cl.chunkEnd
+	}
+	t.Stop()
+	c.mu.Lock()
+	cl.chunkWait = false
+	recycle := cl.completed
+	c.mu.Unlock()
+	if recycle {
+		putCall(cl)
 	}
 	return false, ctx.Err()
 }
@@ -444,10 +468,15 @@ func (c *conn) releaseLocked(cl *call) {
 }
 
 // completeLocked records the final result of cl and wakes its caller, or
-// recycles cl if it was abandoned. MUST be called with c.mu held.
+// recycles cl if it was abandoned (unless its caller still waits for the
+// end of a chunk: then the caller recycles it). MUST be called with c.mu held.
 func (c *conn) completeLocked(cl *call, status proto.Status, err error) {
 	c.releaseLocked(cl)
 	if cl.abandoned {
+		if cl.chunkWait {
+			cl.completed = true
+			return
+		}
 		putCall(cl)
 		return
 	}
