@@ -195,9 +195,25 @@ func MustRunPython(tb testing.TB, env []string, python, script string, args ...s
 // skipped elsewhere, like a missing tool.
 func Tmpfs(tb testing.TB, size string) string {
 	tb.Helper()
+	return mount(tb, "tmpfs", "size="+size)
+}
+
+// Ramfs mounts a ramfs (a file system that refuses O_DIRECT) at a new
+// directory, like Tmpfs.
+func Ramfs(tb testing.TB) string {
+	tb.Helper()
+	return mount(tb, "ramfs", "")
+}
+
+func mount(tb testing.TB, fstype, opts string) string {
+	tb.Helper()
 	d := tb.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", d).CombinedOutput(); err != nil {
-		missing(tb, "mount tmpfs (needs root): %v %s", err, out)
+	args := []string{"-t", fstype}
+	if opts != "" {
+		args = append(args, "-o", opts)
+	}
+	if out, err := exec.Command("mount", append(args, fstype, d)...).CombinedOutput(); err != nil {
+		missing(tb, "mount %s (needs root): %v %s", fstype, err, out)
 	}
 	tb.Cleanup(func() { exec.Command("umount", "-l", d).Run() })
 	return d

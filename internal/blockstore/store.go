@@ -1,0 +1,616 @@
+package blockstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"sync"
+	"sync/atomic"
+)
+
+// Key names the bytes of one block of one cached copy of a file. File is an
+// id the cache gives each copy: a copy replaced by another version gets a
+// new id, so a block of the old version can never be found under the new.
+type Key struct {
+	File  uint64
+	Block int64
+}
+
+// ErrCorrupt is returned by Load when the bytes on disk do not match the
+// block's recorded CRC32C.
+var ErrCorrupt = errors.New("blockstore: block failed its CRC32C check")
+
+// castagnoli is the CRC32C table (hardware-accelerated where available).
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// CRC32C returns the CRC32C of b, the per-block check sum.
+func CRC32C(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+// Config sizes a Store.
+type Config struct {
+	// Size is the arena's size in bytes: the RAM that holds blocks in
+	// flight and recently used blocks. Rounded down to whole slots; at
+	// least MinSlots slots.
+	Size int64
+	// SlotSize is the size of one block in bytes, a multiple of Align.
+	SlotSize int64
+}
+
+// MinSlots is the fewest slots a store has: enough for a few fetches and
+// readers at once.
+const MinSlots = 16
+
+// smallShare is the part of the slots S3-FIFO's probation queue holds
+// (the paper's 10 %).
+const smallShare = 10
+
+// Store is the arena and the RAM block cache over it. Safe for concurrent
+// use.
+type Store struct {
+	arena *arena
+	slots []slot
+	// smallTarget is the probation queue's share, in slots.
+	smallTarget int
+
+	// mu protects everything below and every slot's fields but buf.
+	mu          sync.Mutex
+	free        []*slot // LIFO: the most recently freed (warm) slot first
+	cached      map[Key]*slot
+	small, main queue
+	ghost       ghost
+	loading     map[Key]*load
+	// changed is closed and replaced whenever a slot may have become
+	// available, waking acquirers.
+	changed chan struct{}
+	touched int // slots ever handed out: the arena's resident part
+	filling int
+	pinned  int
+
+	stats Stats
+}
+
+// Stats are the store's counters. Read them with the atomic methods.
+type Stats struct {
+	Hits, Misses     atomic.Int64 // Get and Load lookups that found / did not find the block in RAM
+	DiskReads        atomic.Int64 // blocks read back from a data file
+	DiskReadBytes    atomic.Int64
+	Corrupt          atomic.Int64 // blocks read back that failed their check
+	Evictions        atomic.Int64
+	PromotedFromS    atomic.Int64 // probation blocks read again, moved to the main queue
+	GhostHits        atomic.Int64 // blocks loaded again soon after eviction from probation: into the main queue
+	AcquireWaits     atomic.Int64 // slot requests that had to wait for a slot
+	UncheckedLoads   atomic.Int64 // blocks read back with no recorded CRC (checksummed, trusted on first use)
+	FallbackWrites   atomic.Int64 // block writes without direct I/O
+	DirectWrites     atomic.Int64
+	DirectWriteBytes atomic.Int64
+}
+
+type slotState uint8
+
+const (
+	slotFree    slotState = iota
+	slotFilling           // owned by a fill, not findable
+	slotCached            // in cached and in a queue
+	slotDropped           // was cached, forgotten while pinned: freed at last release
+)
+
+type slot struct {
+	idx   int
+	buf   []byte
+	key   Key
+	n     int
+	state slotState
+	refs  int32
+	freq  uint8 // S3-FIFO's access count, 0..3
+	q     *queue
+	prev  *slot
+	next  *slot
+}
+
+// New maps the arena and returns an empty store.
+func New(cfg Config) (*Store, error) {
+	if cfg.SlotSize <= 0 || cfg.SlotSize%Align != 0 {
+		return nil, fmt.Errorf("blockstore: slot size %d is not a positive multiple of %d", cfg.SlotSize, Align)
+	}
+	n := int(cfg.Size / cfg.SlotSize)
+	if n < MinSlots {
+		return nil, fmt.Errorf("blockstore: %d bytes hold %d blocks of %d bytes, want at least %d", cfg.Size, n, cfg.SlotSize, MinSlots)
+	}
+	a, err := newArena(n, int(cfg.SlotSize))
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{
+		arena:       a,
+		slots:       make([]slot, n),
+		smallTarget: max(1, n*smallShare/100),
+		cached:      map[Key]*slot{},
+		loading:     map[Key]*load{},
+		changed:     make(chan struct{}),
+	}
+	s.ghost.init(n)
+	s.free = make([]*slot, 0, n)
+	for i := n - 1; i >= 0; i-- { // slot 0 on top: slots are touched in order
+		s.slots[i].idx, s.slots[i].buf = i, a.slot(i)
+		s.free = append(s.free, &s.slots[i])
+	}
+	return s, nil
+}
+
+// Close unmaps the arena. No Block may be used afterwards.
+func (s *Store) Close() { s.arena.close() }
+
+// Stats returns the live counters.
+func (s *Store) Stats() *Stats { return &s.stats }
+
+// Usage is the store's occupancy.
+type Usage struct {
+	Slots, SlotSize int
+	// Cached counts the blocks held for reuse (probation and main),
+	// Filling the slots being filled, Pinned the slots in use by readers
+	// or fills, Touched the slots ever used (the arena's resident part).
+	Cached, Small, Main, Filling, Pinned, Touched int
+}
+
+// Usage returns the store's occupancy now.
+func (s *Store) Usage() Usage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Usage{Slots: len(s.slots), SlotSize: s.arena.slotSize, Cached: len(s.cached),
+		Small: s.small.len, Main: s.main.len, Filling: s.filling, Pinned: s.pinned, Touched: s.touched}
+}
+
+// Block is a pinned slot: its bytes stay put until Release. Each Block
+// value is released exactly once.
+type Block struct {
+	s  *Store
+	sl *slot
+}
+
+// Bytes returns the block's bytes (for a block being filled, the bytes
+// recorded so far by Publish; use Buf while filling). Valid until Release.
+func (b *Block) Bytes() []byte { return b.sl.buf[:b.sl.n] }
+
+// Buf returns the whole slot, for a fill to write into.
+func (b *Block) Buf() []byte { return b.sl.buf }
+
+// Pin returns another pin of the same slot, for a reader that joins a
+// fill. The caller must hold b.
+func (b *Block) Pin() *Block {
+	b.s.mu.Lock()
+	b.s.pinLocked(b.sl)
+	b.s.mu.Unlock()
+	return &Block{s: b.s, sl: b.sl}
+}
+
+// Release drops the pin. A slot no longer pinned is free again if it was
+// never published or was dropped, and evictable otherwise.
+func (b *Block) Release() {
+	s := b.s
+	s.mu.Lock()
+	sl := b.sl
+	b.sl = nil
+	if sl == nil {
+		s.mu.Unlock()
+		panic("blockstore: Block released twice")
+	}
+	sl.refs--
+	if sl.refs < 0 {
+		s.mu.Unlock()
+		panic("blockstore: negative pin count")
+	}
+	if sl.refs == 0 {
+		s.pinned--
+		switch sl.state {
+		case slotFilling:
+			s.filling--
+			s.freeLocked(sl)
+		case slotDropped:
+			s.freeLocked(sl)
+		}
+		s.wakeLocked()
+	}
+	s.mu.Unlock()
+}
+
+func (s *Store) pinLocked(sl *slot) {
+	if sl.refs == 0 {
+		s.pinned++
+	}
+	sl.refs++
+}
+
+func (s *Store) freeLocked(sl *slot) {
+	sl.state, sl.n, sl.freq, sl.key = slotFree, 0, 0, Key{}
+	s.free = append(s.free, sl)
+}
+
+func (s *Store) wakeLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// Get returns the cached block k pinned, or nil.
+func (s *Store) Get(k Key) *Block {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sl := s.cached[k]
+	if sl == nil {
+		s.stats.Misses.Add(1)
+		return nil
+	}
+	s.stats.Hits.Add(1)
+	sl.freq = min(sl.freq+1, 3)
+	s.pinLocked(sl)
+	return &Block{s: s, sl: sl}
+}
+
+// Fill returns a pinned, unfindable slot for a block being fetched. It
+// waits for a slot while every one is pinned, until ctx ends.
+func (s *Store) Fill(ctx context.Context) (*Block, error) {
+	sl, err := s.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &Block{s: s, sl: sl}, nil
+}
+
+// acquire takes a slot for a fill or a load, pinned once.
+func (s *Store) acquire(ctx context.Context) (*slot, error) {
+	s.mu.Lock()
+	waited := false
+	for {
+		if sl := s.takeLocked(); sl != nil {
+			sl.state = slotFilling
+			s.filling++
+			s.pinLocked(sl)
+			s.mu.Unlock()
+			return sl, nil
+		}
+		if !waited {
+			waited = true
+			s.stats.AcquireWaits.Add(1)
+		}
+		ch := s.changed
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for a RAM block (every one in use): %w", ctx.Err())
+		}
+		s.mu.Lock()
+	}
+}
+
+// takeLocked finds a slot: a free one while the probation queue is under
+// its share (so a scan recycles its own slots instead of touching new
+// ones), else an evicted one, else any free one.
+func (s *Store) takeLocked() *slot {
+	if s.small.len < s.smallTarget && len(s.free) > 0 {
+		return s.popFreeLocked()
+	}
+	if sl := s.evictLocked(); sl != nil {
+		return sl
+	}
+	if len(s.free) > 0 {
+		return s.popFreeLocked()
+	}
+	return nil
+}
+
+func (s *Store) popFreeLocked() *slot {
+	sl := s.free[len(s.free)-1]
+	s.free[len(s.free)-1] = nil
+	s.free = s.free[:len(s.free)-1]
+	s.touched = max(s.touched, sl.idx+1)
+	return sl
+}
+
+// evictLocked frees a cached, unpinned block's slot (S3-FIFO): from the
+// probation queue while it holds its share (a block read again there
+// moves to the main queue instead), else from the main queue (a block
+// read since it was last considered gets another round). Pinned blocks
+// are passed over.
+func (s *Store) evictLocked() *slot {
+	first, second := &s.small, &s.main
+	if s.small.len < s.smallTarget && s.main.len > 0 {
+		first, second = second, first
+	}
+	for _, q := range []*queue{first, second} {
+		if sl := s.evictFromLocked(q); sl != nil {
+			return sl
+		}
+	}
+	return nil
+}
+
+func (s *Store) evictFromLocked(q *queue) *slot {
+	for tries := 2*q.len + 1; tries > 0 && q.tail != nil; tries-- {
+		sl := q.tail
+		switch {
+		case sl.refs > 0:
+			q.moveToHead(sl)
+		case q == &s.small && sl.freq > 0:
+			q.remove(sl)
+			sl.freq = 0
+			s.main.pushHead(sl)
+			s.stats.PromotedFromS.Add(1)
+		case q == &s.main && sl.freq > 0:
+			sl.freq--
+			q.moveToHead(sl)
+		default:
+			q.remove(sl)
+			delete(s.cached, sl.key)
+			if q == &s.small {
+				s.ghost.add(sl.key)
+			}
+			s.stats.Evictions.Add(1)
+			sl.state, sl.n, sl.freq, sl.key = slotFree, 0, 0, Key{}
+			return sl
+		}
+	}
+	return nil
+}
+
+// Publish makes the filled block b findable as k with its first n bytes,
+// replacing any block cached under k. The caller keeps its pin.
+func (s *Store) Publish(k Key, b *Block, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.publishLocked(k, b.sl, n)
+}
+
+func (s *Store) publishLocked(k Key, sl *slot, n int) {
+	if sl.state != slotFilling {
+		panic("blockstore: publish of a slot that is not being filled")
+	}
+	s.dropLocked(k)
+	s.filling--
+	sl.key, sl.n, sl.state, sl.freq = k, n, slotCached, 0
+	s.cached[k] = sl
+	if s.ghost.take(k) {
+		s.stats.GhostHits.Add(1)
+		s.main.pushHead(sl)
+	} else {
+		s.small.pushHead(sl)
+	}
+}
+
+// Drop forgets block k (found corrupt, or of a copy that is gone). A
+// reader holding it keeps its bytes until it releases them.
+func (s *Store) Drop(k Key) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dropLocked(k)
+}
+
+func (s *Store) dropLocked(k Key) {
+	sl := s.cached[k]
+	if sl == nil {
+		return
+	}
+	delete(s.cached, k)
+	sl.q.remove(sl)
+	if sl.refs > 0 {
+		sl.state = slotDropped
+		return
+	}
+	s.freeLocked(sl)
+	s.wakeLocked()
+}
+
+// Source is where Load finds a block that is not in RAM: n bytes at Off
+// of File, with the CRC32C recorded for them (CRCKnown false for a block
+// stored before per-block checksums: it is checksummed and trusted).
+type Source struct {
+	File     *File
+	Off      int64
+	N        int
+	CRC      uint32
+	CRCKnown bool
+}
+
+// load is a read of one block from disk in progress; others wanting the
+// block wait for it.
+type load struct {
+	done    chan struct{}
+	waiters int
+	sl      *slot
+	crc     uint32
+	err     error
+}
+
+// Load returns block k pinned: from RAM if it is there, else read from
+// src into a slot, checked against src.CRC, and kept in RAM. Concurrent
+// Loads of one block read the disk once. It also returns the block's
+// CRC32C as computed when it was read (0 from RAM). A block whose bytes do
+// not match is not kept, and ErrCorrupt (wrapped) is returned.
+func (s *Store) Load(ctx context.Context, k Key, src Source) (*Block, uint32, error) {
+	for {
+		b, crc, err := s.load(ctx, k, src)
+		// A waiter whose loader gave up (its ctx ended) loads itself.
+		if err != nil && ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+			continue
+		}
+		return b, crc, err
+	}
+}
+
+func (s *Store) load(ctx context.Context, k Key, src Source) (*Block, uint32, error) {
+	s.mu.Lock()
+	if sl := s.cached[k]; sl != nil {
+		s.stats.Hits.Add(1)
+		sl.freq = min(sl.freq+1, 3)
+		s.pinLocked(sl)
+		s.mu.Unlock()
+		return &Block{s: s, sl: sl}, 0, nil
+	}
+	s.stats.Misses.Add(1)
+	if l := s.loading[k]; l != nil {
+		l.waiters++
+		s.mu.Unlock()
+		select {
+		case <-l.done:
+		case <-ctx.Done():
+			s.mu.Lock()
+			select {
+			case <-l.done: // finished meanwhile: its pin for us is taken
+				s.mu.Unlock()
+				if l.err == nil {
+					(&Block{s: s, sl: l.sl}).Release()
+				}
+			default:
+				l.waiters--
+				s.mu.Unlock()
+			}
+			return nil, 0, ctx.Err()
+		}
+		if l.err != nil {
+			return nil, 0, l.err
+		}
+		return &Block{s: s, sl: l.sl}, l.crc, nil
+	}
+	l := &load{done: make(chan struct{})}
+	s.loading[k] = l
+	s.mu.Unlock()
+
+	sl, err := s.acquire(ctx)
+	var crc uint32
+	if err == nil {
+		crc, err = s.read(sl, src)
+	}
+	s.mu.Lock()
+	delete(s.loading, k)
+	l.err, l.crc = err, crc
+	if err == nil {
+		s.publishLocked(k, sl, src.N)
+		sl.refs += int32(l.waiters) // one pin per waiter, taken for them
+		l.sl = sl
+	} else if sl != nil {
+		sl.refs--
+		s.pinned--
+		s.filling--
+		s.freeLocked(sl)
+		s.wakeLocked()
+	}
+	s.mu.Unlock()
+	close(l.done)
+	if err != nil {
+		return nil, 0, err
+	}
+	return &Block{s: s, sl: sl}, crc, nil
+}
+
+// read fills sl from src and checks it.
+func (s *Store) read(sl *slot, src Source) (uint32, error) {
+	if src.N > len(sl.buf) {
+		return 0, fmt.Errorf("blockstore: block of %d bytes in a %d-byte slot", src.N, len(sl.buf))
+	}
+	if err := src.File.ReadBlock(sl.buf, src.Off, src.N); err != nil {
+		return 0, err
+	}
+	s.stats.DiskReads.Add(1)
+	s.stats.DiskReadBytes.Add(int64(src.N))
+	crc := CRC32C(sl.buf[:src.N])
+	if !src.CRCKnown {
+		s.stats.UncheckedLoads.Add(1)
+		return crc, nil
+	}
+	if crc != src.CRC {
+		s.stats.Corrupt.Add(1)
+		return crc, &CorruptError{Off: src.Off, N: src.N, Got: crc, Want: src.CRC}
+	}
+	return crc, nil
+}
+
+// CorruptError describes a block whose bytes on disk failed their check.
+type CorruptError struct {
+	Off       int64
+	N         int
+	Got, Want uint32
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("%d bytes at %d: CRC32C %08x, recorded %08x: %v", e.N, e.Off, e.Got, e.Want, ErrCorrupt)
+}
+
+func (e *CorruptError) Unwrap() error { return ErrCorrupt }
+
+// queue is a doubly linked list of cached slots, head most recent.
+type queue struct {
+	head, tail *slot
+	len        int
+}
+
+func (q *queue) pushHead(sl *slot) {
+	sl.q, sl.prev, sl.next = q, nil, q.head
+	if q.head != nil {
+		q.head.prev = sl
+	}
+	q.head = sl
+	if q.tail == nil {
+		q.tail = sl
+	}
+	q.len++
+}
+
+func (q *queue) remove(sl *slot) {
+	if sl.prev != nil {
+		sl.prev.next = sl.next
+	} else {
+		q.head = sl.next
+	}
+	if sl.next != nil {
+		sl.next.prev = sl.prev
+	} else {
+		q.tail = sl.prev
+	}
+	sl.q, sl.prev, sl.next = nil, nil, nil
+	q.len--
+}
+
+func (q *queue) moveToHead(sl *slot) {
+	if q.head == sl {
+		return
+	}
+	q.remove(sl)
+	q.pushHead(sl)
+}
+
+// ghost remembers the keys last evicted from probation (a FIFO of at most
+// cap keys): a block loaded again while remembered was evicted too early
+// and goes to the main queue.
+type ghost struct {
+	keys []Key
+	next int
+	set  map[Key]int // key -> how many times it is in keys
+}
+
+func (g *ghost) init(n int) {
+	g.keys = make([]Key, 0, n)
+	g.set = make(map[Key]int, n)
+}
+
+func (g *ghost) add(k Key) {
+	if len(g.keys) < cap(g.keys) {
+		g.keys = append(g.keys, k)
+	} else {
+		old := g.keys[g.next]
+		if g.set[old]--; g.set[old] <= 0 {
+			delete(g.set, old)
+		}
+		g.keys[g.next] = k
+		g.next = (g.next + 1) % len(g.keys)
+	}
+	g.set[k]++
+}
+
+// take reports whether k is remembered and forgets it.
+func (g *ghost) take(k Key) bool {
+	if g.set[k] == 0 {
+		return false
+	}
+	delete(g.set, k) // its ring entries age out harmlessly
+	return true
+}

@@ -1,0 +1,307 @@
+package blockstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hepcache/hepcache/disk"
+)
+
+const testSlot = 64 << 10
+
+func newStore(t *testing.T, slots int) *Store {
+	t.Helper()
+	s, err := New(Config{Size: int64(slots) * testSlot, SlotSize: testSlot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// fill publishes block k with bytes derived from k and releases it.
+func fill(t *testing.T, s *Store, k Key) {
+	t.Helper()
+	b, err := s.Fill(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(b.Buf(), pattern(k))
+	s.Publish(k, b, testSlot)
+	b.Release()
+}
+
+func pattern(k Key) []byte {
+	b := make([]byte, testSlot)
+	rand.New(rand.NewSource(int64(k.File)<<20 + k.Block)).Read(b)
+	return b
+}
+
+func TestSlotsAreAlignedAndDistinct(t *testing.T) {
+	s := newStore(t, MinSlots)
+	seen := map[*byte]bool{}
+	var held []*Block
+	for i := 0; i < MinSlots; i++ {
+		b, err := s.Fill(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := &b.Buf()[0]
+		if seen[p] || len(b.Buf()) != testSlot {
+			t.Fatalf("slot %d reused or wrong size", i)
+		}
+		seen[p] = true
+		if addr := uintptrOf(b.Buf()); addr%Align != 0 {
+			t.Fatalf("slot at %#x is not aligned", addr)
+		}
+		held = append(held, b)
+	}
+	for _, b := range held {
+		b.Release()
+	}
+	if u := s.Usage(); u.Pinned != 0 || u.Filling != 0 || u.Cached != 0 {
+		t.Fatalf("after release: %+v", u)
+	}
+}
+
+// TestScanDoesNotEvictHotBlocks: blocks used twice live in the main queue
+// (read again while on probation, or back soon after eviction from it); a
+// one-time scan of many more blocks than the store holds cycles through
+// the probation queue and leaves them there.
+func TestScanDoesNotEvictHotBlocks(t *testing.T) {
+	s := newStore(t, 40)
+	var hot []Key
+	for i := 0; i < 3; i++ { // fit in probation: read again there
+		k := Key{File: 1, Block: int64(i)}
+		fill(t, s, k)
+		s.Get(k).Release()
+		hot = append(hot, k)
+	}
+	var back []Key
+	for i := 0; i < 10; i++ { // more than probation holds: evicted, then back
+		back = append(back, Key{File: 3, Block: int64(i)})
+		fill(t, s, back[i])
+	}
+	for _, k := range back { // used again: a hit, or a fill after eviction
+		if b := s.Get(k); b != nil {
+			b.Release()
+		} else {
+			fill(t, s, k)
+		}
+	}
+	hot = append(hot, back...)
+	for i := 0; i < 500; i++ {
+		fill(t, s, Key{File: 2, Block: int64(i)})
+	}
+	for _, k := range hot {
+		b := s.Get(k)
+		if b == nil {
+			t.Fatalf("hot block %v evicted by a scan", k)
+		}
+		if !bytes.Equal(b.Bytes(), pattern(k)) {
+			t.Fatalf("block %v has wrong bytes", k)
+		}
+		b.Release()
+	}
+	// The scan touched the probation share and the hot blocks' slots, not
+	// the whole arena.
+	if u := s.Usage(); u.Touched > len(hot)+s.smallTarget+2 {
+		t.Fatalf("a scan touched %d of %d slots (usage %+v)", u.Touched, u.Slots, u)
+	}
+	st := s.Stats()
+	if st.PromotedFromS.Load() < 3 || st.GhostHits.Load() < 6 {
+		t.Fatalf("%d promotions, %d ghost hits", st.PromotedFromS.Load(), st.GhostHits.Load())
+	}
+}
+
+// TestGhostHitGoesToMain: a block evicted from probation and loaded again
+// soon enters the main queue.
+func TestGhostHitGoesToMain(t *testing.T) {
+	s := newStore(t, 20)
+	k := Key{File: 7, Block: 3}
+	fill(t, s, k)
+	for i := 0; i < 15; i++ {
+		fill(t, s, Key{File: 8, Block: int64(i)})
+	}
+	if b := s.Get(k); b != nil {
+		t.Fatal("a block read once survived a scan of most of the store")
+	}
+	fill(t, s, k)
+	if s.Stats().GhostHits.Load() != 1 {
+		t.Fatal("the block's return was not seen as a ghost hit")
+	}
+	for i := 15; i < 100; i++ {
+		fill(t, s, Key{File: 8, Block: int64(i)})
+	}
+	b := s.Get(k)
+	if b == nil {
+		t.Fatal("a block back from the ghost list was evicted by a scan")
+	}
+	b.Release()
+}
+
+// TestPinnedBlocksStayAndFillWaits: pinned blocks are never evicted; with
+// every slot pinned a fill waits until one is released or its ctx ends.
+func TestPinnedBlocksStayAndFillWaits(t *testing.T) {
+	s := newStore(t, MinSlots)
+	var pins []*Block
+	for i := 0; i < MinSlots; i++ {
+		k := Key{File: 1, Block: int64(i)}
+		fill(t, s, k)
+		pins = append(pins, s.Get(k))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := s.Fill(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("fill with every slot pinned: %v", err)
+	}
+	got := make(chan *Block)
+	go func() {
+		b, err := s.Fill(context.Background())
+		if err != nil {
+			t.Error(err)
+		}
+		got <- b
+	}()
+	time.Sleep(20 * time.Millisecond)
+	pins[5].Release()
+	b := <-got
+	for i, p := range pins {
+		if i == 5 {
+			continue
+		}
+		if !bytes.Equal(p.Bytes(), pattern(Key{File: 1, Block: int64(i)})) {
+			t.Fatalf("pinned block %d was overwritten", i)
+		}
+		p.Release()
+	}
+	b.Release()
+	if s.Get(Key{File: 1, Block: 5}) != nil {
+		t.Fatal("the evicted block is still findable")
+	}
+}
+
+// TestDropWhilePinned: a dropped block is no longer found; its reader keeps
+// the bytes until release, then the slot is free.
+func TestDropWhilePinned(t *testing.T) {
+	s := newStore(t, MinSlots)
+	k := Key{File: 3, Block: 1}
+	fill(t, s, k)
+	b := s.Get(k)
+	s.Drop(k)
+	if s.Get(k) != nil {
+		t.Fatal("dropped block still found")
+	}
+	if !bytes.Equal(b.Bytes(), pattern(k)) {
+		t.Fatal("a reader's bytes changed under its pin")
+	}
+	b.Release()
+	if u := s.Usage(); u.Cached != 0 || u.Pinned != 0 {
+		t.Fatalf("after release: %+v", u)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("a second Release did not panic")
+		}
+	}()
+	b.Release()
+}
+
+func writeTestFile(t *testing.T, dir string, data []byte) *File {
+	t.Helper()
+	name := filepath.Join(dir, "data")
+	f, err := Open(disk.OS{}, name, os.O_RDWR|os.O_CREATE, 0o644, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if err := f.Truncate(int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	s := newStore(t, MinSlots)
+	for off := 0; off < len(data); off += testSlot {
+		n := min(testSlot, len(data)-off)
+		b, _ := s.Fill(context.Background())
+		copy(b.Buf(), data[off:off+n])
+		if err := f.WriteBlock(b.Buf(), int64(off), n); err != nil {
+			t.Fatal(err)
+		}
+		b.Release()
+	}
+	return f
+}
+
+// TestLoadChecksAndCoalesces: concurrent loads of one block read the disk
+// once and get the right bytes; a block whose bytes changed on disk is
+// refused with ErrCorrupt and not kept.
+func TestLoadChecksAndCoalesces(t *testing.T) {
+	dir := t.TempDir()
+	data := make([]byte, 3*testSlot+1000) // a short last block
+	rand.New(rand.NewSource(5)).Read(data)
+	f := writeTestFile(t, dir, data)
+	if !f.Direct() {
+		t.Fatalf("%s refuses O_DIRECT", dir)
+	}
+	if st, _ := f.Stat(); st.Size() != int64(len(data)) {
+		t.Fatalf("file size %d after padded tail write, want %d", st.Size(), len(data))
+	}
+	s := newStore(t, MinSlots)
+	src := func(b int) Source {
+		off := b * testSlot
+		n := min(testSlot, len(data)-off)
+		return Source{File: f, Off: int64(off), N: n, CRC: CRC32C(data[off : off+n]), CRCKnown: true}
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b, _, err := s.Load(context.Background(), Key{File: 1, Block: 3}, src(3))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if !bytes.Equal(b.Bytes(), data[3*testSlot:]) {
+				t.Error("wrong bytes of the short last block")
+			}
+			b.Release()
+		}()
+	}
+	wg.Wait()
+	if n := s.Stats().DiskReads.Load(); n != 1 {
+		t.Fatalf("%d disk reads for one block loaded by 8 readers", n)
+	}
+
+	// Corrupt block 1 behind the store's back, through the page cache.
+	raw, err := os.OpenFile(filepath.Join(dir, "data"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.WriteAt([]byte("corrupted bytes"), testSlot+123)
+	raw.Close()
+	_, _, err = s.Load(context.Background(), Key{File: 1, Block: 1}, src(1))
+	var ce *CorruptError
+	if !errors.Is(err, ErrCorrupt) || !errors.As(err, &ce) || ce.Off != testSlot {
+		t.Fatalf("load of a corrupted block: %v", err)
+	}
+	if s.Get(Key{File: 1, Block: 1}) != nil || s.Stats().Corrupt.Load() != 1 {
+		t.Fatal("a corrupted block was kept")
+	}
+	// A block with no recorded CRC is returned with the CRC computed.
+	u := src(0)
+	u.CRCKnown = false
+	b, crc, err := s.Load(context.Background(), Key{File: 1, Block: 0}, u)
+	if err != nil || crc != CRC32C(data[:testSlot]) {
+		t.Fatalf("unchecked load: %v, crc %08x", err, crc)
+	}
+	b.Release()
+}
+
+func uintptrOf(b []byte) uintptr { return uintptr(unsafePointer(b)) }
