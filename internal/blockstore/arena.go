@@ -43,7 +43,7 @@ func (a *arena) slot(i int) []byte {
 }
 
 func (a *arena) close() {
-	if a.mapped {
+	if a.mapped && a.mem != nil {
 		unix.Munmap(a.mem)
 	}
 	a.mem = nil

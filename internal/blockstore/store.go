@@ -66,6 +66,8 @@ type Store struct {
 	touched int // slots ever handed out: the arena's resident part
 	filling int
 	pinned  int
+	// closed: Close was called; the arena goes when the last pin does.
+	closed bool
 
 	stats Stats
 }
@@ -138,8 +140,20 @@ func New(cfg Config) (*Store, error) {
 	return s, nil
 }
 
-// Close unmaps the arena. No Block may be used afterwards.
-func (s *Store) Close() { s.arena.close() }
+// ErrClosed is returned by Fill and Load after Close.
+var ErrClosed = errors.New("blockstore: closed")
+
+// Close ends the store: Fill and Load fail, Get finds nothing, and the
+// arena is unmapped once the last pinned block is released.
+func (s *Store) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	s.wakeLocked()
+	if s.pinned == 0 {
+		s.arena.close()
+	}
+}
 
 // Stats returns the live counters.
 func (s *Store) Stats() *Stats { return &s.stats }
@@ -210,6 +224,9 @@ func (b *Block) Release() {
 			s.freeLocked(sl)
 		}
 		s.wakeLocked()
+		if s.closed && s.pinned == 0 {
+			s.arena.close()
+		}
 	}
 	s.mu.Unlock()
 }
@@ -236,7 +253,7 @@ func (s *Store) Get(k Key) *Block {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sl := s.cached[k]
-	if sl == nil {
+	if sl == nil || s.closed {
 		s.stats.Misses.Add(1)
 		return nil
 	}
@@ -261,6 +278,10 @@ func (s *Store) acquire(ctx context.Context) (*slot, error) {
 	s.mu.Lock()
 	waited := false
 	for {
+		if s.closed {
+			s.mu.Unlock()
+			return nil, ErrClosed
+		}
 		if sl := s.takeLocked(); sl != nil {
 			sl.state = slotFilling
 			s.filling++
@@ -421,12 +442,19 @@ type load struct {
 	err     error
 }
 
+// Loaded says where a block Load returned came from.
+type Loaded struct {
+	// FromDisk is set when this Load read the block from its file (or
+	// waited for another Load that did); CRC is then the bytes' CRC32C.
+	FromDisk bool
+	CRC      uint32
+}
+
 // Load returns block k pinned: from RAM if it is there, else read from
 // src into a slot, checked against src.CRC, and kept in RAM. Concurrent
-// Loads of one block read the disk once. It also returns the block's
-// CRC32C as computed when it was read (0 from RAM). A block whose bytes do
-// not match is not kept, and ErrCorrupt (wrapped) is returned.
-func (s *Store) Load(ctx context.Context, k Key, src Source) (*Block, uint32, error) {
+// Loads of one block read the disk once. A block whose bytes do not match
+// is not kept, and ErrCorrupt (wrapped in a *CorruptError) is returned.
+func (s *Store) Load(ctx context.Context, k Key, src Source) (*Block, Loaded, error) {
 	for {
 		b, crc, err := s.load(ctx, k, src)
 		// A waiter whose loader gave up (its ctx ended) loads itself.
@@ -437,14 +465,18 @@ func (s *Store) Load(ctx context.Context, k Key, src Source) (*Block, uint32, er
 	}
 }
 
-func (s *Store) load(ctx context.Context, k Key, src Source) (*Block, uint32, error) {
+func (s *Store) load(ctx context.Context, k Key, src Source) (*Block, Loaded, error) {
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, Loaded{}, ErrClosed
+	}
 	if sl := s.cached[k]; sl != nil {
 		s.stats.Hits.Add(1)
 		sl.freq = min(sl.freq+1, 3)
 		s.pinLocked(sl)
 		s.mu.Unlock()
-		return &Block{s: s, sl: sl}, 0, nil
+		return &Block{s: s, sl: sl}, Loaded{}, nil
 	}
 	s.stats.Misses.Add(1)
 	if l := s.loading[k]; l != nil {
@@ -464,12 +496,12 @@ func (s *Store) load(ctx context.Context, k Key, src Source) (*Block, uint32, er
 				l.waiters--
 				s.mu.Unlock()
 			}
-			return nil, 0, ctx.Err()
+			return nil, Loaded{}, ctx.Err()
 		}
 		if l.err != nil {
-			return nil, 0, l.err
+			return nil, Loaded{}, l.err
 		}
-		return &Block{s: s, sl: l.sl}, l.crc, nil
+		return &Block{s: s, sl: l.sl}, Loaded{FromDisk: true, CRC: l.crc}, nil
 	}
 	l := &load{done: make(chan struct{})}
 	s.loading[k] = l
@@ -497,9 +529,9 @@ func (s *Store) load(ctx context.Context, k Key, src Source) (*Block, uint32, er
 	s.mu.Unlock()
 	close(l.done)
 	if err != nil {
-		return nil, 0, err
+		return nil, Loaded{}, err
 	}
-	return &Block{s: s, sl: sl}, crc, nil
+	return &Block{s: s, sl: sl}, Loaded{FromDisk: true, CRC: crc}, nil
 }
 
 // read fills sl from src and checks it.

@@ -297,9 +297,9 @@ func TestLoadChecksAndCoalesces(t *testing.T) {
 	// A block with no recorded CRC is returned with the CRC computed.
 	u := src(0)
 	u.CRCKnown = false
-	b, crc, err := s.Load(context.Background(), Key{File: 1, Block: 0}, u)
-	if err != nil || crc != CRC32C(data[:testSlot]) {
-		t.Fatalf("unchecked load: %v, crc %08x", err, crc)
+	b, got, err := s.Load(context.Background(), Key{File: 1, Block: 0}, u)
+	if err != nil || !got.FromDisk || got.CRC != CRC32C(data[:testSlot]) {
+		t.Fatalf("unchecked load: %v, %+v", err, got)
 	}
 	b.Release()
 }

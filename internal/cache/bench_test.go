@@ -16,7 +16,7 @@ func benchCache(b *testing.B, size int) (*Cache, *origin.Mem) {
 		cfg.BlockSize = 1 << 20
 		cfg.PieceSize = 128 << 10
 		cfg.Prefetch = 10
-		cfg.FetchMemory = 64 << 20
+		cfg.FetchMemory, cfg.RAM = 64<<20, 128<<20
 	})
 	return c, m
 }

@@ -4,206 +4,155 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/hepcache/hepcache/internal/readat"
-	"hash/crc32"
-	"io"
 
 	"github.com/hepcache/hepcache/internal/bitmap"
-	"github.com/hepcache/hepcache/internal/checksum"
+	"github.com/hepcache/hepcache/internal/blockstore"
 	"github.com/hepcache/hepcache/internal/sidecar"
 )
 
-// Data at rest: every block's CRC32C is recorded in the sidecar when the
-// block becomes durable (as XCache's pfc.cschk cache), computed from the
-// bytes as they arrived from the origin. A block found on disk when a file
-// is opened is checked against it the first time a client reads it in
-// this process (the check is remembered in the index, so later opens pay
-// nothing); a block that fails is dropped and fetched again, never served.
-// Blocks fetched in this process need no check. The sendfile path hands
-// out only checked blocks. `hepcache verify` checks whole files or the
-// whole cache offline. Config.NoBlockChecksums turns the checks off.
+// Data at rest: every block's CRC32C is recorded when the block is fetched
+// (from the bytes as they arrived from the origin) and kept in the sidecar
+// once the block is durable, as XCache's pfc.cschk cache does. Every read
+// of a block from disk, on every read path (kXR_read, readv, pgread, HTTP,
+// a peer's request), goes through the block store, which reads the whole
+// block into RAM and compares it with the recorded CRC before any byte of
+// it is handed out; a block that fails is dropped, counted, logged and
+// fetched again, never served. Blocks in RAM were checked (or came from the
+// origin) when they got there. Blocks stored by versions without per-block
+// CRCs are checksummed when first read and trusted (recorded from then on).
+// Config.NoBlockChecksums turns the comparison off. Local redirect, where
+// clients read the data file themselves, is the one path without the check.
 
 // errBadBlock: a block failed its check and was dropped.
 var errBadBlock = errors.New("cache: block failed its CRC32C check")
 
-// blockCRCs are the recorded CRCs of the blocks on disk at open and which of
-// them still need a check. Guarded by entry.mu.
+// blockCRCs are the recorded CRC32C of an open file's present blocks.
+// Guarded by entry.mu.
 type blockCRCs struct {
-	crc  []uint32
-	todo *bitmap.Bitmap // nil: nothing to check
+	crc   []uint32
+	known *bitmap.Bitmap
+	// fresh marks CRCs learnt in this process (a legacy block read back)
+	// that the sidecar does not have yet.
+	fresh bool
 }
 
-// unchecked reports whether block b still needs its check.
-func (a *blockCRCs) unchecked(b int) bool { return a.todo != nil && a.todo.Test(b) }
-
-// fresh records that block b was just written: nothing to check.
-func (a *blockCRCs) fresh(b int) {
-	if a.todo != nil {
-		a.todo.Clear(b)
+func crcsOf(side *sidecar.Info, n int) blockCRCs {
+	a := blockCRCs{crc: make([]uint32, n), known: bitmap.New(n)}
+	if side.CRCKnown != nil && side.CRCKnown.Len() == n && len(side.BlockCRC) == n {
+		copy(a.crc, side.BlockCRC)
+		a.known = side.CRCKnown.Clone()
 	}
+	return a
 }
 
-// atRestCRCs returns what to check of a file opened from side: its durable
-// blocks with a recorded CRC, less those checked earlier in this process.
-func (c *Cache) atRestCRCs(k Key, side *sidecar.Info) blockCRCs {
-	if c.cfg.NoBlockChecksums || side.CRCKnown.Count() == 0 {
-		return blockCRCs{}
-	}
-	todo := side.CRCKnown.Clone()
-	c.index.forChecked(k, func(done *bitmap.Bitmap) {
-		if done.Len() != todo.Len() {
-			return
-		}
-		for b := 0; b < todo.Len(); b++ {
-			if done.Test(b) {
-				todo.Clear(b)
-			}
-		}
-	})
-	return blockCRCs{crc: append([]uint32(nil), side.BlockCRC...), todo: todo}
+func (a *blockCRCs) set(b int, crc uint32) {
+	a.crc[b] = crc
+	a.known.Set(b)
 }
 
-// maxCheckedBlock is the largest block read whole into memory to be
-// checked and delivered in one read; larger blocks are read twice.
-const maxCheckedBlock = 16 << 20
+func (a *blockCRCs) forget(b int) {
+	a.crc[b] = 0
+	a.known.Clear(b)
+}
 
-// readChecked delivers [off, off+n) of present blocks to fn like readData,
-// checking the blocks that need it on the way: such a block is read whole
-// into memory, checked, and the part asked for delivered from there (one
-// read of the disk, not two). A block that fails is dropped and
-// errBadBlock returned with the bytes delivered before it.
-func (e *entry) readChecked(off, n int64, fn func([]byte) error) (int64, error) {
-	bs := e.c.cfg.BlockSize
-	end := off + n
-	var done int64
-	for pos := off; pos < end; {
-		b := int(pos / bs)
-		e.mu.Lock()
-		need := e.atRest.unchecked(b)
-		var want uint32
-		if need {
-			want = e.atRest.crc[b]
-		}
-		segEnd := min(end, int64(b+1)*bs)
-		for !need && segEnd < end && !e.atRest.unchecked(int(segEnd/bs)) {
-			segEnd = min(end, segEnd+bs)
-		}
+// blockKey names block b of this copy in the block store.
+func (e *entry) blockKey(b int) blockstore.Key {
+	return blockstore.Key{File: e.id, Block: int64(b)}
+}
+
+// block returns present block b pinned: from the RAM block cache, or read
+// back from the data file and checked against its recorded CRC32C. A
+// block that fails its check is dropped and errBadBlock returned (also
+// for a block dropped meanwhile); a disk that fails to read gives an
+// error wrapping errDiskRead.
+func (e *entry) block(ctx context.Context, b int) (*blockstore.Block, error) {
+	off, n := e.blockRange(b)
+	e.mu.Lock()
+	if !e.st.has(b) {
+		// Dropped since the caller saw it (found bad by another reader):
+		// what is on disk must not be trusted as a legacy block.
 		e.mu.Unlock()
-		if !need {
-			k, err := e.readData(pos, segEnd-pos, fn)
-			done += k
-			if err != nil {
-				return done, err
+		return nil, errBadBlock
+	}
+	crc, known := e.crcs.crc[b], e.crcs.known.Test(b)
+	e.mu.Unlock()
+	if e.c.cfg.NoBlockChecksums {
+		known = false
+	}
+	blk, got, err := e.c.store.Load(ctx, e.blockKey(b), blockstore.Source{File: e.data, Off: off, N: int(n), CRC: crc, CRCKnown: known})
+	var ce *blockstore.CorruptError
+	switch {
+	case err == nil:
+		if got.FromDisk {
+			e.c.stats.BlocksChecked.Add(1)
+			if !known && !e.c.cfg.NoBlockChecksums {
+				e.mu.Lock()
+				if e.st.has(b) && !e.crcs.known.Test(b) {
+					e.crcs.set(b, got.CRC)
+					e.crcs.fresh = true
+				}
+				e.mu.Unlock()
 			}
-			pos = segEnd
-			continue
 		}
-		k, err := e.checkBlock(b, want, pos, segEnd, fn)
-		done += k
+		return blk, nil
+	case errors.As(err, &ce):
+		e.badBlock(b, ce.Got, ce.Want)
+		return nil, errBadBlock
+	case ctx.Err() != nil || errors.Is(err, blockstore.ErrClosed):
+		return nil, fmt.Errorf("read %s block %d: %w", e.key, b, err)
+	default:
+		e.c.diskError(e.disk, err)
+		return nil, fmt.Errorf("read cache file %s block %d: %w: %w", e.key, b, errDiskRead, err)
+	}
+}
+
+// readPresent delivers [off, off+n), within present blocks, to out, block
+// by block from the block store.
+func (e *entry) readPresent(ctx context.Context, off, n int64, out func([]byte) error) (int64, error) {
+	bs := e.c.cfg.BlockSize
+	var done int64
+	for pos, end := off, off+n; pos < end; {
+		b := int(pos / bs)
+		blk, err := e.block(ctx, b)
 		if err != nil {
 			return done, err
 		}
+		bstart := int64(b) * bs
+		segEnd := min(end, bstart+int64(len(blk.Bytes())))
+		err = out(blk.Bytes()[pos-bstart : segEnd-bstart])
+		blk.Release()
+		if err != nil {
+			return done, err
+		}
+		done += segEnd - pos
 		pos = segEnd
 	}
 	return done, nil
 }
 
-// checkBlock reads block b, compares its CRC32C with want and, if equal,
-// delivers [pos, end) of it to fn.
-func (e *entry) checkBlock(b int, want uint32, pos, end int64, fn func([]byte) error) (int64, error) {
-	bstart, blen := e.blockRange(b)
-	if blen > maxCheckedBlock {
-		got, err := e.blockCRC(b)
-		if err != nil {
-			return 0, err
-		}
-		if got != want {
-			e.badBlock(b, got, want)
-			return 0, errBadBlock
-		}
-		e.checkedOK(b)
-		return e.readData(pos, end-pos, fn)
-	}
-	bp := e.c.blockBuf(blen)
-	defer e.c.blockBufs.Put(bp)
-	buf := (*bp)[:blen]
-	if k, err := e.data.ReadAt(buf, bstart); int64(k) < blen {
-		if err == nil {
-			err = io.ErrUnexpectedEOF
-		}
-		e.c.diskError(e.disk, err)
-		return 0, fmt.Errorf("check block %d of %s: %w: %w", b, e.key, errDiskRead, err)
-	}
-	if got := crc32.Checksum(buf, checksum.Castagnoli); got != want {
-		e.badBlock(b, got, want)
-		return 0, errBadBlock
-	}
-	e.checkedOK(b)
-	var done int64
-	for p := pos; p < end; {
-		l := min(int64(readBufSize), end-p)
-		if err := fn(buf[p-bstart : p-bstart+l]); err != nil {
-			return done, err
-		}
-		done += l
-		p += l
-	}
-	return done, nil
-}
-
-// checkedOK records that block b passed its check.
-func (e *entry) checkedOK(b int) {
-	e.mu.Lock()
-	e.atRest.fresh(b)
-	e.mu.Unlock()
-	e.c.index.checked(e.key, b, e.nblocks)
-	e.c.stats.BlocksChecked.Add(1)
-}
-
-// blockBuf returns a pooled buffer of at least n bytes.
-func (c *Cache) blockBuf(n int64) *[]byte {
-	if bp, ok := c.blockBufs.Get().(*[]byte); ok && int64(cap(*bp)) >= n {
-		return bp
-	}
-	b := make([]byte, n)
-	return &b
-}
-
 // badBlock drops block b, found corrupt on disk.
+// Readers that waited for the same read of it all come here; the first
+// does the work.
 func (e *entry) badBlock(b int, got, want uint32) {
 	c := e.c
+	_, n := e.blockRange(b)
+	c.store.Drop(e.blockKey(b))
+	e.syncMu.Lock()
+	e.mu.Lock()
+	had := e.st.has(b)
+	e.st.drop(b)
+	e.crcs.forget(b)
+	e.mu.Unlock()
+	if had {
+		e.side.ForgetBlock(b)
+		e.writeSidecarLocked()
+	}
+	e.syncMu.Unlock()
+	if !had {
+		return
+	}
 	c.stats.BlocksCorrupt.Add(1)
 	c.warn("cached block failed its CRC32C check: dropped, fetched again", "key", e.key.String(), "block", b,
 		"crc", fmt.Sprintf("%08x", got), "recorded", fmt.Sprintf("%08x", want))
-	_, n := e.blockRange(b)
-	e.syncMu.Lock()
-	e.mu.Lock()
-	e.st.drop(b)
-	e.atRest.fresh(b)
-	e.mu.Unlock()
-	e.side.ForgetBlock(b)
-	e.writeSidecarLocked()
-	e.syncMu.Unlock()
 	c.index.grow(e.key, -n)
-}
-
-// blockCRC reads block b back from the data file in chunks and returns its
-// CRC32C (for blocks too large to hold in memory).
-func (e *entry) blockCRC(b int) (uint32, error) {
-	off, n := e.blockRange(b)
-	bp := e.c.bufs.Get().(*[]byte)
-	defer e.c.bufs.Put(bp)
-	var crc uint32
-	done, err := readat.Stream(context.Background(), e.data, *bp, off, n, func(p []byte) error {
-		crc = crc32.Update(crc, checksum.Castagnoli, p)
-		return nil
-	})
-	if err == nil && done < n {
-		err = io.ErrUnexpectedEOF
-	}
-	if err != nil {
-		e.c.diskError(e.disk, err)
-		return 0, fmt.Errorf("check block %d of %s: %w: %w", b, e.key, errDiskRead, err)
-	}
-	return crc, nil
 }

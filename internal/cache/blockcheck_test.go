@@ -7,14 +7,16 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
+	"github.com/hepcache/hepcache/internal/blockstore"
 	"github.com/hepcache/hepcache/origin"
 )
 
 // TestCorruptBlockOnDiskRefetched: a byte flipped in a cached data file
-// (bit rot) is caught by the block's CRC32C when the block is first read:
+// (bit rot) is caught by the block's CRC32C when the block is read back:
 // the block is fetched again, the client gets the origin's bytes, the
-// other blocks come from disk, and a later open checks nothing again.
+// other blocks come from disk, checked.
 func TestCorruptBlockOnDiskRefetched(t *testing.T) {
 	m, data := memWithFile(9, 6*testBlock)
 	dir := t.TempDir()
@@ -45,17 +47,12 @@ func TestCorruptBlockOnDiskRefetched(t *testing.T) {
 	if n := c.Stats().BlocksChecked.Load(); n != 5 {
 		t.Fatalf("BlocksChecked = %d, want the 5 good blocks", n)
 	}
+	// The next read comes from RAM: nothing is read from disk again.
 	waitIdle(t, c)
-	// Checked once per process: the next open reads without checking, and
-	// may use sendfile at once.
-	h := openTest(t, c, "/f")
-	if _, ok := h.(*handle).OSFile(0, int64(len(data))); !ok {
-		t.Fatal("sendfile refused for checked blocks")
-	}
-	h.Close()
+	reads := c.store.Stats().DiskReads.Load()
 	readAllVia(t, c, "/f")
-	if n := c.Stats().BlocksChecked.Load(); n != 5 {
-		t.Fatalf("blocks checked again: %d", n)
+	if n := c.store.Stats().DiskReads.Load() - reads; n != 0 {
+		t.Fatalf("%d blocks read from disk again for a file in RAM", n)
 	}
 
 	// A fresh process with the checks off serves the disk as it is.
@@ -68,6 +65,104 @@ func TestCorruptBlockOnDiskRefetched(t *testing.T) {
 	if got := readAllVia(t, off, "/f"); bytes.Equal(got, data) {
 		t.Fatal("with checks off the corruption should go unnoticed (the switch does nothing?)")
 	}
+}
+
+// dropRAM forgets the RAM copies of every block of k, so that the next
+// read of each comes from disk.
+func dropRAM(t testing.TB, c *Cache, k Key, blocks int) {
+	t.Helper()
+	it, ok := c.index.lookup(k)
+	if !ok {
+		t.Fatalf("%s is not in the index", k)
+	}
+	for b := 0; b < blocks; b++ {
+		c.store.Drop(blockstore.Key{File: it.id, Block: int64(b)})
+	}
+}
+
+// TestCorruptionWhileServing: blocks of a cached file are corrupted on the
+// disk of a running cache, once through the page cache and once with
+// O_DIRECT behind it; every read path that reaches them (stream, ReadAt,
+// ReadV) gets the origin's bytes, each bad block is counted once and
+// fetched again, and none is served.
+func TestCorruptionWhileServing(t *testing.T) {
+	m, data := memWithFile(19, 8*testBlock)
+	dir := t.TempDir()
+	c := newTestCache(t, dir, m, nil)
+	readAllVia(t, c, "/f")
+	waitIdle(t, c)
+	k := Key{Origin: "mem://o", Path: "/f"}
+	p := DataPath(dir, k)
+
+	// Through the page cache, as dd without oflag=direct does.
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt([]byte("fourteen bytes"), 5*testBlock+100)
+	f.Close()
+	// Behind the page cache: a whole aligned page with O_DIRECT.
+	df, err := os.OpenFile(p, os.O_RDWR|syscall.O_DIRECT, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := alignedPage()
+	copy(page, data[2*testBlock:2*testBlock+len(page)])
+	page[4000] ^= 0x55
+	if _, err := df.WriteAt(page, 2*testBlock); err != nil {
+		t.Fatal(err)
+	}
+	df.Close()
+
+	dropRAM(t, c, k, 8)
+	before := m.BytesRead.Load()
+	h := openTest(t, c, "/f")
+	defer h.Close()
+	var got []byte
+	if _, err := h.Stream(context.Background(), 0, int64(len(data)), func(b []byte) error { got = append(got, b...); return nil }); err != nil || !bytes.Equal(got, data) {
+		for b := 0; b < 8; b++ {
+			lo, hi := b*testBlock, (b+1)*testBlock
+			if hi <= len(got) && !bytes.Equal(got[lo:hi], data[lo:hi]) {
+				t.Logf("block %d differs", b)
+			}
+		}
+		t.Fatalf("stream over corrupted blocks: %v, right bytes %v (%d of %d)", err, bytes.Equal(got, data), len(got), len(data))
+	}
+	if n := c.Stats().BlocksCorrupt.Load(); n != 2 {
+		t.Fatalf("BlocksCorrupt = %d, want 2", n)
+	}
+	if n := m.BytesRead.Load() - before; n != 2*testBlock {
+		t.Fatalf("origin sent %d bytes, want the two bad blocks", n)
+	}
+
+	// Corrupt again, read with ReadAt and ReadV.
+	f, _ = os.OpenFile(p, os.O_RDWR, 0)
+	f.WriteAt([]byte("x"), 1*testBlock+5)
+	f.WriteAt([]byte("y"), 6*testBlock+5)
+	f.Close()
+	dropRAM(t, c, k, 8)
+	buf := make([]byte, 3*testBlock)
+	if _, err := h.ReadAt(context.Background(), buf, 0); err != nil || !bytes.Equal(buf, data[:3*testBlock]) {
+		t.Fatalf("ReadAt over a corrupted block: %v", err)
+	}
+	seg := make([]byte, 1000)
+	if err := h.(interface {
+		ReadV(context.Context, []origin.Segment) error
+	}).ReadV(context.Background(), []origin.Segment{{Offset: 6*testBlock + 1, Buf: seg}}); err != nil || !bytes.Equal(seg, data[6*testBlock+1:6*testBlock+1001]) {
+		t.Fatalf("ReadV over a corrupted block: %v", err)
+	}
+	if n := c.Stats().BlocksCorrupt.Load(); n != 4 {
+		t.Fatalf("BlocksCorrupt = %d, want 4", n)
+	}
+}
+
+func alignedPage() []byte {
+	b := make([]byte, 2*blockstore.Align)
+	off := int(uintptr(unsafe.Pointer(&b[0])) % blockstore.Align)
+	if off != 0 {
+		off = blockstore.Align - off
+	}
+	return b[off : off+blockstore.Align]
 }
 
 // BenchmarkBlockCheck measures what the per-block CRC32C check costs a hot

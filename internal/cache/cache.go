@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/url"
 	"os"
@@ -17,7 +16,7 @@ import (
 
 	"github.com/hepcache/hepcache/disk"
 	"github.com/hepcache/hepcache/internal/backend"
-	"github.com/hepcache/hepcache/internal/bufpool"
+	"github.com/hepcache/hepcache/internal/blockstore"
 	"github.com/hepcache/hepcache/internal/checksum"
 	"github.com/hepcache/hepcache/internal/fetchwindow"
 	"github.com/hepcache/hepcache/internal/membudget"
@@ -28,14 +27,6 @@ import (
 
 // maxDiskWriters is how many pieces are written to disk at once.
 const maxDiskWriters = 4
-
-// maxResidentPieces bounds the free piece buffers kept resident for
-// reuse: piece buffers live outside the Go heap (bufpool.Mapped) and the
-// pages of those beyond it go back to the kernel when they are put back,
-// so the process's memory follows the bytes in flight, not past bursts.
-// Reusing a released buffer costs page faults: enough stay resident for
-// the pieces that a steady stream cycles through.
-const maxResidentPieces = 8 << 20
 
 // readBufSize is the chunk in which cached data is read and handed to the
 // front ends.
@@ -57,15 +48,15 @@ type Cache struct {
 	// FetchMemory for all origins together.
 	windows *fetchwindow.Set
 	stats   Stats
-	// pieces holds PieceSize buffers for origin reads (outside the Go
-	// heap, released beyond maxResidentPieces); bufs holds buffers for
-	// reads from the data files.
-	pieces *bufpool.Mapped
-	bufs   sync.Pool
-	// blockBufs holds whole-block buffers for checking blocks read back
-	// from disk (blockcheck.go).
-	blockBufs sync.Pool
-	// diskWrites runs the pieces' pwrites, a few at once: dozens of writers
+	// store holds the blocks in flight and a RAM cache of blocks in one
+	// arena, and does the data files' direct I/O (package blockstore).
+	store *blockstore.Store
+	// direct is each data disk's direct I/O state (directio.go).
+	direct []atomic.Int32
+	// bufs holds buffers for reads that bypass the cache and for
+	// checksumming files.
+	bufs sync.Pool
+	// diskWrites runs the blocks' writes, a few at once: dozens of writers
 	// on one file make ext4 ten times slower than a few (inode lock
 	// contention).
 	diskWrites *diskQueue
@@ -136,7 +127,13 @@ func New(cfg *Config) (*Cache, error) {
 	if err != nil {
 		return nil, err
 	}
+	store, err := blockstore.New(blockstore.Config{Size: c.RAM, SlotSize: c.BlockSize})
+	if err != nil {
+		return nil, fmt.Errorf("cache ram: %w", err)
+	}
 	ca := &Cache{
+		store:      store,
+		direct:     make([]atomic.Int32, len(disks)),
 		cfg:        c,
 		budget:     membudget.New(c.FetchMemory, c.FetchMemory/4),
 		windows:    fetchwindow.NewSet(c.FetchMemory, initialWindow, nil),
@@ -160,7 +157,6 @@ func New(cfg *Config) (*Cache, error) {
 	files, bytes := ca.index.totals()
 	ca.Usage() // the capacity share quotas refer to
 	c.Logger.Info("cache index rebuilt", "files", files, "bytes", bytes, "took", c.now().Sub(start).Round(time.Millisecond))
-	ca.pieces = bufpool.NewMapped(int(c.PieceSize), int(min(c.FetchMemory, maxResidentPieces)/c.PieceSize))
 	ca.bufs.New = func() any { b := make([]byte, readBufSize); return &b }
 	ca.wg.Add(3)
 	go ca.syncLoop()
@@ -183,9 +179,9 @@ func (c *Cache) FetchWindows() []fetchwindow.Stat { return c.windows.Stats() }
 // Config returns the effective configuration (defaults filled in).
 func (c *Cache) Config() Config { return c.cfg }
 
-// Close stops background work and syncs every open file. Files still open by
-// clients keep working for reads of present blocks; callers close the front
-// ends first.
+// Close stops background work and syncs every open file. Reads of files
+// still open by clients fail afterwards: callers close the front ends
+// first.
 func (c *Cache) Close() error {
 	c.closeOnce.Do(func() {
 		close(c.shutdownCh)
@@ -195,6 +191,7 @@ func (c *Cache) Close() error {
 		// verification) and wait for the final syncs.
 		c.cancel()
 		c.bg.Wait()
+		c.store.Close()
 		if c.confined != nil {
 			c.confined.Close()
 		}
@@ -213,7 +210,6 @@ func (c *Cache) syncLoop() {
 			return
 		case <-t.C:
 			c.syncDirty()
-			c.pieces.Trim() // give back buffers no fetch needed lately
 		}
 	}
 }
@@ -571,21 +567,4 @@ func (c *Cache) cachedChecksum(k Key) (checksum.Sums, bool) {
 		return checksum.Sums{}, false
 	}
 	return checksum.Sums{Adler32: in.Adler32, CRC32C: in.CRC32C, Len: in.FileSize}, true
-}
-
-// sumFile checksums a cached data file by reading it back.
-func (c *Cache) sumFile(f disk.File, size int64) (checksum.Sums, error) {
-	bp := c.bufs.Get().(*[]byte)
-	defer c.bufs.Put(bp)
-	buf := *bp
-	acc := checksum.Empty
-	for off := int64(0); off < size; {
-		n := min(int64(len(buf)), size-off)
-		if _, err := f.ReadAt(buf[:n], off); err != nil && err != io.EOF {
-			return acc, fmt.Errorf("read back at %d: %w", off, err)
-		}
-		acc = checksum.Append(acc, checksum.Of(buf[:n]))
-		off += n
-	}
-	return acc, nil
 }

@@ -50,6 +50,7 @@ func newTestCache(tb testing.TB, dir string, o origin.Origin, mut func(*Config))
 		PieceSize:    testPiece,
 		Prefetch:     -1,
 		FetchMemory:  4 << 20,
+		RAM:          8 << 20,
 		SyncInterval: time.Hour, // tests sync explicitly via close
 	}
 	if mut != nil {
@@ -440,36 +441,19 @@ func waitIdle(tb testing.TB, c *Cache) {
 	c.bg.Wait() // verification and final syncs in the background
 }
 
-func TestOSFileOnlyForPresentBlocks(t *testing.T) {
-	m, data := memWithFile(61, 3*testBlock)
+// TestNoSendfileForCachedData: the cache's files offer no data file to
+// send from (backend.OSFiler, FileStreamer): every byte comes from the
+// block store, checked.
+func TestNoSendfileForCachedData(t *testing.T) {
+	m, _ := memWithFile(61, 3*testBlock)
 	c := newTestCache(t, t.TempDir(), m, nil)
 	f := openTest(t, c, "/f")
 	defer f.Close()
-	osf := f.(backend.OSFiler)
-	if _, ok := osf.OSFile(0, 10); ok {
-		t.Fatal("OSFile offered for a block not fetched yet")
+	if _, ok := f.(backend.OSFiler); ok {
+		t.Fatal("a cached file offers its data file for sendfile")
 	}
-	buf := make([]byte, testBlock)
-	if _, err := f.ReadAt(context.Background(), buf, 0); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := osf.OSFile(testBlock-10, 20); ok {
-		t.Fatal("OSFile offered for a range reaching into a missing block")
-	}
-	// The reader got its bytes as the pieces landed; the block is marked
-	// present when its fetch ends, just after.
-	waitBlocks(t, c, 1)
-	before := c.Stats().BytesHit.Load()
-	of, ok := osf.OSFile(100, 1000)
-	if !ok {
-		t.Fatal("OSFile refused for a present block")
-	}
-	got := make([]byte, 1000)
-	if _, err := of.ReadAt(got, 100); err != nil || !bytes.Equal(got, data[100:1100]) {
-		t.Fatalf("OSFile's file holds other bytes: %v", err)
-	}
-	if c.Stats().BytesHit.Load()-before != 1000 {
-		t.Fatal("bytes sent by sendfile not counted as hits")
+	if _, ok := f.(backend.FileStreamer); ok {
+		t.Fatal("a cached file offers ranges of its data file")
 	}
 }
 

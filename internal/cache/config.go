@@ -28,15 +28,14 @@ const (
 	defaultPrefetchMax = 128
 	// maxPrefetch bounds prefetch and prefetch max, in blocks.
 	maxPrefetch = 1024
-	// FetchMemory's default is an eighth of the machine's memory, at least
-	// minFetchMemory and at most maxFetchMemory: enough for a 100 Gbit/s
-	// link at 150 ms (1.9 GB in flight) on a 16 GB node. It is a cap, not
-	// an allocation: reads from root:// origins take their buffer only
-	// when the bytes arrive, and each origin's window (fetchwindow) grows
-	// only as far as that origin delivers, so a waiting client costs about
-	// a piece, not a share of the cap.
-	minFetchMemory = 256 << 20
-	maxFetchMemory = 4 << 30
+	// RAM's default is an eighth of the machine's memory, at least minRAM
+	// and at most maxRAM: on a 16 GB node 2 GiB, of which FetchMemory
+	// (half) holds blocks in flight, enough for a 50 Gbit/s link at
+	// 150 ms. The arena is mapped once; its pages are touched only as
+	// blocks use them, and a scan cycles through a tenth of it
+	// (blockstore), so the memory used grows with what is hot, up to RAM.
+	minRAM = 256 << 20
+	maxRAM = 4 << 30
 	// initialWindow is where every origin's window starts (and its
 	// floor): 32 MiB fill a 150 ms link at 1.7 Gbit/s in the first round
 	// trip. From 8 MiB, doubling each round trip took two more to reach
@@ -92,12 +91,24 @@ type Config struct {
 	// Default Prefetch: a fixed window of Prefetch blocks, as XCache.
 	// FetchMemory bounds the bytes in flight in any case.
 	PrefetchMax int
-	// FetchMemory bounds the bytes in flight from origins, in bytes.
-	// Default: an eighth of the machine's memory within [256 MiB, 4 GiB]. A quarter is reserved for demand reads. Raise it for
-	// fast high-latency origins (bytes in flight = bandwidth x RTT: 10
-	// Gbit/s over 150 ms is about 190 MB); less means less parallelism per
-	// file when many files are cold at once.
+	// RAM is the memory that holds blocks, in bytes: the blocks being
+	// fetched and a RAM cache of recently used blocks (XCache's pfc.ram,
+	// which bounds only the former), in one arena of whole blocks mapped
+	// at start-up (package blockstore). Default: an eighth of the
+	// machine's memory within [256 MiB, 4 GiB], and at least twice
+	// FetchMemory when that is set. At least 16 blocks.
+	RAM int64
+	// FetchMemory is the part of RAM that blocks in flight from origins
+	// may take, in bytes; a quarter of it is reserved for demand reads.
+	// Default half of RAM; at most three quarters of it. Raise it (and
+	// RAM) for fast high-latency origins (bytes in flight = bandwidth x
+	// RTT: 10 Gbit/s over 150 ms is about 190 MB); less means less
+	// parallelism per file when many files are cold at once.
 	FetchMemory int64
+	// NoDirectIO writes and reads data files through the page cache
+	// instead of with O_DIRECT. Default false: direct I/O wherever the
+	// file system allows it (one that refuses it falls back on its own).
+	NoDirectIO bool
 	// SyncInterval is how often written blocks are synced and recorded in
 	// their sidecars. Default 2 s. Shorter loses less work in a crash at
 	// the expense of more fsyncs.
@@ -226,8 +237,11 @@ func (c *Config) EnsureDefaults() {
 	if c.PrefetchMax == 0 {
 		c.PrefetchMax = max(c.Prefetch, 0)
 	}
+	if c.RAM == 0 {
+		c.RAM = max(defaultRAM(), 2*c.FetchMemory)
+	}
 	if c.FetchMemory == 0 {
-		c.FetchMemory = defaultFetchMemory()
+		c.FetchMemory = c.RAM / 2
 	}
 	if c.SyncInterval == 0 {
 		c.SyncInterval = defaultSyncInterval
@@ -321,8 +335,14 @@ func (c *Config) Validate() error {
 	if c.Prefetch > 0 && (c.PrefetchMax < c.Prefetch || c.PrefetchMax > maxPrefetch) {
 		bad("PrefetchMax", fmt.Errorf("prefetch max %d: prefetch (%d) to %d blocks", c.PrefetchMax, c.Prefetch, maxPrefetch))
 	}
+	if c.BlockSize > 0 && c.RAM < 16*c.BlockSize {
+		bad("RAM", fmt.Errorf("ram %d: at least 16 blocks (%d)", c.RAM, 16*c.BlockSize))
+	}
 	if c.FetchMemory < 4*c.PieceSize {
 		bad("FetchMemory", fmt.Errorf("fetch memory %d: at least 4 pieces (%d)", c.FetchMemory, 4*c.PieceSize))
+	}
+	if c.FetchMemory > c.RAM/4*3 {
+		bad("FetchMemory", fmt.Errorf("fetch memory %d: at most three quarters of ram (%d): the rest holds the blocks being read", c.FetchMemory, c.RAM/4*3))
 	}
 	if c.SyncInterval < 0 {
 		bad("SyncInterval", fmt.Errorf("sync interval %v: must not be negative", c.SyncInterval))
@@ -379,12 +399,11 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// defaultFetchMemory is an eighth of the machine's memory within
-// [minFetchMemory, maxFetchMemory].
-func defaultFetchMemory() int64 {
+// defaultRAM is an eighth of the machine's memory within [minRAM, maxRAM].
+func defaultRAM() int64 {
 	var si syscall.Sysinfo_t
 	if err := syscall.Sysinfo(&si); err != nil {
-		return minFetchMemory
+		return minRAM
 	}
-	return min(max(int64(si.Totalram)*int64(si.Unit)/8, minFetchMemory), maxFetchMemory)
+	return min(max(int64(si.Totalram)*int64(si.Unit)/8, minRAM), maxRAM)
 }

@@ -63,6 +63,8 @@ type DiskUsage struct {
 	Bytes int64
 	// Errors counts I/O errors seen on the disk.
 	Errors int64
+	// DirectIO: its data files are written and read with O_DIRECT.
+	DirectIO bool
 }
 
 // openDisks takes the data directories into service: creates their data
@@ -262,12 +264,13 @@ func (c *Cache) Disks() []DiskUsage {
 	r := c.rules.Load()
 	files, bytes := c.index.diskTotals(len(c.disks))
 	out := make([]DiskUsage, len(c.disks))
+	direct := c.DirectIO()
 	for i, d := range c.disks {
 		if d.up() {
 			c.measure(d)
 		}
 		u := DiskUsage{Dir: d.root, Up: d.up(), Total: d.total.Load(), Used: d.used.Load(),
-			Files: files[i], Bytes: bytes[i], Errors: d.errors.Load()}
+			Files: files[i], Bytes: bytes[i], Errors: d.errors.Load(), DirectIO: direct[i]}
 		if why := d.down.Load(); why != nil {
 			u.Reason = *why
 		}

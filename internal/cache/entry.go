@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/hepcache/hepcache/internal/readat"
 	"io"
 	"io/fs"
 	"os"
@@ -13,7 +12,9 @@ import (
 	"sync/atomic"
 
 	"github.com/hepcache/hepcache/disk"
+	"github.com/hepcache/hepcache/internal/blockstore"
 	"github.com/hepcache/hepcache/internal/checksum"
+	"github.com/hepcache/hepcache/internal/readat"
 	"github.com/hepcache/hepcache/internal/sidecar"
 	"github.com/hepcache/hepcache/origin"
 )
@@ -31,7 +32,9 @@ type entry struct {
 	info    origin.FileInfo
 	size    int64
 	nblocks int
-	data    disk.File
+	data    *blockstore.File
+	// id names this copy's blocks in the block store (index.opened).
+	id uint64
 	// disk is the id of the data disk holding data.
 	disk     int
 	wasState string // "hit", "partial" or "miss" at open
@@ -62,9 +65,9 @@ type entry struct {
 	// st is the blocks' state: present, in flight, read-ahead window
 	// (blockstate.go). It decides; the entry does the I/O.
 	st *blockState
-	// atRest holds the CRC32C recorded for each block that was on disk
-	// at open, to check it when first read back (blockcheck.go).
-	atRest blockCRCs
+	// crcs holds the CRC32C recorded for each present block, which every
+	// read of it from disk is checked against (blockcheck.go).
+	crcs blockCRCs
 	// blockSums holds the checksums of blocks fetched in this session
 	// (Len 0: unknown), combined into the file's when it completes.
 	blockSums []checksum.Sums
@@ -120,9 +123,9 @@ func (e *entry) init(ctx context.Context, revalidate, noFetch bool) error {
 	}
 	c := e.c
 	side := c.readSidecar(e.key)
-	var data disk.File
+	var data *blockstore.File
 	if side != nil {
-		var f disk.File
+		var f *blockstore.File
 		id, known := c.index.diskOf(e.key)
 		if !known && len(c.disks) > 1 {
 			id = -1
@@ -130,7 +133,7 @@ func (e *entry) init(ctx context.Context, revalidate, noFetch bool) error {
 		err := errNoDisk
 		if id >= 0 && c.disks[id].up() {
 			e.disk = id
-			f, err = c.cfg.FS.OpenFile(c.disks[id].path(e.key), os.O_RDWR, 0)
+			f, err = c.openData(c.disks[id], c.disks[id].path(e.key), os.O_RDWR)
 			c.diskError(id, err)
 			if errors.Is(err, disk.ErrLink) {
 				c.linkFound(c.disks[id].path(e.key), err)
@@ -187,7 +190,7 @@ func (e *entry) init(ctx context.Context, revalidate, noFetch bool) error {
 			d, err := c.placeDisk(info.Size)
 			if err == nil {
 				e.disk = d.id
-				data, err = c.createDataFile(d.path(e.key))
+				data, err = c.createDataFile(d, d.path(e.key))
 				c.diskError(d.id, err)
 			}
 			if err != nil {
@@ -224,10 +227,12 @@ func (e *entry) init(ctx context.Context, revalidate, noFetch bool) error {
 	e.nblocks = side.Durable.Len()
 	e.st = newBlockState(side.Durable.Clone(), c.cfg.Prefetch, c.cfg.PrefetchMax)
 	e.publishSums(side)
-	e.atRest = c.atRestCRCs(e.key, side)
+	e.crcs = crcsOf(side, e.nblocks)
 	e.blockSums = make([]checksum.Sums, e.nblocks)
 	e.initOK = true
-	c.index.opened(e.key, durableBytes(side), c.cfg.now(), e.disk)
+	// A miss starts a new copy: a new id, so that no block of a copy it
+	// replaced is found in RAM under it.
+	e.id = c.index.opened(e.key, durableBytes(side), c.cfg.now(), e.disk, e.wasState == "miss")
 	if e.wasState == "miss" {
 		c.index.setBytes(e.key, 0) // a stale copy was replaced
 	}
@@ -235,9 +240,9 @@ func (e *entry) init(ctx context.Context, revalidate, noFetch bool) error {
 	return nil
 }
 
-func (c *Cache) createDataFile(name string) (disk.File, error) {
+func (c *Cache) createDataFile(d *dataDisk, name string) (*blockstore.File, error) {
 	fsys := c.cfg.FS
-	f, err := fsys.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := c.openData(d, name, os.O_RDWR|os.O_CREATE)
 	if errors.Is(err, disk.ErrLink) {
 		// A planted link on the file's path (the file itself or a
 		// directory): removed (the link, never its target), then the file
@@ -251,13 +256,13 @@ func (c *Cache) createDataFile(name string) (disk.File, error) {
 		if err := fsys.MkdirAll(filepath.Dir(name), 0o755); err != nil {
 			return nil, err
 		}
-		f, err = fsys.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+		f, err = c.openData(d, name, os.O_RDWR|os.O_CREATE)
 	}
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := fsys.MkdirAll(filepath.Dir(name), 0o755); err != nil {
 			return nil, err
 		}
-		f, err = fsys.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+		f, err = c.openData(d, name, os.O_RDWR|os.O_CREATE)
 	}
 	return f, err
 }
@@ -392,8 +397,10 @@ func (e *entry) syncLocked(recs []sidecar.Access) {
 	e.mu.Lock()
 	blocks := e.unsynced
 	e.unsynced = nil
+	fresh := e.crcs.fresh
+	e.crcs.fresh = false
 	e.mu.Unlock()
-	if len(blocks) == 0 && len(recs) == 0 {
+	if len(blocks) == 0 && len(recs) == 0 && !fresh {
 		return
 	}
 	c := e.c
@@ -408,9 +415,20 @@ func (e *entry) syncLocked(recs []sidecar.Access) {
 	}
 	e.mu.Lock()
 	for _, b := range blocks {
+		if !e.st.has(b) {
+			continue // dropped since (failed its check)
+		}
 		e.side.Durable.Set(b)
 		if _, n := e.blockRange(b); e.blockSums[b].Len == n {
 			e.side.SetBlockCRC(b, e.blockSums[b].CRC32C)
+		}
+	}
+	if fresh {
+		// CRCs of legacy blocks, learnt when they were read back.
+		for b := 0; b < e.nblocks; b++ {
+			if e.crcs.known.Test(b) && e.side.Durable.Test(b) && !e.side.CRCKnown.Test(b) {
+				e.side.SetBlockCRC(b, e.crcs.crc[b])
+			}
 		}
 	}
 	e.mu.Unlock()
@@ -518,7 +536,7 @@ func (e *entry) startAheadLocked(blocks []int) {
 }
 
 // stream implements File.Stream for handle h.
-func (e *entry) stream(ctx context.Context, h *handle, off, n int64, out sink) (int64, error) {
+func (e *entry) stream(ctx context.Context, h *handle, off, n int64, out func([]byte) error) (int64, error) {
 	if off < 0 || n < 0 {
 		return 0, fmt.Errorf("read %d@%d of %s: %w", n, off, e.key, origin.ErrInvalid)
 	}
@@ -551,7 +569,7 @@ func (e *entry) stream(ctx context.Context, h *handle, off, n int64, out sink) (
 			}
 			e.readAheadLocked(h, int((segEnd-1)/bs))
 			e.mu.Unlock()
-			k, err := e.readPresent(pos, segEnd-pos, out)
+			k, err := e.readPresent(ctx, pos, segEnd-pos, out)
 			done += k
 			h.hit.Add(k)
 			e.c.stats.BytesHit.Add(k)
@@ -564,7 +582,7 @@ func (e *entry) stream(ctx context.Context, h *handle, off, n int64, out sink) (
 				// the rest of the range from the origin, not an error.
 				e.c.warn("cache read failed, serving from origin", "key", e.key.String(), "err", err)
 				var b int64
-				b, err = e.bypass(ctx, pos+k, segEnd-pos-k, out.bytes)
+				b, err = e.bypass(ctx, pos+k, segEnd-pos-k, out)
 				done += b
 				h.bypassed.Add(b)
 				e.c.stats.BytesBypassed.Add(b)
@@ -597,16 +615,11 @@ func (e *entry) stream(ctx context.Context, h *handle, off, n int64, out sink) (
 			e.c.stats.CoalescedWaits.Add(1)
 			e.st.join(b)
 		}
-		ps := e.c.cfg.PieceSize
-		first, last := int((pos-bstart)/ps), int((segEnd-1-bstart)/ps)
-		held := make([]bool, last-first+1)
-		for i := range held {
-			held[i] = f.hold(first + i)
-		}
+		f.holdLocked()
 		e.readAheadLocked(h, b)
 		e.mu.Unlock()
 
-		k, err := e.streamFromFetch(ctx, h, f, pos, segEnd, held, out)
+		k, err := e.streamFromFetch(ctx, h, f, pos, segEnd, out)
 		done += k
 		pos += k
 		if err != nil {
@@ -658,143 +671,11 @@ type retryErr struct{ cause error }
 func (r *retryErr) Error() string { return r.cause.Error() }
 func (r *retryErr) Unwrap() error { return r.cause }
 
-// streamFromFetch delivers [pos, end) of a block being fetched, piece by
-// piece as pieces land. end is within the block. The caller registered
-// interest in the pieces [first, last] covering the range (held[i-first]).
-func (e *entry) streamFromFetch(ctx context.Context, h *handle, f *fetch, pos, end int64, held []bool, out sink) (done int64, err error) {
-	ps := e.c.cfg.PieceSize
-	first := int((pos - f.off) / ps)
-	defer func() {
-		for i, ok := range held {
-			if ok {
-				e.unhold(f, first+i)
-			}
-		}
-	}()
-	for pos < end {
-		p := int((pos - f.off) / ps)
-		select {
-		case <-f.pieceCh[p]:
-		case <-ctx.Done():
-			return done, ctx.Err()
-		}
-		pend := min(end, f.off+int64(p+1)*ps)
-		perr := f.pieceErr(p)
-		if perr != nil && !errors.Is(perr, errWriteFailed) {
-			return done, &retryErr{cause: perr}
-		}
-		var k int64
-		if bp := f.bufs[p].Load(); held[p-first] && bp != nil {
-			// Straight from the bytes the origin sent.
-			pstart := f.off + int64(p)*ps
-			if err = out.bytes((*bp)[pos-pstart : pend-pstart]); err == nil {
-				k = pend - pos
-			}
-		} else if perr == nil {
-			k, err = e.readWritten(pos, pend-pos, out)
-		} else {
-			// The disk refused the piece and its buffer is gone: read the
-			// rest of the range from the origin without caching it.
-			k, err = e.bypass(ctx, pos, end-pos, out.bytes)
-			pend = pos + k
-		}
-		done += k
-		if perr != nil {
-			h.bypassed.Add(k)
-			e.c.stats.BytesBypassed.Add(k)
-		} else {
-			h.missed.Add(k)
-			e.c.stats.BytesMissed.Add(k)
-		}
-		if err != nil {
-			return done, err
-		}
-		held[p-first] = false
-		e.unhold(f, p)
-		pos = pend
-	}
-	return done, nil
-}
-
-// sink receives the bytes of a read: as bytes, or, when file is set, as
-// ranges of the data file for the front end to send with sendfile(2)
-// (backend.FileStreamer).
-type sink struct {
-	bytes func([]byte) error
-	file  func(f *os.File, off, n int64) error
-}
-
-// sendable returns the data file when out takes file ranges and the file is
-// an OS file.
-func (e *entry) sendable(out sink) *os.File {
-	if out.file == nil {
-		return nil
-	}
-	return disk.OSFile(e.data)
-}
-
-// readPresent delivers [off, off+n), within present blocks, to out: as a
-// range of the data file when out takes them and no block of it waits for
-// its check at rest, else read (and checked) through readChecked.
-func (e *entry) readPresent(off, n int64, out sink) (int64, error) {
-	if f := e.sendable(out); f != nil && e.checked(off, n) {
-		if err := out.file(f, off, n); err != nil {
-			return 0, err
-		}
-		return n, nil
-	}
-	return e.readChecked(off, n, out.bytes)
-}
-
-// readWritten delivers [off, off+n) of a piece just written to disk: as a
-// range of the data file when out takes them (the bytes are in the page
-// cache), else read back into a buffer.
-func (e *entry) readWritten(off, n int64, out sink) (int64, error) {
-	if f := e.sendable(out); f != nil {
-		if err := out.file(f, off, n); err != nil {
-			return 0, err
-		}
-		return n, nil
-	}
-	return e.readData(off, n, out.bytes)
-}
-
-// checked reports whether no block of [off, off+n) waits for its check at
-// rest.
-func (e *entry) checked(off, n int64) bool {
-	bs := e.c.cfg.BlockSize
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for b := int(off / bs); b <= int((off+n-1)/bs); b++ {
-		if e.atRest.unchecked(b) {
-			return false
-		}
-	}
-	return true
-}
-
-// errDiskRead marks a failed read of a data file (as opposed to fn's
-// error).
+// errDiskRead marks a failed read of a data file (as opposed to the
+// consumer's error).
 var errDiskRead = errors.New("cache disk read failed")
 
-// readData reads [off, off+n) from the data file and passes it to fn in
-// chunks. The range is within present blocks: ending short is an error.
-func (e *entry) readData(off, n int64, fn func([]byte) error) (int64, error) {
-	bp := e.c.bufs.Get().(*[]byte)
-	defer e.c.bufs.Put(bp)
-	done, err := readat.Stream(context.Background(), e.data, *bp, off, n, fn)
-	if err == nil && done < n {
-		err = &readat.ReadError{Off: off + done, Err: io.ErrUnexpectedEOF}
-	}
-	var re *readat.ReadError
-	if errors.As(err, &re) {
-		e.c.diskError(e.disk, re.Err)
-		return done, fmt.Errorf("read cache file %s at %d: %w: %w", e.key, re.Off, errDiskRead, re.Err)
-	}
-	return done, err
-}
-
-// bypass reads [off, off+n) from the origin straight to fn.
+// bypass reads [off, off+n) from the origin straight to fn, not cached.
 func (e *entry) bypass(ctx context.Context, off, n int64, fn func([]byte) error) (int64, error) {
 	of, err := e.originFile(ctx)
 	if err != nil {

@@ -9,38 +9,43 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hepcache/hepcache/internal/blockstore"
 	"github.com/hepcache/hepcache/internal/checksum"
 	"github.com/hepcache/hepcache/internal/fetchwindow"
 	"github.com/hepcache/hepcache/origin"
 )
 
-// errWriteFailed marks a piece that arrived but could not be written to disk.
+// errWriteFailed marks a block that arrived but could not be written to disk.
 var errWriteFailed = errors.New("cache: write to disk failed")
 
-// fetch is the single in-flight download of one block. Its pieces are read
-// from the origin concurrently; pieceCh[i] is closed when piece i is on disk
-// or has failed (pieceErr tells which).
+// fetch is the single in-flight download of one block, into one slot of
+// the block store. Its pieces are read from the origin concurrently,
+// straight into the slot; pieceCh[i] is closed when piece i has arrived or
+// failed (pieceErr tells which), so readers stream the block as it arrives
+// (XCache waits for whole blocks). When every piece is in, the block is
+// written to disk with direct I/O and handed to the RAM block cache, where
+// later readers find it without reading the disk.
 //
-// A piece written to disk is read back by its readers from the page cache:
-// its buffer goes back to the pool at once instead of waiting for the
-// slowest reader (buffers count in the process's memory, the page cache does
-// not). A piece the disk refused keeps its buffer for the readers that
-// registered for it, so a write failure costs no second origin read. refs[i]
-// counts the holders of bufs[i] (the fetcher and registered readers);
-// whoever drops it to zero returns the buffer, and once zero it never rises
-// again (hold uses CAS), so nobody can read a buffer after it went back to
-// the pool.
+// refs counts the fetch's holders: the fetcher, and each reader that
+// joined; the last one releases the slot. Readers join only while the fetch
+// is registered in entry.fetches, which the fetcher leaves before it drops
+// its hold, so refs never rises again from zero.
 type fetch struct {
 	block    int
 	off, n   int64
 	prefetch bool
 	pieceCh  []chan struct{}
 	errs     []atomic.Pointer[error]
-	bufs     []atomic.Pointer[[]byte]
 	sums     []checksum.Sums // per piece, written by the piece's goroutine
-	refs     []atomic.Int32
-	done     chan struct{}
-	err      error // valid after done is closed
+	// blk is the slot the pieces arrive in; set before any piece channel
+	// closes without error.
+	blk *blockstore.Block
+	// uncached: the disk had no room for the block (known before any piece
+	// arrives), so its bytes are served without being cached (bypass).
+	uncached atomic.Bool
+	refs atomic.Int32
+	done chan struct{}
+	err  error // valid after done is closed
 	// failed holds the first piece error; a failed fetch is never joined.
 	failed atomic.Pointer[error]
 
@@ -63,65 +68,14 @@ func (f *fetch) hurryLocked() {
 	}
 }
 
-// readPiece reads n bytes at off from the origin into a pooled piece
-// buffer. Where the origin supports it, the buffer is taken only when the
-// bytes start arriving, so the requests queued at the origin (up to
-// FetchMemory of them) hold no memory. Once ReadAtAlloc has returned, the
-// origin no longer writes into the buffer (origin.AllocReader), even after
-// a failure or a cancelled read, so a failed read's buffer goes back to the
-// pool and a retried read (failover to another upstream) refills the one
-// buffer it was given.
-func (e *entry) readPiece(ctx context.Context, of origin.File, n, off int64) (*[]byte, int, error) {
-	c := e.c
-	var (
-		mu sync.Mutex // alloc runs on the origin's goroutine
-		bp *[]byte
-	)
-	_, k, err := origin.ReadAtAlloc(ctx, of, int(n), off, func() []byte {
-		mu.Lock()
-		defer mu.Unlock()
-		if bp == nil {
-			bp = c.pieces.Get()
-		}
-		return *bp
-	})
-	mu.Lock()
-	got := bp
-	mu.Unlock()
-	if err != nil && err != io.EOF {
-		if got != nil {
-			c.pieces.Put(got)
-		}
-		return nil, k, err
-	}
-	if got == nil { // nothing arrived: an empty range at the end
-		got = c.pieces.Get()
-	}
-	return got, k, err
-}
+// holdLocked registers a reader of f. MUST be called with e.mu held and f
+// registered in e.fetches.
+func (f *fetch) holdLocked() { f.refs.Add(1) }
 
-// hold registers interest in piece i's buffer; false if it is already gone.
-func (f *fetch) hold(i int) bool {
-	for {
-		r := f.refs[i].Load()
-		if r <= 0 {
-			return false
-		}
-		if f.refs[i].CompareAndSwap(r, r+1) {
-			return true
-		}
-	}
-}
-
-// unhold drops one reference to piece i's buffer, returning it to the pool
-// and its bytes to the budget when it was the last.
-func (e *entry) unhold(f *fetch, i int) {
-	if f.refs[i].Add(-1) != 0 {
-		return
-	}
-	if b := f.bufs[i].Swap(nil); b != nil {
-		e.c.pieces.Put(b)
-		e.c.budget.Release(f.pieceLen(i, e.c.cfg.PieceSize))
+// unhold drops one hold of f; the last releases its slot.
+func (f *fetch) unhold() {
+	if f.refs.Add(-1) == 0 && f.blk != nil {
+		f.blk.Release()
 	}
 }
 
@@ -153,36 +107,6 @@ func (e *entry) failPiece(f *fetch, i int, err error) {
 	close(f.pieceCh[i])
 }
 
-// writePiece writes piece i of f, which arrived in bp, to disk, then wakes
-// its readers. The window counts a piece until it is on disk: when the disk
-// is slower than the origin, the rate it measures is the disk's and the
-// bytes waiting for it stay bounded. A piece the disk refused keeps its
-// buffer for the readers holding it.
-func (e *entry) writePiece(f *fetch, win *fetchwindow.Window, i int, bp *[]byte, poff, pn int64, sent time.Time) {
-	c := e.c
-	// A finishing entry's bytes still reach the readers holding the
-	// piece, not the disk.
-	err := e.ctx.Err()
-	if err == nil {
-		_, err = e.data.WriteAt((*bp)[:pn], poff)
-	}
-	win.Release(pn, time.Since(sent), err == nil)
-	if err != nil {
-		if e.ctx.Err() == nil {
-			c.stats.WriteErrors.Add(1)
-			c.diskError(e.disk, err)
-			c.warn("cache write failed, serving from origin", "key", e.key.String(), "off", poff, "err", err)
-		}
-		f.bufs[i].Store(bp) // before pieceCh closes: waiters find it
-		e.failPiece(f, i, fmt.Errorf("%w: %w", errWriteFailed, err))
-	} else {
-		c.pieces.Put(bp)
-		c.budget.Release(pn)
-		close(f.pieceCh[i])
-	}
-	e.unhold(f, i)
-}
-
 // fetchLocked registers and starts the fetch of block b, which the
 // caller has marked in flight in e.st.
 // MUST be called with e.mu held.
@@ -192,143 +116,232 @@ func (e *entry) fetchLocked(b int, prefetch bool) *fetch {
 	np := int((n + ps - 1) / ps)
 	f := &fetch{block: b, off: off, n: n, prefetch: prefetch,
 		pieceCh: make([]chan struct{}, np), errs: make([]atomic.Pointer[error], np),
-		bufs: make([]atomic.Pointer[[]byte], np), refs: make([]atomic.Int32, np),
 		sums: make([]checksum.Sums, np), done: make(chan struct{})}
 	for i := range f.pieceCh {
 		f.pieceCh[i] = make(chan struct{})
-		f.refs[i].Store(1) // the fetcher's own reference
 	}
+	f.refs.Store(1) // the fetcher's
 	e.fetches[b] = f
 	e.fetchWG.Add(1)
 	// The origin's window (its bandwidth-delay product, learnt) admits the
 	// whole block; until it does, the fetch waits in the window's queue,
-	// demand before read-ahead, without a goroutine: hundreds of blocks of
-	// read-ahead queued behind a far origin cost a few hundred bytes each.
+	// demand before read-ahead, without a goroutine and without a slot:
+	// hundreds of blocks of read-ahead queued behind a far origin cost a
+	// few hundred bytes each.
 	win := e.c.windows.Get(e.key.Origin)
 	f.ticket = win.Start(e.ctx, n, !prefetch, func(err error) { go e.runFetch(f, win, err) })
 	return f
 }
 
-// runFetch downloads every piece of f, then publishes the block. win has
-// admitted the block's bytes, unless werr says why not.
+// start gets what f needs before its pieces can be requested: the origin
+// file, a share of the fetch memory (demand before read-ahead) and a slot.
+// It reports whether the budget was taken.
+func (e *entry) start(ctx context.Context, f *fetch) (origin.File, bool, error) {
+	of, err := e.originFile(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	c := e.c
+	if err := c.budget.Acquire(ctx, f.n, f.prefetch); err != nil {
+		return nil, false, fmt.Errorf("fetch %s block %d: %w", e.key, f.block, err)
+	}
+	blk, err := c.store.Fill(ctx)
+	if err != nil {
+		return nil, true, fmt.Errorf("fetch %s block %d: %w", e.key, f.block, err)
+	}
+	f.blk = blk
+	return of, true, nil
+}
+
+// runFetch downloads every piece of f into its slot, writes the block to
+// disk and publishes it. win has admitted the block's bytes, unless werr
+// says why not.
 func (e *entry) runFetch(f *fetch, win *fetchwindow.Window, werr error) {
 	defer e.fetchWG.Done()
 	c := e.c
 	ctx := e.ctx
-	if werr != nil {
-		werr = fmt.Errorf("fetch %s block %d: %w", e.key, f.block, werr)
-	}
-	var wg sync.WaitGroup
-	var of origin.File
-	oerr := werr
-	if werr == nil {
-		of, oerr = e.originFile(ctx)
-	}
 	ps := c.cfg.PieceSize
-	// A block never admitted (the entry is finishing) needs no space.
-	if werr == nil {
-		if aerr := e.data.Allocate(f.off, f.n); aerr != nil && oerr == nil {
-			// No room for the block: its pieces will fail to write and
-			// their readers are served from the fetched bytes (bypass).
-			// Purge may free space for the next blocks.
+	var of origin.File
+	budgeted := false
+	err := werr
+	if werr != nil {
+		err = fmt.Errorf("fetch %s block %d: %w", e.key, f.block, werr)
+	} else {
+		of, budgeted, err = e.start(ctx, f)
+	}
+	if err != nil {
+		for i := range f.pieceCh {
+			if werr == nil {
+				win.Release(f.pieceLen(i, ps), 0, false)
+			}
+			e.failPiece(f, i, err)
+		}
+	} else {
+		if aerr := e.data.Allocate(f.off, f.n); aerr != nil {
+			// No room for the block: its write will fail and its readers
+			// are served from the slot all the same. Purge may free space
+			// for the next blocks.
 			c.warn("cannot allocate cache space", "key", e.key.String(), "block", f.block, "err", aerr)
 			c.kickPurge()
+			f.uncached.Store(true)
 		}
-	}
-	for i := range f.pieceCh {
-		poff := f.off + int64(i)*ps
-		pn := f.pieceLen(i, ps)
-		if werr != nil {
-			e.failPiece(f, i, werr)
-			e.unhold(f, i)
-			continue
-		}
-		if oerr != nil {
-			win.Release(pn, 0, false)
-			e.failPiece(f, i, oerr)
-			e.unhold(f, i)
-			continue
-		}
-		// The cache-wide budget, in which demand goes before read-ahead.
-		if err := c.budget.Acquire(ctx, pn, f.prefetch); err != nil {
-			win.Release(pn, 0, false)
-			e.failPiece(f, i, fmt.Errorf("fetch %s block %d: %w", e.key, f.block, err))
-			e.unhold(f, i)
-			continue
-		}
-		wg.Add(1)
-		go func(i int, poff, pn int64) {
-			defer wg.Done()
-			rctx, cancel := context.WithTimeout(ctx, c.cfg.OriginTimeout)
-			sent := time.Now()
-			bp, k, err := e.readPiece(rctx, of, pn, poff)
-			cancel()
-			if err != nil && !(err == io.EOF && int64(k) == pn) {
-				win.Release(pn, time.Since(sent), false)
-				if bp != nil {
-					c.pieces.Put(bp)
-				}
-				c.budget.Release(pn)
-				e.failPiece(f, i, fmt.Errorf("fetch %s %d@%d: %w", e.key, pn, poff, err))
-				e.unhold(f, i)
-				return
-			}
-			buf := (*bp)[:pn]
-			f.sums[i] = checksum.Of(buf)
-			c.stats.BytesFetched.Add(pn)
-			if f.prefetch {
-				c.stats.PrefetchBytes.Add(pn)
-			}
-			wg.Add(1) // the write's; this goroutine's is still held
-			c.diskWrites.do(func() {
-				defer wg.Done()
-				e.writePiece(f, win, i, bp, poff, pn, sent)
-			})
-		}(i, poff, pn)
-	}
-	wg.Wait()
-	if p := f.failed.Load(); p != nil {
-		f.err = *p
-		c.stats.FetchErrors.Add(1)
-		if ctx.Err() == nil {
-			c.warn("block fetch failed", "key", e.key.String(), "block", f.block, "err", f.err)
-		}
+		e.readPieces(ctx, f, of, win)
 	}
 
-	ok := f.err == nil
+	written := false
 	sums := checksum.Empty
-	if ok {
+	if p := f.failed.Load(); p != nil {
+		f.err = *p
+		if ctx.Err() == nil && !errors.Is(f.err, context.Canceled) {
+			c.stats.FetchErrors.Add(1)
+			c.warn("block fetch failed", "key", e.key.String(), "block", f.block, "err", f.err)
+		}
+	} else {
 		for _, ps := range f.sums {
 			sums = checksum.Append(sums, ps)
 		}
-		_, n := e.blockRange(f.block)
-		c.grew(e.key, n)
+		done := make(chan error, 1)
+		c.diskWrites.do(func() { done <- e.writeBlock(f) })
+		if f.err = <-done; f.err == nil {
+			written = true
+			c.store.Publish(e.blockKey(f.block), f.blk, int(f.n))
+		}
+	}
+	if budgeted {
+		c.budget.Release(f.n)
+	}
+	if written {
+		c.grew(e.key, f.n)
 	}
 	e.mu.Lock()
-	if ok {
+	if written {
 		e.blockSums[f.block] = sums
+		e.crcs.set(f.block, sums.CRC32C)
 		e.unsynced = append(e.unsynced, f.block)
 	}
 	current := e.fetches[f.block] == f
 	if current {
 		delete(e.fetches, f.block)
 	}
-	complete, next := e.st.finished(f.block, f.prefetch, ok, current)
-	if ok {
-		e.atRest.fresh(f.block) // just written: nothing to check
-	}
+	complete, next := e.st.finished(f.block, f.prefetch, written, current)
 	e.startAheadLocked(next)
 	e.mu.Unlock()
-	if ok {
-		c.index.checked(e.key, f.block, e.nblocks) // its bytes are the origin's
+	if written {
 		c.markDirty(e)
 		c.stats.BlocksFetched.Add(1) // after the bit: a test may wait on it
 	}
 	close(f.done)
+	f.unhold()
 	if complete {
 		// Record the complete file at once rather than at the next tick,
 		// then verify it in the background.
 		e.sync()
 		e.scheduleVerify()
+	}
+}
+
+// readPieces requests every piece of f at once and waits for them; each
+// piece's readers are woken as it lands in the slot.
+func (e *entry) readPieces(ctx context.Context, f *fetch, of origin.File, win *fetchwindow.Window) {
+	c := e.c
+	ps := c.cfg.PieceSize
+	buf := f.blk.Buf()
+	var wg sync.WaitGroup
+	for i := range f.pieceCh {
+		poff := f.off + int64(i)*ps
+		pn := f.pieceLen(i, ps)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rctx, cancel := context.WithTimeout(ctx, c.cfg.OriginTimeout)
+			sent := time.Now()
+			p := buf[poff-f.off : poff-f.off+pn]
+			// The origin writes into the slot only until ReadAt returns,
+			// also when it fails or ctx ends (origin.File).
+			k, err := of.ReadAt(rctx, p, poff)
+			cancel()
+			if err != nil && !(err == io.EOF && int64(k) == pn) {
+				win.Release(pn, time.Since(sent), false)
+				e.failPiece(f, i, fmt.Errorf("fetch %s %d@%d: %w", e.key, pn, poff, err))
+				return
+			}
+			win.Release(pn, time.Since(sent), true)
+			f.sums[i] = checksum.Of(p)
+			c.stats.BytesFetched.Add(pn)
+			if f.prefetch {
+				c.stats.PrefetchBytes.Add(pn)
+			}
+			close(f.pieceCh[i])
+		}()
+	}
+	wg.Wait()
+}
+
+// writeBlock writes f's block from its slot to the data file, also when
+// the entry is finishing (its readers may have had every byte and closed):
+// finish waits for it before the final sync.
+func (e *entry) writeBlock(f *fetch) error {
+	c := e.c
+	if err := e.data.WriteBlock(f.blk.Buf(), f.off, int(f.n)); err != nil {
+		if e.ctx.Err() == nil {
+			c.stats.WriteErrors.Add(1)
+			c.diskError(e.disk, err)
+			c.warn("cache write failed, the block stays uncached", "key", e.key.String(), "off", f.off, "err", err)
+		}
+		return fmt.Errorf("%w: %w", errWriteFailed, err)
+	}
+	if e.data.Direct() {
+		c.stats.DirectWrites.Add(1)
+	} else {
+		c.stats.BufferedWrites.Add(1)
+	}
+	return nil
+}
+
+// streamFromFetch delivers [pos, end) of a block being fetched from its
+// slot, piece by piece as pieces land. end is within the block. The caller
+// holds f, and the hold is dropped here.
+func (e *entry) streamFromFetch(ctx context.Context, h *handle, f *fetch, pos, end int64, out func([]byte) error) (done int64, err error) {
+	defer f.unhold()
+	ps := e.c.cfg.PieceSize
+	for pos < end {
+		p := int((pos - f.off) / ps)
+		select {
+		case <-f.pieceCh[p]:
+		case <-ctx.Done():
+			return done, ctx.Err()
+		}
+		if perr := f.pieceErr(p); perr != nil {
+			return done, &retryErr{cause: perr}
+		}
+		// Hand over every piece already in, not one at a time.
+		pend := min(end, f.off+int64(p+1)*ps)
+		for q := p + 1; pend < end && landed(f, q); q++ {
+			pend = min(end, f.off+int64(q+1)*ps)
+		}
+		if err := out(f.blk.Buf()[pos-f.off : pend-f.off]); err != nil {
+			return done, err
+		}
+		k := pend - pos
+		done += k
+		if f.uncached.Load() {
+			h.bypassed.Add(k)
+			e.c.stats.BytesBypassed.Add(k)
+		} else {
+			h.missed.Add(k)
+			e.c.stats.BytesMissed.Add(k)
+		}
+		pos = pend
+	}
+	return done, nil
+}
+
+// landed reports whether piece q of f has arrived without error.
+func landed(f *fetch, q int) bool {
+	select {
+	case <-f.pieceCh[q]:
+		return f.pieceErr(q) == nil
+	default:
+		return false
 	}
 }

@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sync/atomic"
 	"time"
 
-	"github.com/hepcache/hepcache/disk"
 	"github.com/hepcache/hepcache/internal/backend"
 	"github.com/hepcache/hepcache/internal/sidecar"
 	"github.com/hepcache/hepcache/origin"
@@ -47,19 +45,10 @@ func (h *handle) Stream(ctx context.Context, off, n int64, fn func([]byte) error
 	if h.closed.Load() {
 		return 0, fmt.Errorf("read %s: %w", h.e.key, errClosed)
 	}
-	return h.e.stream(ctx, h, off, n, sink{bytes: fn})
-}
-
-var _ backend.FileStreamer = (*handle)(nil)
-
-// StreamFile implements backend.FileStreamer: bytes already on disk (present
-// blocks, and pieces of a block being fetched once written) go to file as
-// ranges of the data file; bytes only in memory go to bytes.
-func (h *handle) StreamFile(ctx context.Context, off, n int64, bytes func([]byte) error, file func(f *os.File, off, n int64) error) (int64, error) {
-	if h.closed.Load() {
-		return 0, fmt.Errorf("read %s: %w", h.e.key, errClosed)
-	}
-	return h.e.stream(ctx, h, off, n, sink{bytes: bytes, file: file})
+	// Every byte comes from the block store's RAM, checked when it left
+	// the disk: no sendfile from the data file (backend.FileStreamer),
+	// which would bypass the check and bring back the page cache.
+	return h.e.stream(ctx, h, off, n, fn)
 }
 
 // ReadAt implements backend.File.
@@ -110,36 +99,6 @@ func (h *handle) Close() error {
 	}
 	e.c.release(e, rec, true)
 	return nil
-}
-
-var _ backend.OSFiler = (*handle)(nil)
-
-// OSFile implements backend.OSFiler: when every block of [off, off+n) is
-// present, the front end may send them straight from the data file with
-// sendfile(2). The bytes count as hits, and read-ahead is scheduled as for
-// any other read.
-func (h *handle) OSFile(off, n int64) (*os.File, bool) {
-	e := h.e
-	f := disk.OSFile(e.data)
-	if f == nil || h.closed.Load() || off < 0 || n <= 0 || off+n > e.size || e.spoilErr() != nil {
-		return nil, false
-	}
-	bs := e.c.cfg.BlockSize
-	first, last := int(off/bs), int((off+n-1)/bs)
-	e.mu.Lock()
-	for b := first; b <= last; b++ {
-		if !e.st.has(b) || e.atRest.unchecked(b) {
-			// Missing, or not yet checked against its CRC: the stream
-			// path fetches or checks it; later reads use sendfile.
-			e.mu.Unlock()
-			return nil, false
-		}
-	}
-	e.readAheadLocked(h, last)
-	e.mu.Unlock()
-	h.hit.Add(n)
-	e.c.stats.BytesHit.Add(n)
-	return f, true
 }
 
 // ReadV serves a vector read (kXR_readv, ROOT's TTreeCache, uproot): the

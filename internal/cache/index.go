@@ -1,7 +1,6 @@
 package cache
 
 import (
-	"github.com/hepcache/hepcache/internal/bitmap"
 	"sort"
 	"strings"
 	"sync"
@@ -36,6 +35,8 @@ type index struct {
 	dirs  dirTable
 	// disks are the files and bytes per data disk, by disk id.
 	disks []diskCount
+	// nextID is the last copy id handed out.
+	nextID uint64
 }
 
 type diskCount struct {
@@ -58,9 +59,10 @@ type item struct {
 	dir *dirStat
 	// disk is the id of the data disk holding the file.
 	disk int
-	// checked has a bit per block found equal to its recorded CRC32C
-	// since the process started (nil: none yet).
-	checked *bitmap.Bitmap
+	// id names the copy's blocks in the block store: an item created for
+	// a new copy gets a new one (nextID), so no block of a copy that was
+	// dropped or replaced can be found in RAM under it.
+	id uint64
 }
 
 // group is the set of items under one quota.
@@ -253,8 +255,9 @@ func (x *index) sortLoaded() {
 }
 
 // opened records an open of k, creating the item with bytes on disk if it
-// is new.
-func (x *index) opened(k Key, bytes int64, now time.Time, disk int) {
+// is new, and returns the id of k's copy; fresh says the open starts a new
+// copy (the id changes).
+func (x *index) opened(k Key, bytes int64, now time.Time, disk int, fresh bool) uint64 {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	it := x.items[k]
@@ -264,8 +267,13 @@ func (x *index) opened(k Key, bytes int64, now time.Time, disk int) {
 	} else {
 		x.moveFrontLocked(it)
 	}
+	if it.id == 0 || fresh {
+		x.nextID++
+		it.id = x.nextID
+	}
 	it.open++
 	it.lastAccess = now
+	return it.id
 }
 
 // closed records the end of an access.
@@ -341,30 +349,6 @@ func (x *index) remove(k Key) int64 {
 	x.dirs.add(it.dir, -1, -it.bytes)
 	x.diskAddLocked(it.disk, -1, -it.bytes)
 	return it.bytes
-}
-
-// checked records that block b (of n) of k passed its CRC32C check.
-func (x *index) checked(k Key, b, n int) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	it := x.items[k]
-	if it == nil {
-		return
-	}
-	if it.checked == nil || it.checked.Len() != n {
-		it.checked = bitmap.New(n)
-	}
-	it.checked.Set(b)
-}
-
-// forChecked calls fn with k's checked blocks, if any (under the index's
-// lock: fn must only read).
-func (x *index) forChecked(k Key, fn func(*bitmap.Bitmap)) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if it := x.items[k]; it != nil && it.checked != nil {
-		fn(it.checked)
-	}
 }
 
 // diskOf returns the id of the disk holding k, if k is cached.

@@ -28,11 +28,14 @@ type Stats struct {
 	// FetchErrors counts failed block fetches; WriteErrors failed disk writes
 	// (each turns its readers into bypass reads).
 	FetchErrors, WriteErrors atomic.Int64
+	// DirectWrites and BufferedWrites count blocks written to disk with
+	// and without direct I/O (a file system that refuses O_DIRECT).
+	DirectWrites, BufferedWrites atomic.Int64
 	// SyncErrors counts failed syncs or sidecar writes.
 	SyncErrors atomic.Int64
-	// BlocksChecked counts blocks read back from disk and found equal to
-	// their recorded CRC32C; BlocksCorrupt those that were not (dropped
-	// and fetched again).
+	// BlocksChecked counts blocks read back from disk into RAM and found
+	// equal to their recorded CRC32C; BlocksCorrupt those that were not
+	// (dropped and fetched again, never served).
 	BlocksChecked, BlocksCorrupt atomic.Int64
 	// LinksRefused counts symbolic links found in the cache directory
 	// (never followed).

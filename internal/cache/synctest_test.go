@@ -32,7 +32,7 @@ func TestReadAheadInFakeTime(t *testing.T) {
 		})
 		c := newTestCache(t, t.TempDir(), m, func(cfg *Config) {
 			cfg.Prefetch, cfg.PrefetchMax = 2, 16
-			cfg.FetchMemory = 64 << 20
+			cfg.FetchMemory, cfg.RAM = 64<<20, 128<<20
 		})
 		f := openTest(t, c, "/f")
 		start := time.Now()

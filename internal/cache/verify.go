@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"syscall"
 	"time"
 
@@ -15,46 +14,44 @@ import (
 )
 
 // scheduleVerify starts the verification of a file that just became
-// complete. It runs apart from the entry: clients closing and reopening the
-// file never wait for the origin's checksum (an origin may queue checksum
-// jobs for many seconds).
+// complete. The checksums of blocks fetched in an earlier session are
+// computed first, from the blocks read back through the block store (so
+// checked against their CRC32C: a block gone bad drops out and the file is
+// verified when it completes again); this runs in the fetch that completed
+// the file, which the entry's finish waits for. The rest runs apart from
+// the entry: clients closing and reopening the file never wait for the
+// origin's checksum (an origin may queue checksum jobs for many seconds).
 func (e *entry) scheduleVerify() {
-	e.mu.Lock()
-	sums, known := checksum.Empty, true
+	sums := checksum.Empty
 	for b := 0; b < e.nblocks; b++ {
-		if _, n := e.blockRange(b); e.blockSums[b].Len != n {
-			known = false
-			break
+		e.mu.Lock()
+		bs := e.blockSums[b]
+		e.mu.Unlock()
+		if _, n := e.blockRange(b); bs.Len != n {
+			blk, err := e.block(e.c.ctx, b)
+			if err != nil {
+				e.c.cfg.Logger.Info("checksum of complete file postponed", "key", e.key.String(), "block", b, "err", err)
+				return
+			}
+			bs = checksum.Of(blk.Bytes())
+			blk.Release()
 		}
-		sums = checksum.Append(sums, e.blockSums[b])
+		sums = checksum.Append(sums, bs)
 	}
-	e.mu.Unlock()
 	e.syncMu.Lock()
 	created := e.side.Created
 	e.syncMu.Unlock()
-	c, o, k, size := e.c, e.o, e.key, e.size
-	c.goBackground(func() { c.verify(o, k, size, created, sums, known) })
+	c, o, k := e.c, e.o, e.key
+	c.goBackground(func() { c.verify(o, k, created, sums) })
 }
 
-// verify combines the checksums of the blocks fetched in this session
-// (reading the file back only if some came from an earlier session),
-// compares with the origin's checksum when the origin offers one, and
-// records the result in the sidecar. On a mismatch the cached copy is
-// dropped, so later reads fetch again and clients never get bytes that
-// disagree with the origin's checksum. created identifies the copy: a copy
-// replaced meanwhile is left alone.
-func (c *Cache) verify(o origin.Origin, k Key, size int64, created time.Time, sums checksum.Sums, known bool) {
-	if !known {
-		f, err := c.cfg.FS.OpenFile(c.dataPath(k), os.O_RDONLY, 0)
-		if err == nil {
-			sums, err = c.sumFile(f, size)
-			f.Close()
-		}
-		if err != nil {
-			c.cfg.Logger.Warn("checksum of complete file failed", "key", k.String(), "err", err)
-			return
-		}
-	}
+// verify compares the checksums of a complete file with the origin's
+// checksum when the origin offers one, and records the result in the
+// sidecar. On a mismatch the cached copy is dropped, so later reads fetch
+// again and clients never get bytes that disagree with the origin's
+// checksum. created identifies the copy: a copy replaced meanwhile is left
+// alone.
+func (c *Cache) verify(o origin.Origin, k Key, created time.Time, sums checksum.Sums) {
 	state := sidecar.ChecksumComputed
 	if algo := c.cfg.VerifyChecksum; algo != "none" {
 		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.OriginTimeout)

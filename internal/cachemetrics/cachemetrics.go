@@ -28,17 +28,24 @@ func (s source) CacheFigures() metrics.CacheFigures {
 		DisksFailed:   st.DisksFailed.Load(),
 		FetchInFlight: s.c.FetchInFlight(),
 	}
+	u, rs := s.c.RAM()
+	slot := int64(u.SlotSize)
+	f.RAM = metrics.RAMFigures{Size: int64(u.Slots) * slot, Cached: int64(u.Cached) * slot, Filling: int64(u.Filling) * slot,
+		Pinned: int64(u.Pinned) * slot, Touched: int64(u.Touched) * slot,
+		Hits: rs.Hits.Load(), Misses: rs.Misses.Load(), Evictions: rs.Evictions.Load(),
+		DiskReads: rs.DiskReads.Load(), DiskReadBytes: rs.DiskReadBytes.Load(),
+		DirectWrites: st.DirectWrites.Load(), BufferedWrites: st.BufferedWrites.Load()}
 	for _, w := range s.c.FetchWindows() {
 		f.FetchWindows = append(f.FetchWindows, metrics.FetchWindow{
 			Origin: w.Origin, Window: w.Window, InFlight: w.InFlight,
 			RateBps: w.RateBps, MinRTT: max(0, w.MinRTT.Seconds()), Plateaued: w.Plateaued,
 		})
 	}
-	u, err := s.c.Usage()
+	us, err := s.c.Usage()
 	if err != nil {
 		f.UsageErr = err.Error()
 	}
-	f.Used, f.Total, f.High, f.Low = u.Used, u.Total, u.High, u.Low
-	f.Files, f.Bytes = int64(u.Files), u.Bytes
+	f.Used, f.Total, f.High, f.Low = us.Used, us.Total, us.High, us.Low
+	f.Files, f.Bytes = int64(us.Files), us.Bytes
 	return f
 }

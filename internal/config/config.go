@@ -140,10 +140,19 @@ type ServerConfig struct {
 type CacheConfig struct {
 	// Dir holds the cached data and metadata. Required.
 	Dir string `toml:"dir"`
-	// BlockChecksums checks blocks read back from disk against the CRC32C
-	// recorded when they were written (once per block and process); a
-	// block that fails is fetched again. Default true.
+	// BlockChecksums checks every block read back from disk against the
+	// CRC32C recorded when it was written; a block that fails is fetched
+	// again. Default true.
 	BlockChecksums bool `toml:"block_checksums"`
+	// DirectIO writes and reads data files with O_DIRECT, without the
+	// page cache; a file system that refuses it falls back to buffered
+	// I/O by itself. Default true.
+	DirectIO bool `toml:"direct_io"`
+	// RAM is the memory holding blocks: in flight from origins and a RAM
+	// cache of recently used ones (XCache's pfc.ram). Default 0: an eighth
+	// of the machine's memory within [256M, 4G], at least twice
+	// fetch_memory.
+	RAM Size `toml:"ram"`
 	// DataDirs put the data files on several disks (one directory per
 	// disk), Dir keeping the metadata. Default []: the data lives in Dir.
 	DataDirs []string `toml:"data_dirs"`
@@ -159,9 +168,9 @@ type CacheConfig struct {
 	// flight (high-latency origins). Default 0: same as prefetch, a fixed
 	// window as in XCache.
 	PrefetchMax int `toml:"prefetch_max"`
-	// FetchMemory caps the bytes in flight from all origins together;
-	// each origin's window adapts below it. Default 0: an eighth of RAM
-	// within [256M, 4G].
+	// FetchMemory caps the bytes in flight from all origins together, a
+	// part of ram; each origin's window adapts below it. Default 0: half
+	// of ram.
 	FetchMemory Size `toml:"fetch_memory"`
 	// SyncInterval is how often written blocks are made durable. Default 2s.
 	SyncInterval Duration `toml:"sync_interval"`
@@ -225,7 +234,7 @@ func Default() *Config {
 	cd := cache.DefaultConfig()
 	return &Config{
 		Server: ServerConfig{Listen: ":1094", ShutdownTimeout: Duration(30e9), HealthWindow: Duration(300e9)},
-		Cache: CacheConfig{DataDirs: []string{}, BlockChecksums: !cd.NoBlockChecksums, BlockSize: Size(cd.BlockSize),
+		Cache: CacheConfig{DataDirs: []string{}, BlockChecksums: !cd.NoBlockChecksums, DirectIO: !cd.NoDirectIO, BlockSize: Size(cd.BlockSize),
 			PieceSize: Size(cd.PieceSize), Prefetch: cd.Prefetch, PrefetchMax: cd.PrefetchMax,
 			SyncInterval: Duration(cd.SyncInterval)},
 		Space: SpaceConfig{Watermarks: fmt.Sprintf("%.2f,%.2f", cd.LowWatermark, cd.HighWatermark),
@@ -291,7 +300,8 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.Var(&c.Cache.BlockSize, "block-size", "cache block size (cache.block_size)")
 	fs.IntVar(&c.Cache.Prefetch, "prefetch", c.Cache.Prefetch, "blocks read ahead, 0 = off (cache.prefetch)")
 	fs.IntVar(&c.Cache.PrefetchMax, "prefetch-max", c.Cache.PrefetchMax, "widest read-ahead window in blocks, 0 = prefetch (cache.prefetch_max)")
-	fs.Var(&c.Cache.FetchMemory, "fetch-memory", "bound on bytes in flight from origins (cache.fetch_memory)")
+	fs.Var(&c.Cache.FetchMemory, "fetch-memory", "bound on bytes in flight from origins, part of ram (cache.fetch_memory)")
+	fs.Var(&c.Cache.RAM, "ram", "memory holding blocks in flight and hot blocks (cache.ram)")
 	fs.BoolVar(&c.Cache.CompleteAfterClose, "complete-after-close", c.Cache.CompleteAfterClose, "finish downloads after the last client closes (cache.complete_after_close)")
 	fs.StringVar(&c.Origin.Default, "origin", c.Origin.Default, "default origin, root://host:port or file:///dir (origin.default)")
 	fs.Func("forward-allow", "comma-separated origins allowed in forwarding mode: host, host:port, .domain (origin.forward_allow)", func(v string) error {
@@ -493,7 +503,7 @@ func ParseWatermarks(w string) (low, high float64, err error) {
 // Validate can fault.
 var cacheKeys = map[string]string{
 	"PieceSize": "cache.piece_size", "BlockSize": "cache.block_size", "Prefetch": "cache.prefetch",
-	"PrefetchMax": "cache.prefetch_max", "FetchMemory": "cache.fetch_memory", "SyncInterval": "cache.sync_interval",
+	"PrefetchMax": "cache.prefetch_max", "FetchMemory": "cache.fetch_memory", "RAM": "cache.ram", "SyncInterval": "cache.sync_interval",
 	"LocalRedirect": "cache.local_redirect", "DataDirs": "cache.data_dirs", "VerifyChecksum": "space.verify_checksum",
 	"Capacity": "space.capacity", "Watermarks": "space.watermarks", "MaxAge": "space.max_age",
 	"MaxFiles": "space.max_files", "PurgeInterval": "space.purge_interval", "Quotas": "quota",
@@ -523,6 +533,8 @@ func (c *Config) CacheConfig() (*cache.Config, error) {
 		Dir:                c.Cache.Dir,
 		DataDirs:           c.Cache.DataDirs,
 		NoBlockChecksums:   !c.Cache.BlockChecksums,
+		NoDirectIO:         !c.Cache.DirectIO,
+		RAM:                int64(c.Cache.RAM),
 		BlockSize:          int64(c.Cache.BlockSize),
 		PieceSize:          int64(c.Cache.PieceSize),
 		Prefetch:           c.Cache.Prefetch,
@@ -572,7 +584,7 @@ func (c *Config) SpaceRules() (cache.Space, error) {
 func (c *Config) keyValue(key string) (any, bool) {
 	v, ok := map[string]any{
 		"cache.piece_size": c.Cache.PieceSize, "cache.block_size": c.Cache.BlockSize, "cache.prefetch": c.Cache.Prefetch,
-		"cache.prefetch_max": c.Cache.PrefetchMax, "cache.fetch_memory": c.Cache.FetchMemory,
+		"cache.prefetch_max": c.Cache.PrefetchMax, "cache.fetch_memory": c.Cache.FetchMemory, "cache.ram": c.Cache.RAM,
 		"cache.sync_interval": c.Cache.SyncInterval, "cache.local_redirect": fmt.Sprintf("%q", c.Cache.LocalRedirect),
 		"cache.data_dirs": c.Cache.DataDirs, "space.verify_checksum": fmt.Sprintf("%q", c.Space.VerifyChecksum),
 		"space.capacity": c.Space.Capacity, "space.watermarks": fmt.Sprintf("%q", c.Space.Watermarks),

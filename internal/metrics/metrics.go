@@ -50,12 +50,23 @@ type CacheFigures struct {
 	// FetchInFlight is the fetch memory in use (bytes requested from
 	// origins and not yet on disk).
 	FetchInFlight int64
+	// RAM is the block store: its size, occupancy and counters.
+	RAM RAMFigures
 	// FetchWindows are the per-origin fetch windows, by origin name.
 	FetchWindows []FetchWindow
 	// Occupancy (UsageErr set when it could not be measured).
 	Used, Total, High, Low int64
 	Files, Bytes           int64
 	UsageErr               string
+}
+
+// RAMFigures describe the cache's RAM (cache.ram): the arena holding blocks
+// in flight and the RAM block cache.
+type RAMFigures struct {
+	Size, Cached, Filling, Pinned, Touched int64 // bytes
+	Hits, Misses, Evictions                int64 // block lookups and evictions
+	DiskReads, DiskReadBytes               int64 // blocks read back from disk (each checked)
+	DirectWrites, BufferedWrites           int64 // blocks written to disk
 }
 
 // FetchWindow is one origin's fetch window: what the cache learnt about
@@ -329,7 +340,7 @@ func (r *Registry) WriteTo(w io.Writer) (int64, error) {
 		e.sample("hepcache_opens_total", `result="miss"`, s.Misses)
 		e.counter("hepcache_open_errors_total", "File opens that failed.", s.OpenErrors)
 		e.counter("hepcache_local_redirects_total", "Opens of complete files answered with a redirect to the client's own copy in the cache space it mounts (cache.local_redirect); the client read the file without the cache.", st.LocalRedirects)
-		e.family("hepcache_served_bytes_total", "counter", "Bytes sent to clients by source: hit (from disk), miss (fetched for the read), bypass (read straight from the origin after a disk error).")
+		e.family("hepcache_served_bytes_total", "counter", "Bytes sent to clients by source: hit (from the cache, RAM or disk), miss (fetched for the read), bypass (read straight from the origin after a disk error).")
 		e.sample("hepcache_served_bytes_total", `source="hit"`, s.BytesHit)
 		e.sample("hepcache_served_bytes_total", `source="miss"`, s.BytesMissed)
 		e.sample("hepcache_served_bytes_total", `source="bypass"`, s.BytesBypassed)
@@ -345,13 +356,14 @@ func (r *Registry) WriteTo(w io.Writer) (int64, error) {
 		e.counter("hepcache_purge_runs_total", "Purges that evicted something.", st.PurgeRuns)
 		e.counter("hepcache_checksum_failures_total", "Complete files whose checksum differed from the origin's (the copy was dropped).", st.ChecksumFailures)
 		e.counter("hepcache_revalidations_total", "Cached copies dropped because the origin's file changed.", st.Revalidations)
-		e.counter("hepcache_blocks_checked_total", "Blocks read back from disk and found equal to their recorded CRC32C (once per block and process).", st.BlocksChecked)
+		e.counter("hepcache_blocks_checked_total", "Blocks read back from disk and found equal to their recorded CRC32C (every read from disk is checked).", st.BlocksChecked)
 		e.counter("hepcache_blocks_corrupt_total", "Blocks read back from disk that failed their CRC32C check; dropped and fetched again.", st.BlocksCorrupt)
 		e.counter("hepcache_links_refused_total", "Symbolic links found in the cache directory; never followed, removed.", st.LinksRefused)
 		e.counter("hepcache_disks_failed_total", "Data disks taken out of service (I/O errors, read-only, unmounted).", st.DisksFailed)
 		e.gauge("hepcache_open_files", "Files with at least one client.", s.OpenFiles)
 		e.gauge("hepcache_fetch_inflight_bytes", "Bytes requested from origins and not yet on disk (fetch memory in use, by design).", st.FetchInFlight)
 		writeFetchWindows(e, st.FetchWindows)
+		writeRAM(e, st.RAM)
 		if s.UsageErr == "" {
 			e.gauge("hepcache_cache_capacity_bytes", "Space the cache may fill.", s.Total)
 			e.gauge("hepcache_cache_used_bytes", "Space used (the cache's files, or the whole file system when no capacity is configured).", s.Used)
@@ -379,6 +391,23 @@ func (r *Registry) WriteTo(w io.Writer) (int64, error) {
 	writeProcess(e, r.started)
 	n, err := io.WriteString(w, e.b.String())
 	return int64(n), err
+}
+
+// writeRAM writes the block store's figures.
+func writeRAM(e *expWriter, r RAMFigures) {
+	e.gauge("hepcache_ram_bytes", "Memory for blocks (cache.ram): blocks in flight and the RAM block cache.", r.Size)
+	e.gauge("hepcache_ram_cached_bytes", "Bytes of blocks held in RAM for reuse.", r.Cached)
+	e.gauge("hepcache_ram_filling_bytes", "Bytes of RAM taken by blocks being fetched from origins.", r.Filling)
+	e.gauge("hepcache_ram_pinned_bytes", "Bytes of RAM blocks in use by readers or fetches now.", r.Pinned)
+	e.gauge("hepcache_ram_touched_bytes", "Bytes of the RAM arena ever used (resident since).", r.Touched)
+	e.counter("hepcache_ram_hits_total", "Block reads answered from RAM.", r.Hits)
+	e.counter("hepcache_ram_misses_total", "Block reads not in RAM (read back from disk, checked).", r.Misses)
+	e.counter("hepcache_ram_evictions_total", "Blocks evicted from RAM to make room.", r.Evictions)
+	e.counter("hepcache_disk_read_blocks_total", "Blocks read back from disk into RAM (each checked against its CRC32C).", r.DiskReads)
+	e.counter("hepcache_disk_read_bytes_total", "Bytes read back from disk into RAM.", r.DiskReadBytes)
+	e.family("hepcache_disk_written_blocks_total", "counter", "Blocks written to disk, with direct I/O or buffered (a file system refusing O_DIRECT).")
+	e.sample("hepcache_disk_written_blocks_total", `io="direct"`, r.DirectWrites)
+	e.sample("hepcache_disk_written_blocks_total", `io="buffered"`, r.BufferedWrites)
 }
 
 // writeFetchWindows writes each origin's fetch window, so that an admin

@@ -21,6 +21,8 @@ type DiskFigure struct {
 	Files  int64  `json:"files"`
 	Bytes  int64  `json:"bytes"`
 	Errors int64  `json:"errors"`
+	// DirectIO: the disk's data files bypass the page cache (O_DIRECT).
+	DirectIO bool `json:"direct_io"`
 }
 
 // QuotaFigure is one quota's state.
@@ -136,6 +138,12 @@ func writeDisks(e *expWriter, disks []DiskFigure) {
 	}{
 		{"hepcache_disk_up", "1 while a data disk is in service, 0 once it was taken out (I/O errors, read-only, unmounted).", func(d DiskFigure) int64 {
 			if d.Up {
+				return 1
+			}
+			return 0
+		}},
+		{"hepcache_disk_direct_io", "1 while a data disk's files are written and read with direct I/O (O_DIRECT), 0 where its file system refused it (buffered, through the page cache) or cache.direct_io is false.", func(d DiskFigure) int64 {
+			if d.DirectIO {
 				return 1
 			}
 			return 0

@@ -104,7 +104,7 @@ func (s *Server) spaceFigures() metrics.SpaceFigures {
 	}
 	for _, d := range s.cache.Disks() {
 		f.Disks = append(f.Disks, metrics.DiskFigure{Dir: d.Dir, Up: d.Up, Reason: d.Reason, Total: d.Total, Used: d.Used,
-			High: d.High, Low: d.Low, Files: int64(d.Files), Bytes: d.Bytes, Errors: d.Errors})
+			High: d.High, Low: d.Low, Files: int64(d.Files), Bytes: d.Bytes, Errors: d.Errors, DirectIO: d.DirectIO})
 	}
 	for _, d := range s.cache.DirStats() {
 		f.Dirs = append(f.Dirs, metrics.DirFigure{Dir: d.Dir, Files: int64(d.Files), Bytes: d.Bytes,

@@ -1,0 +1,56 @@
+package cache
+
+import (
+	"io/fs"
+
+	"github.com/hepcache/hepcache/internal/blockstore"
+)
+
+// Data files are opened with O_DIRECT (blockstore.Open): blocks go from
+// the block store's RAM to disk and back without the page cache. A data
+// disk whose file system refuses O_DIRECT (ramfs, some FUSE and network
+// file systems) is used with buffered I/O, said once in the log and shown
+// in the metrics (hepcache_disk_direct_io); Config.NoDirectIO asks for
+// buffered I/O everywhere.
+
+// Direct I/O state of a disk.
+const (
+	directUnknown int32 = iota // no data file opened yet
+	directOn
+	directOff // refused by the file system, or turned off
+)
+
+// openData opens a data file on disk d.
+func (c *Cache) openData(d *dataDisk, name string, flag int) (*blockstore.File, error) {
+	st := &c.direct[d.id]
+	f, err := blockstore.Open(c.cfg.FS, name, flag, fs.FileMode(0o644), !c.cfg.NoDirectIO && st.Load() != directOff)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case f.Direct():
+		st.Store(directOn)
+	case c.cfg.NoDirectIO:
+		st.Store(directOff)
+	case st.Swap(directOff) != directOff:
+		c.cfg.Logger.Warn("the file system of this data disk refuses direct I/O (O_DIRECT): its blocks go through the page cache",
+			"dir", d.root)
+	}
+	return f, nil
+}
+
+// DirectIO reports, per data disk (in DataDirs order), whether its data
+// files use direct I/O; a disk with no file opened yet reports the
+// configured intent.
+func (c *Cache) DirectIO() []bool {
+	out := make([]bool, len(c.direct))
+	for i := range c.direct {
+		out[i] = !c.cfg.NoDirectIO && c.direct[i].Load() != directOff
+	}
+	return out
+}
+
+// RAM returns the block store's occupancy and counters.
+func (c *Cache) RAM() (blockstore.Usage, *blockstore.Stats) {
+	return c.store.Usage(), c.store.Stats()
+}
