@@ -41,6 +41,8 @@ func runBench(ctx context.Context, args []string) error {
 		return benchCluster(ctx, args[1:])
 	case "wan":
 		return benchWAN(ctx, args[1:])
+	case "floor":
+		return benchFloor(args[1:])
 	}
 	return fmt.Errorf("unknown benchmark %q: %w", args[0], errBenchUsage)
 }
@@ -68,6 +70,20 @@ func benchThroughput(ctx context.Context, args []string) error {
 		return err
 	}
 	_, err := bench.Throughput(ctx, cfg)
+	return err
+}
+
+func benchFloor(args []string) error {
+	fs := flag.NewFlagSet("bench floor", flag.ContinueOnError)
+	var cfg bench.FloorConfig
+	size := config.Size(1 << 30)
+	fs.StringVar(&cfg.Dir, "dir", "results/floor", "scratch directory, on the file system a cache would use")
+	fs.Var(&size, "size", "bytes each step moves")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg.Size = int64(size)
+	_, err := bench.Floor(cfg)
 	return err
 }
 
