@@ -24,7 +24,7 @@ func TestBufferedFallback(t *testing.T) {
 	for b := 0; b < 3; b++ {
 		off := b * testSlot
 		n := min(testSlot, len(data)-off)
-		blk, _, err := s.Load(context.Background(), Key{File: 1, Block: int64(b)},
+		blk, _, err := s.Load(context.Background(), Key{File: 1, Block: int64(b)}, 1,
 			Source{File: f, Off: int64(off), N: n, CRC: CRC32C(data[off : off+n]), CRCKnown: true})
 		if err != nil {
 			t.Fatal(err)

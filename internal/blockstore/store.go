@@ -9,6 +9,15 @@ import (
 	"sync/atomic"
 )
 
+// Reader identifies the client on whose behalf a block is used: accesses
+// by one reader count once (S3-FIFO's frequency counts clients coming
+// back, not the pieces of one read). Internal is none (verification, a
+// fill nobody waits for): no access at all.
+type Reader uint64
+
+// Internal is the Reader of work that is not a client's access.
+const Internal Reader = 0
+
 // Key names the bytes of one block of one cached copy of a file. File is an
 // id the cache gives each copy: a copy replaced by another version gets a
 // new id, so a block of the old version can never be found under the new.
@@ -105,6 +114,11 @@ type slot struct {
 	state slotState
 	refs  int32
 	freq  uint8 // S3-FIFO's access count, 0..3
+	// reader is the last client (Reader) that read the block: its reads
+	// of it count as one access, so a client reading a block in many
+	// small pieces (TTreeCache, uproot) does not make it look hot. 0: none
+	// yet (a block read ahead of its readers).
+	reader Reader
 	q     *queue
 	prev  *slot
 	next  *slot
@@ -239,7 +253,7 @@ func (s *Store) pinLocked(sl *slot) {
 }
 
 func (s *Store) freeLocked(sl *slot) {
-	sl.state, sl.n, sl.freq, sl.key = slotFree, 0, 0, Key{}
+	sl.state, sl.n, sl.freq, sl.key, sl.reader = slotFree, 0, 0, Key{}, Internal
 	s.free = append(s.free, sl)
 }
 
@@ -248,8 +262,8 @@ func (s *Store) wakeLocked() {
 	s.changed = make(chan struct{})
 }
 
-// Get returns the cached block k pinned, or nil.
-func (s *Store) Get(k Key) *Block {
+// Get returns the cached block k pinned for r, or nil.
+func (s *Store) Get(k Key, r Reader) *Block {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sl := s.cached[k]
@@ -258,9 +272,23 @@ func (s *Store) Get(k Key) *Block {
 		return nil
 	}
 	s.stats.Hits.Add(1)
-	sl.freq = min(sl.freq+1, 3)
+	s.accessLocked(sl, r)
 	s.pinLocked(sl)
 	return &Block{s: s, sl: sl}
+}
+
+// accessLocked counts r's read of sl: a reader other than the last one
+// is a new access; the first reader of a block read ahead is the one it
+// was read ahead for.
+func (s *Store) accessLocked(sl *slot, r Reader) {
+	switch {
+	case r == Internal || r == sl.reader:
+	case sl.reader == Internal:
+		sl.reader = r
+	default:
+		sl.reader = r
+		sl.freq = min(sl.freq+1, 3)
+	}
 }
 
 // Fill returns a pinned, unfindable slot for a block being fetched. It
@@ -367,7 +395,7 @@ func (s *Store) evictFromLocked(q *queue) *slot {
 				s.ghost.add(sl.key)
 			}
 			s.stats.Evictions.Add(1)
-			sl.state, sl.n, sl.freq, sl.key = slotFree, 0, 0, Key{}
+			sl.state, sl.n, sl.freq, sl.key, sl.reader = slotFree, 0, 0, Key{}, Internal
 			return sl
 		}
 	}
@@ -375,20 +403,25 @@ func (s *Store) evictFromLocked(q *queue) *slot {
 }
 
 // Publish makes the filled block b findable as k with its first n bytes,
-// replacing any block cached under k. The caller keeps its pin.
-func (s *Store) Publish(k Key, b *Block, n int) {
+// replacing any block cached under k. r is the reader it was filled for
+// (Internal: read ahead, nobody yet) and shared says other readers waited
+// for it too (a second access). The caller keeps its pin.
+func (s *Store) Publish(k Key, b *Block, n int, r Reader, shared bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.publishLocked(k, b.sl, n)
+	s.publishLocked(k, b.sl, n, r, shared)
 }
 
-func (s *Store) publishLocked(k Key, sl *slot, n int) {
+func (s *Store) publishLocked(k Key, sl *slot, n int, r Reader, shared bool) {
 	if sl.state != slotFilling {
 		panic("blockstore: publish of a slot that is not being filled")
 	}
 	s.dropLocked(k)
 	s.filling--
-	sl.key, sl.n, sl.state, sl.freq = k, n, slotCached, 0
+	sl.key, sl.n, sl.state, sl.freq, sl.reader = k, n, slotCached, 0, r
+	if shared {
+		sl.freq = 1
+	}
 	s.cached[k] = sl
 	if s.ghost.take(k) {
 		s.stats.GhostHits.Add(1)
@@ -454,9 +487,9 @@ type Loaded struct {
 // src into a slot, checked against src.CRC, and kept in RAM. Concurrent
 // Loads of one block read the disk once. A block whose bytes do not match
 // is not kept, and ErrCorrupt (wrapped in a *CorruptError) is returned.
-func (s *Store) Load(ctx context.Context, k Key, src Source) (*Block, Loaded, error) {
+func (s *Store) Load(ctx context.Context, k Key, r Reader, src Source) (*Block, Loaded, error) {
 	for {
-		b, crc, err := s.load(ctx, k, src)
+		b, crc, err := s.load(ctx, k, r, src)
 		// A waiter whose loader gave up (its ctx ended) loads itself.
 		if err != nil && ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 			continue
@@ -465,7 +498,7 @@ func (s *Store) Load(ctx context.Context, k Key, src Source) (*Block, Loaded, er
 	}
 }
 
-func (s *Store) load(ctx context.Context, k Key, src Source) (*Block, Loaded, error) {
+func (s *Store) load(ctx context.Context, k Key, r Reader, src Source) (*Block, Loaded, error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -473,7 +506,7 @@ func (s *Store) load(ctx context.Context, k Key, src Source) (*Block, Loaded, er
 	}
 	if sl := s.cached[k]; sl != nil {
 		s.stats.Hits.Add(1)
-		sl.freq = min(sl.freq+1, 3)
+		s.accessLocked(sl, r)
 		s.pinLocked(sl)
 		s.mu.Unlock()
 		return &Block{s: s, sl: sl}, Loaded{}, nil
@@ -516,7 +549,7 @@ func (s *Store) load(ctx context.Context, k Key, src Source) (*Block, Loaded, er
 	delete(s.loading, k)
 	l.err, l.crc = err, crc
 	if err == nil {
-		s.publishLocked(k, sl, src.N)
+		s.publishLocked(k, sl, src.N, r, l.waiters > 0)
 		sl.refs += int32(l.waiters) // one pin per waiter, taken for them
 		l.sl = sl
 	} else if sl != nil {

@@ -34,7 +34,7 @@ func fill(t *testing.T, s *Store, k Key) {
 		t.Fatal(err)
 	}
 	copy(b.Buf(), pattern(k))
-	s.Publish(k, b, testSlot)
+	s.Publish(k, b, testSlot, Internal, false)
 	b.Release()
 }
 
@@ -78,10 +78,11 @@ func TestSlotsAreAlignedAndDistinct(t *testing.T) {
 func TestScanDoesNotEvictHotBlocks(t *testing.T) {
 	s := newStore(t, 40)
 	var hot []Key
-	for i := 0; i < 3; i++ { // fit in probation: read again there
+	for i := 0; i < 3; i++ { // fit in probation: read by two clients there
 		k := Key{File: 1, Block: int64(i)}
 		fill(t, s, k)
-		s.Get(k).Release()
+		s.Get(k, 1).Release()
+		s.Get(k, 2).Release()
 		hot = append(hot, k)
 	}
 	var back []Key
@@ -90,7 +91,8 @@ func TestScanDoesNotEvictHotBlocks(t *testing.T) {
 		fill(t, s, back[i])
 	}
 	for _, k := range back { // used again: a hit, or a fill after eviction
-		if b := s.Get(k); b != nil {
+		s.Get(k, 1) // the client it was read ahead for
+		if b := s.Get(k, 2); b != nil {
 			b.Release()
 		} else {
 			fill(t, s, k)
@@ -101,7 +103,7 @@ func TestScanDoesNotEvictHotBlocks(t *testing.T) {
 		fill(t, s, Key{File: 2, Block: int64(i)})
 	}
 	for _, k := range hot {
-		b := s.Get(k)
+		b := s.Get(k, 1)
 		if b == nil {
 			t.Fatalf("hot block %v evicted by a scan", k)
 		}
@@ -121,6 +123,32 @@ func TestScanDoesNotEvictHotBlocks(t *testing.T) {
 	}
 }
 
+// TestOneClientIsOneAccess: a client reading a block in many small pieces
+// (TTreeCache, uproot) is one access: the block stays on probation and a
+// scan evicts it; a second client's read is what makes it hot.
+func TestOneClientIsOneAccess(t *testing.T) {
+	s := newStore(t, 40)
+	one, two := Key{File: 1, Block: 1}, Key{File: 1, Block: 2}
+	fill(t, s, one)
+	fill(t, s, two)
+	for range 10 {
+		s.Get(one, 7).Release()
+		s.Get(two, 7).Release()
+	}
+	s.Get(two, 8).Release()
+	for i := 0; i < 100; i++ {
+		fill(t, s, Key{File: 2, Block: int64(i)})
+	}
+	if b := s.Get(one, 9); b != nil {
+		t.Fatal("a block read by one client only survived a scan")
+	}
+	b := s.Get(two, 9)
+	if b == nil {
+		t.Fatal("a block read by two clients was evicted by a scan")
+	}
+	b.Release()
+}
+
 // TestGhostHitGoesToMain: a block evicted from probation and loaded again
 // soon enters the main queue.
 func TestGhostHitGoesToMain(t *testing.T) {
@@ -130,7 +158,7 @@ func TestGhostHitGoesToMain(t *testing.T) {
 	for i := 0; i < 15; i++ {
 		fill(t, s, Key{File: 8, Block: int64(i)})
 	}
-	if b := s.Get(k); b != nil {
+	if b := s.Get(k, 1); b != nil {
 		t.Fatal("a block read once survived a scan of most of the store")
 	}
 	fill(t, s, k)
@@ -140,7 +168,7 @@ func TestGhostHitGoesToMain(t *testing.T) {
 	for i := 15; i < 100; i++ {
 		fill(t, s, Key{File: 8, Block: int64(i)})
 	}
-	b := s.Get(k)
+	b := s.Get(k, 1)
 	if b == nil {
 		t.Fatal("a block back from the ghost list was evicted by a scan")
 	}
@@ -155,7 +183,7 @@ func TestPinnedBlocksStayAndFillWaits(t *testing.T) {
 	for i := 0; i < MinSlots; i++ {
 		k := Key{File: 1, Block: int64(i)}
 		fill(t, s, k)
-		pins = append(pins, s.Get(k))
+		pins = append(pins, s.Get(k, 1))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
@@ -183,7 +211,7 @@ func TestPinnedBlocksStayAndFillWaits(t *testing.T) {
 		p.Release()
 	}
 	b.Release()
-	if s.Get(Key{File: 1, Block: 5}) != nil {
+	if s.Get(Key{File: 1, Block: 5}, 1) != nil {
 		t.Fatal("the evicted block is still findable")
 	}
 }
@@ -194,9 +222,9 @@ func TestDropWhilePinned(t *testing.T) {
 	s := newStore(t, MinSlots)
 	k := Key{File: 3, Block: 1}
 	fill(t, s, k)
-	b := s.Get(k)
+	b := s.Get(k, 1)
 	s.Drop(k)
-	if s.Get(k) != nil {
+	if s.Get(k, 1) != nil {
 		t.Fatal("dropped block still found")
 	}
 	if !bytes.Equal(b.Bytes(), pattern(k)) {
@@ -263,7 +291,7 @@ func TestLoadChecksAndCoalesces(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			b, _, err := s.Load(context.Background(), Key{File: 1, Block: 3}, src(3))
+			b, _, err := s.Load(context.Background(), Key{File: 1, Block: 3}, 1, src(3))
 			if err != nil {
 				t.Error(err)
 				return
@@ -286,18 +314,18 @@ func TestLoadChecksAndCoalesces(t *testing.T) {
 	}
 	raw.WriteAt([]byte("corrupted bytes"), testSlot+123)
 	raw.Close()
-	_, _, err = s.Load(context.Background(), Key{File: 1, Block: 1}, src(1))
+	_, _, err = s.Load(context.Background(), Key{File: 1, Block: 1}, 1, src(1))
 	var ce *CorruptError
 	if !errors.Is(err, ErrCorrupt) || !errors.As(err, &ce) || ce.Off != testSlot {
 		t.Fatalf("load of a corrupted block: %v", err)
 	}
-	if s.Get(Key{File: 1, Block: 1}) != nil || s.Stats().Corrupt.Load() != 1 {
+	if s.Get(Key{File: 1, Block: 1}, 1) != nil || s.Stats().Corrupt.Load() != 1 {
 		t.Fatal("a corrupted block was kept")
 	}
 	// A block with no recorded CRC is returned with the CRC computed.
 	u := src(0)
 	u.CRCKnown = false
-	b, got, err := s.Load(context.Background(), Key{File: 1, Block: 0}, u)
+	b, got, err := s.Load(context.Background(), Key{File: 1, Block: 0}, 1, u)
 	if err != nil || !got.FromDisk || got.CRC != CRC32C(data[:testSlot]) {
 		t.Fatalf("unchecked load: %v, %+v", err, got)
 	}

@@ -65,7 +65,7 @@ func (e *entry) blockKey(b int) blockstore.Key {
 // block that fails its check is dropped and errBadBlock returned (also
 // for a block dropped meanwhile); a disk that fails to read gives an
 // error wrapping errDiskRead.
-func (e *entry) block(ctx context.Context, b int) (*blockstore.Block, error) {
+func (e *entry) block(ctx context.Context, b int, r blockstore.Reader) (*blockstore.Block, error) {
 	off, n := e.blockRange(b)
 	e.mu.Lock()
 	if !e.st.has(b) {
@@ -79,7 +79,7 @@ func (e *entry) block(ctx context.Context, b int) (*blockstore.Block, error) {
 	if e.c.cfg.NoBlockChecksums {
 		known = false
 	}
-	blk, got, err := e.c.store.Load(ctx, e.blockKey(b), blockstore.Source{File: e.data, Off: off, N: int(n), CRC: crc, CRCKnown: known})
+	blk, got, err := e.c.store.Load(ctx, e.blockKey(b), r, blockstore.Source{File: e.data, Off: off, N: int(n), CRC: crc, CRCKnown: known})
 	var ce *blockstore.CorruptError
 	switch {
 	case err == nil:
@@ -108,12 +108,12 @@ func (e *entry) block(ctx context.Context, b int) (*blockstore.Block, error) {
 
 // readPresent delivers [off, off+n), within present blocks, to out, block
 // by block from the block store.
-func (e *entry) readPresent(ctx context.Context, off, n int64, out func([]byte) error) (int64, error) {
+func (e *entry) readPresent(ctx context.Context, r blockstore.Reader, off, n int64, out func([]byte) error) (int64, error) {
 	bs := e.c.cfg.BlockSize
 	var done int64
 	for pos, end := off, off+n; pos < end; {
 		b := int(pos / bs)
-		blk, err := e.block(ctx, b)
+		blk, err := e.block(ctx, b, r)
 		if err != nil {
 			return done, err
 		}

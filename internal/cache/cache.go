@@ -53,6 +53,8 @@ type Cache struct {
 	store *blockstore.Store
 	// direct is each data disk's direct I/O state (directio.go).
 	direct []atomic.Int32
+	// readers numbers the handles for the RAM cache (blockstore.Reader).
+	readers atomic.Uint64
 	// bufs holds buffers for reads that bypass the cache and for
 	// checksumming files.
 	bufs sync.Pool

@@ -494,7 +494,7 @@ func (e *entry) completeInBackground() {
 		var f *fetch
 		if b := e.st.nextMissing(0); b >= 0 {
 			e.st.started(b, true)
-			f = e.fetchLocked(b, true)
+			f = e.fetchLocked(b, true, blockstore.Internal)
 		} else {
 			for _, x := range e.fetches {
 				f = x
@@ -531,7 +531,7 @@ func (e *entry) startAheadLocked(blocks []int) {
 			e.st.finished(b, true, false, true)
 			continue
 		}
-		e.fetchLocked(b, true)
+		e.fetchLocked(b, true, blockstore.Internal)
 	}
 }
 
@@ -549,7 +549,7 @@ func (e *entry) stream(ctx context.Context, h *handle, off, n int64, out func([]
 	pos := off
 	bs := e.c.cfg.BlockSize
 	if !h.req.NoFetch {
-		e.fetchRange(off, end)
+		e.fetchRange(off, end, h.reader)
 	}
 	for pos < end {
 		if err := e.spoilErr(); err != nil {
@@ -569,7 +569,7 @@ func (e *entry) stream(ctx context.Context, h *handle, off, n int64, out func([]
 			}
 			e.readAheadLocked(h, int((segEnd-1)/bs))
 			e.mu.Unlock()
-			k, err := e.readPresent(ctx, pos, segEnd-pos, out)
+			k, err := e.readPresent(ctx, h.reader, pos, segEnd-pos, out)
 			done += k
 			h.hit.Add(k)
 			e.c.stats.BytesHit.Add(k)
@@ -608,14 +608,13 @@ func (e *entry) stream(ctx context.Context, h *handle, off, n int64, out func([]
 			return done, notCached(e.key, fmt.Sprintf("block %d is missing", b))
 		case f == nil:
 			e.st.claim(b)
-			f = e.fetchLocked(b, false)
+			f = e.fetchLocked(b, false, h.reader)
 		default:
-			f.waiters++
 			f.hurryLocked()
 			e.c.stats.CoalescedWaits.Add(1)
 			e.st.join(b)
 		}
-		f.holdLocked()
+		f.holdLocked(h.reader)
 		e.readAheadLocked(h, b)
 		e.mu.Unlock()
 
@@ -643,7 +642,7 @@ const maxReadBlocks = 64
 // fetchRange starts the fetch of every missing block of [off, end) (up to
 // maxReadBlocks) before the read waits for the first: a 4 MiB read of a cold
 // file then costs one round trip to the origin, not one per block.
-func (e *entry) fetchRange(off, end int64) {
+func (e *entry) fetchRange(off, end int64, r blockstore.Reader) {
 	if off >= end {
 		return
 	}
@@ -653,7 +652,7 @@ func (e *entry) fetchRange(off, end int64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, b := range e.st.missing(first, last, maxReadBlocks) {
-		e.fetchLocked(b, false)
+		e.fetchLocked(b, false, r)
 	}
 	// Blocks of the range already asked for as read-ahead: the client
 	// waits for them now.

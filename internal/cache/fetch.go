@@ -43,14 +43,17 @@ type fetch struct {
 	// uncached: the disk had no room for the block (known before any piece
 	// arrives), so its bytes are served without being cached (bypass).
 	uncached atomic.Bool
-	refs atomic.Int32
-	done chan struct{}
-	err  error // valid after done is closed
+	refs     atomic.Int32
+	done     chan struct{}
+	err      error // valid after done is closed
 	// failed holds the first piece error; a failed fetch is never joined.
 	failed atomic.Pointer[error]
 
-	// waiters counts readers that joined this fetch; guarded by entry.mu.
-	waiters int
+	// reader is the client the block is fetched for (Internal while it is
+	// read ahead of any), shared whether another client waits for it too:
+	// the RAM cache counts accesses by client. Guarded by entry.mu.
+	reader blockstore.Reader
+	shared bool
 	// ticket is the fetch's place in its origin's window queue: nil if the
 	// window admitted it at once, or once hurried; guarded by entry.mu.
 	ticket *fetchwindow.Ticket
@@ -68,9 +71,17 @@ func (f *fetch) hurryLocked() {
 	}
 }
 
-// holdLocked registers a reader of f. MUST be called with e.mu held and f
+// holdLocked registers reader r of f. MUST be called with e.mu held and f
 // registered in e.fetches.
-func (f *fetch) holdLocked() { f.refs.Add(1) }
+func (f *fetch) holdLocked(r blockstore.Reader) {
+	f.refs.Add(1)
+	switch {
+	case f.reader == blockstore.Internal:
+		f.reader = r
+	case f.reader != r:
+		f.shared = true
+	}
+}
 
 // unhold drops one hold of f; the last releases its slot.
 func (f *fetch) unhold() {
@@ -110,11 +121,11 @@ func (e *entry) failPiece(f *fetch, i int, err error) {
 // fetchLocked registers and starts the fetch of block b, which the
 // caller has marked in flight in e.st.
 // MUST be called with e.mu held.
-func (e *entry) fetchLocked(b int, prefetch bool) *fetch {
+func (e *entry) fetchLocked(b int, prefetch bool, r blockstore.Reader) *fetch {
 	off, n := e.blockRange(b)
 	ps := e.c.cfg.PieceSize
 	np := int((n + ps - 1) / ps)
-	f := &fetch{block: b, off: off, n: n, prefetch: prefetch,
+	f := &fetch{block: b, off: off, n: n, prefetch: prefetch, reader: r,
 		pieceCh: make([]chan struct{}, np), errs: make([]atomic.Pointer[error], np),
 		sums: make([]checksum.Sums, np), done: make(chan struct{})}
 	for i := range f.pieceCh {
@@ -204,7 +215,10 @@ func (e *entry) runFetch(f *fetch, win *fetchwindow.Window, werr error) {
 		c.diskWrites.do(func() { done <- e.writeBlock(f) })
 		if f.err = <-done; f.err == nil {
 			written = true
-			c.store.Publish(e.blockKey(f.block), f.blk, int(f.n))
+			e.mu.Lock()
+			r, shared := f.reader, f.shared
+			e.mu.Unlock()
+			c.store.Publish(e.blockKey(f.block), f.blk, int(f.n), r, shared)
 		}
 	}
 	if budgeted {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hepcache/hepcache/internal/backend"
+	"github.com/hepcache/hepcache/internal/blockstore"
 	"github.com/hepcache/hepcache/internal/sidecar"
 	"github.com/hepcache/hepcache/origin"
 )
@@ -19,6 +20,9 @@ type handle struct {
 	req    backend.Request
 	opened time.Time
 	closed atomic.Bool
+	// reader names this client to the RAM cache, which counts accesses by
+	// client (blockstore.Reader).
+	reader blockstore.Reader
 
 	hit, missed, bypassed atomic.Int64
 }
@@ -34,7 +38,7 @@ func newHandle(e *entry, req backend.Request, now time.Time) *handle {
 	default:
 		e.c.stats.Misses.Add(1)
 	}
-	return &handle{e: e, req: req, opened: now}
+	return &handle{e: e, req: req, opened: now, reader: blockstore.Reader(e.c.readers.Add(1))}
 }
 
 // Info implements backend.File.
@@ -109,7 +113,7 @@ func (h *handle) ReadV(ctx context.Context, segs []origin.Segment) error {
 	e := h.e
 	if !h.req.NoFetch {
 		for _, s := range segs {
-			e.fetchRange(s.Offset, min(s.Offset+int64(len(s.Buf)), e.size))
+			e.fetchRange(s.Offset, min(s.Offset+int64(len(s.Buf)), e.size), h.reader)
 		}
 	}
 	for _, s := range segs {

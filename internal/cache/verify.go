@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hepcache/hepcache/disk"
+	"github.com/hepcache/hepcache/internal/blockstore"
 	"github.com/hepcache/hepcache/internal/checksum"
 	"github.com/hepcache/hepcache/internal/sidecar"
 	"github.com/hepcache/hepcache/origin"
@@ -28,7 +29,7 @@ func (e *entry) scheduleVerify() {
 		bs := e.blockSums[b]
 		e.mu.Unlock()
 		if _, n := e.blockRange(b); bs.Len != n {
-			blk, err := e.block(e.c.ctx, b)
+			blk, err := e.block(e.c.ctx, b, blockstore.Internal)
 			if err != nil {
 				e.c.cfg.Logger.Info("checksum of complete file postponed", "key", e.key.String(), "block", b, "err", err)
 				return
