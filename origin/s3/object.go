@@ -19,9 +19,10 @@ import (
 )
 
 // errChanged reports that the object is not the version opened (another
-// ETag, or gone). It wraps origin.ErrNotFound like the http origin's: that
-// version no longer exists, and the cache must not mix it with another.
-var errChanged = fmt.Errorf("object replaced or deleted at the origin since it was opened: %w", origin.ErrNotFound)
+// ETag, or gone). It wraps origin.ErrChanged and origin.ErrNotFound like
+// the http origin's: that version no longer exists, and the cache must not
+// mix it with another.
+var errChanged = fmt.Errorf("object replaced or deleted at the origin since it was opened: %w: %w", origin.ErrChanged, origin.ErrNotFound)
 
 // Stat implements origin.Origin with a HEAD of the object. A key that is
 // no object but the prefix of some ("a/b/..." for "a/b") is a directory,

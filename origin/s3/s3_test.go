@@ -120,7 +120,7 @@ func TestAgainstVersitygw(t *testing.T) {
 		}
 		s3test.Put(t, s, "data", "store/v.root", randomBytes(3, 1<<20))
 		_, err = f.ReadAt(ctx, buf, 5000)
-		if !errors.Is(err, errChanged) || !errors.Is(err, origin.ErrNotFound) {
+		if !errors.Is(err, origin.ErrChanged) || !errors.Is(err, origin.ErrNotFound) {
 			t.Fatalf("read of a replaced object: %v", err)
 		}
 		t.Log(err)
