@@ -116,12 +116,18 @@ func startS3Stack(tb testing.TB, secret string, linkMut func(*wan.Config), mut f
 // client's path) and in local, when not empty, and returns their sha256.
 func (s *s3Stack) putObject(tb testing.TB, p string, size int, seed uint64, local string) [32]byte {
 	tb.Helper()
+	return s.putKey(tb, "cms"+p, size, seed, local)
+}
+
+// putKey is putObject with the object's key.
+func (s *s3Stack) putKey(tb testing.TB, key string, size int, seed uint64, local string) [32]byte {
+	tb.Helper()
 	b := make([]byte, size)
 	r := rand.New(rand.NewPCG(seed, 99))
 	for i := range b {
 		b[i] = byte(r.Uint32())
 	}
-	s3test.Put(tb, s.s3, s3Bucket, "cms"+p, b)
+	s3test.Put(tb, s.s3, s3Bucket, key, b)
 	if local != "" {
 		if err := os.WriteFile(local, b, 0o644); err != nil {
 			tb.Fatal(err)
@@ -138,7 +144,11 @@ func TestS3ObjectsThroughCache(t *testing.T) {
 	// Without read-ahead a client reading parts of an object (the
 	// bindings) has exactly those blocks fetched cold and served hot; a
 	// prefetch cut short by its close would be resumed by the hot read.
-	s := startS3Stack(t, "", nil, func(c *config.Config) { c.Cache.Prefetch = 0 })
+	s := startS3Stack(t, "", nil, func(c *config.Config) {
+		c.Cache.Prefetch = 0
+		// An LFN prefix mapped to another key prefix of the bucket.
+		c.Namespace = []config.NamespaceRule{{Prefix: "/lake/", Origin: "s3://" + s3Bucket + "/lake-objects"}}
+	})
 	local := t.TempDir()
 	env := realclient.Env()
 	type pass struct {
@@ -166,6 +176,10 @@ func TestS3ObjectsThroughCache(t *testing.T) {
 		}
 		return [32]byte{}
 	}, [32]byte{}})
+	lake := s.putKey(t, "lake-objects/run/f.root", 2<<20+11, 5, "")
+	passes = append(passes, pass{"xrdcp via a namespace origin", func(t *testing.T) [32]byte {
+		return xrdcpSum(t, env, s.url+"//lake/run/f.root")
+	}, lake})
 	curl := s.putObject(t, "/store/curl.root", 2<<20+5, 4, "")
 	passes = append(passes, pass{"curl", func(t *testing.T) [32]byte {
 		return curlSum(t, s.httpURL()+"/store/curl.root")

@@ -203,6 +203,15 @@ func (s *Server) Put(bucket, key string, data []byte, hdr http.Header) (string, 
 	return resp.Get("ETag"), nil
 }
 
+// MakePublic lets anyone read bucket's objects and list it (a bucket
+// policy), for anonymous access.
+func (s *Server) MakePublic(bucket string) error {
+	policy := `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*",` +
+		`"Action":["s3:GetObject","s3:ListBucket"],"Resource":["arn:aws:s3:::` + bucket + `","arn:aws:s3:::` + bucket + `/*"]}]}`
+	_, err := s.call(http.MethodPut, "/"+bucket+"?policy", []byte(policy), nil)
+	return err
+}
+
 // Delete removes bucket/key.
 func (s *Server) Delete(bucket, key string) error {
 	_, err := s.call(http.MethodDelete, "/"+bucket+"/"+key, nil, nil)
@@ -218,7 +227,8 @@ func (s *Server) call(method, p string, body []byte, hdr http.Header) (http.Head
 	if err != nil {
 		return nil, err
 	}
-	req.URL.Path, req.URL.RawPath = p, sigv4.Escape(p, false)
+	p, q, _ := strings.Cut(p, "?")
+	req.URL.Path, req.URL.RawPath, req.URL.RawQuery = p, sigv4.Escape(p, false), q
 	req.ContentLength = int64(len(body))
 	for k, v := range hdr {
 		req.Header[k] = v

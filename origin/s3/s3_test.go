@@ -191,6 +191,33 @@ func TestAgainstVersitygw(t *testing.T) {
 		}
 		t.Log(err)
 	})
+	t.Run("anonymous", func(t *testing.T) {
+		anon := newTestOrigin(t, s, "s3://data/store", func(c *Config) { c.Credentials = Anonymous() })
+		_, err := anon.Open(ctx, "/run1/f.root")
+		if !errors.Is(err, origin.ErrNotAuthorized) || !strings.Contains(err.Error(), `bucket "data"`) {
+			t.Fatalf("anonymous read of a private bucket: %v", err)
+		}
+		t.Log(err)
+		if err := s.CreateBucket("public"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.MakePublic("public"); err != nil {
+			t.Fatal(err)
+		}
+		s3test.Put(t, s, "public", "open/p.root", obj[:1000])
+		pub := newTestOrigin(t, s, "s3://public/open", func(c *Config) { c.Credentials = Anonymous() })
+		f, err := pub.Open(ctx, "/p.root")
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 1000)
+		if _, err := f.ReadAt(ctx, buf, 0); err != nil || !bytes.Equal(buf, obj[:1000]) {
+			t.Fatalf("anonymous read of a public bucket: %v", err)
+		}
+		if entries, err := pub.List(ctx, "/", false); err != nil || len(entries) != 1 {
+			t.Fatalf("anonymous listing of a public bucket: %v %v", entries, err)
+		}
+	})
 	t.Run("missing bucket", func(t *testing.T) {
 		nb := newTestOrigin(t, s, "s3://nobucket", nil)
 		_, err := nb.Open(ctx, "/f")
