@@ -212,6 +212,52 @@ func (s *Server) MakePublic(bucket string) error {
 	return err
 }
 
+// PutFile stores the file at path as bucket/key, streamed with an
+// unsigned payload (large benchmark files need not be read twice).
+func (s *Server) PutFile(bucket, key, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	p := "/" + bucket + "/" + key
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, s.Endpoint(), f)
+	if err != nil {
+		return err
+	}
+	req.URL.Path, req.URL.RawPath = p, sigv4.Escape(p, false)
+	req.ContentLength = fi.Size()
+	if err := sigv4.Sign(req, s.Credentials(), Region, "s3", sigv4.UnsignedPayload, time.Now()); err != nil {
+		return err
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("PUT %s: %w", p, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		return fmt.Errorf("PUT %s: %s: %s", p, resp.Status, b)
+	}
+	return nil
+}
+
+// PID is the server process's id (CPU accounting in benchmarks).
+func (s *Server) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Delete removes bucket/key.
 func (s *Server) Delete(bucket, key string) error {
 	_, err := s.call(http.MethodDelete, "/"+bucket+"/"+key, nil, nil)

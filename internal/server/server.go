@@ -451,7 +451,7 @@ func dialers(cfg *config.Config, log *slog.Logger, cred *security.OriginCredenti
 			region = os.Getenv("AWS_REGION")
 		}
 		d["s3"] = s3origin.Dial(s3origin.Config{Endpoint: cfg.Origin.S3Endpoint, Region: region,
-			Addressing: cfg.Origin.S3Addressing, Credentials: s3creds, MaxConns: cfg.Origin.Connections,
+			Addressing: cfg.Origin.S3Addressing, Credentials: s3creds, MaxConns: cfg.Origin.S3Connections,
 			TLSConfig: cred.TLS, Logger: log})
 	}
 	return d
