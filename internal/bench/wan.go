@@ -48,9 +48,9 @@ type WANConfig struct {
 	// directly with curl against hepcache read with curl and plain
 	// xrdcp; left out when versitygw is not installed, except in CI).
 	// Default both.
-	Origins    []string
-	Out        io.Writer
-	Progress   io.Writer
+	Origins  []string
+	Out      io.Writer
+	Progress io.Writer
 }
 
 // WANRow is one cell: a reader mode, clients, link and target.
