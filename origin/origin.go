@@ -19,6 +19,12 @@ import (
 var (
 	// ErrNotFound: the path does not exist at the origin.
 	ErrNotFound = errors.New("origin: not found")
+	// ErrChanged: a read of an open File found the file replaced at the
+	// origin since the open (another ETag or size): the version opened is
+	// gone. Origins wrap it together with ErrNotFound, so callers that do
+	// not know it still treat the read as "no such file". A cache holding
+	// blocks of the old version must drop them (never mix versions).
+	ErrChanged = errors.New("origin: file changed since it was opened")
 	// ErrNotAuthorized: the origin refused the cache's credential.
 	ErrNotAuthorized = errors.New("origin: not authorized")
 	// ErrIsDir: a file operation named a directory.

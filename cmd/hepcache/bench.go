@@ -58,6 +58,7 @@ func benchThroughput(ctx context.Context, args []string) error {
 	fs.Var(&mem, "mem-size", "file size per client in the memory test")
 	fs.IntVar(&cfg.Repeat, "repeat", 3, "repetitions per timing (median reported)")
 	fs.BoolVar(&cfg.NoXCache, "no-xcache", false, "skip the XCache anchor")
+	fs.BoolVar(&cfg.NoS3, "no-s3", false, "skip the S3 origin rows (versitygw)")
 	reads := fs.String("reads", "pgread,read", "read modes: pgread (xrdcp's default) and/or read (plain kXR_read, as ROOT and uproot)")
 	cacheFlags := fs.String("cache-flags", "", "extra `hepcache serve` flags, space-separated")
 	if err := fs.Parse(args); err != nil {
@@ -110,6 +111,7 @@ func benchWAN(ctx context.Context, args []string) error {
 	bws := fs.String("bandwidth", "0", "link bandwidths in Gbit/s, comma-separated (0: unlimited)")
 	reads := fs.String("reads", "read,pgread", "read modes: read (plain kXR_read, as ROOT and uproot) and/or pgread (xrdcp's default)")
 	caches := fs.String("caches", "hepcache,xcache", "caches to compare with the direct read")
+	origins := fs.String("origins", "xrootd,s3", "origins: xrootd (C++ xrootd; the caches compared) and/or s3 (versitygw, hepcache against the bucket read directly; left out without versitygw)")
 	full := fs.Bool("full", false, "the whole matrix: RTT 0, 20, 150 ms; 1, 8, 32 clients; unlimited and 10 Gbit/s; both read modes (takes long on 2 cores)")
 	fs.Var(&size, "file-size", "bytes each client reads")
 	cacheFlags := fs.String("cache-flags", "", "extra `hepcache serve` flags, space-separated (default: as shipped)")
@@ -141,6 +143,7 @@ func benchWAN(ctx context.Context, args []string) error {
 	}
 	cfg.Reads = strings.Split(*reads, ",")
 	cfg.Caches = strings.Split(*caches, ",")
+	cfg.Origins = strings.Split(*origins, ",")
 	cfg.FileSize = int64(size)
 	cfg.CacheFlags = strings.Fields(*cacheFlags)
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {

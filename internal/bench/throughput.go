@@ -43,6 +43,9 @@ type ThroughputConfig struct {
 	HepcacheBin string
 	// NoXCache skips the XCache anchor.
 	NoXCache bool
+	// NoS3 skips the S3 origin rows (versitygw; left out anyway when it
+	// is not installed, except in CI).
+	NoS3 bool
 	// CacheFlags are extra `hepcache serve` flags.
 	CacheFlags []string
 	// Out receives the report, Progress the progress lines.
@@ -241,7 +244,13 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) (*ThroughputResult, e
 			res.Ratios[target][k] = v / res.Seconds["direct"][directCase(k)]
 		}
 	}
+	if !cfg.NoS3 {
+		if err := throughputS3(ctx, &cfg, res, data, map[string][]string{"single": big, "parallel": par}, progress); err != nil {
+			return nil, fmt.Errorf("s3 origin: %w", err)
+		}
+	}
 	printThroughput(cfg.Out, res, targets)
+	printThroughputS3(cfg.Out, res)
 	if b, err := json.MarshalIndent(res, "", "  "); err == nil {
 		os.WriteFile(filepath.Join(cfg.Dir, "throughput.json"), b, 0o644)
 	}

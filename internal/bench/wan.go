@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -42,8 +43,14 @@ type WANConfig struct {
 	// CacheFlags are extra `hepcache serve` flags (defaults as shipped
 	// when empty).
 	CacheFlags []string
-	Out        io.Writer
-	Progress   io.Writer
+	// Origins are "xrootd" (a C++ xrootd, against which the Caches are
+	// compared in the Reads) and/or "s3" (versitygw: the bucket read
+	// directly with curl against hepcache read with curl and plain
+	// xrdcp; left out when versitygw is not installed, except in CI).
+	// Default both.
+	Origins  []string
+	Out      io.Writer
+	Progress io.Writer
 }
 
 // WANRow is one cell: a reader mode, clients, link and target.
@@ -97,6 +104,14 @@ func (c *WANConfig) defaults() error {
 	if c.FileSize == 0 {
 		c.FileSize = 64 << 20
 	}
+	if len(c.Origins) == 0 {
+		c.Origins = []string{"xrootd", "s3"}
+	}
+	for _, o := range c.Origins {
+		if o != "xrootd" && o != "s3" {
+			return fmt.Errorf("origin %q: want xrootd or s3", o)
+		}
+	}
 	if c.Out == nil {
 		c.Out = os.Stdout
 	}
@@ -133,15 +148,38 @@ func WAN(ctx context.Context, cfg WANConfig) ([]WANRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	origin, err := xrdproc.StartOrigin(data)
-	if err != nil {
-		return nil, err
+	var origin *xrdproc.Server
+	if slices.Contains(cfg.Origins, "xrootd") {
+		if origin, err = xrdproc.StartOrigin(data); err != nil {
+			return nil, err
+		}
+		defer origin.Remove()
 	}
-	defer origin.Remove()
+	var s3o *s3Origin
+	if slices.Contains(cfg.Origins, "s3") {
+		if s3o, err = startS3Origin(cfg.Dir, data, files, progress); err != nil {
+			return nil, err
+		}
+		if s3o != nil {
+			defer s3o.stop()
+		}
+	}
 	var rows []WANRow
 	run := 0
 	for _, rtt := range cfg.RTTs {
 		for _, bw := range cfg.Bandwidths {
+			if s3o != nil {
+				for _, n := range cfg.Clients {
+					r, err := wanS3(ctx, &cfg, s3o, rtt, bw, files[:n], &run, progress)
+					if err != nil {
+						return nil, err
+					}
+					rows = append(rows, r...)
+				}
+			}
+			if origin == nil {
+				continue
+			}
 			link, err := wan.New(&wan.Config{Target: origin.Addr, RTT: rtt, Bandwidth: bw})
 			if err != nil {
 				return nil, err
@@ -258,8 +296,9 @@ func xrdcpMode(ctx context.Context, mode, base string, files []string) (float64,
 }
 
 func printWAN(w io.Writer, rows []WANRow, cfg WANConfig) {
-	fmt.Fprintf(w, "\nbench wan: each client reads its own %d MiB file with xrdcp; C++ xrootd origin behind a user-space delay line; ratios against the direct read in the same mode (and against the faster direct mode)\n\n",
+	fmt.Fprintf(w, "\nbench wan: each client reads its own %d MiB file with xrdcp; C++ xrootd origin behind a user-space delay line; ratios against the direct read in the same mode (and against the faster direct mode)\n",
 		cfg.FileSize>>20)
+	fmt.Fprintf(w, "S3 origin (versitygw behind the same link): s3-direct is one curl per client reading its object with SigV4; hepcache-s3 is read with curl over HTTP (http) or plain xrdcp (read); ratios against s3-direct\n\n")
 	fmt.Fprintln(w, "| RTT | bandwidth | read | clients | target | cold [s] | cold/direct | cold/fastest direct | hot [s] | hot/direct | peak RSS [MB] | RSS - in flight, per client [MB] | same above idle RSS, per client [MB] | CPU [s/GiB] |")
 	fmt.Fprintln(w, "| ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	sort.SliceStable(rows, func(i, j int) bool {
@@ -273,6 +312,10 @@ func printWAN(w io.Writer, rows []WANRow, cfg WANConfig) {
 		if a.Clients != b.Clients {
 			return a.Clients < b.Clients
 		}
+		if as3, bs3 := strings.HasPrefix(a.Target, "s3-") || strings.HasSuffix(a.Target, "-s3"),
+			strings.HasPrefix(b.Target, "s3-") || strings.HasSuffix(b.Target, "-s3"); as3 != bs3 {
+			return bs3 // the S3 origin's rows after the xrootd origin's
+		}
 		return a.Read < b.Read
 	})
 	for _, r := range rows {
@@ -280,8 +323,8 @@ func printWAN(w io.Writer, rows []WANRow, cfg WANConfig) {
 		if r.Bandwidth > 0 {
 			bw = fmt.Sprintf("%.0f Gbit/s", float64(r.Bandwidth)*8/1e9)
 		}
-		if r.Target == "direct" {
-			fmt.Fprintf(w, "| %.0f ms | %s | %s | %d | direct | %.2f | | | | | | | | %.2f (origin) |\n", r.RTTms, bw, r.Read, r.Clients, r.Cold, r.CPUPerGiB)
+		if r.Target == "direct" || r.Target == "s3-direct" {
+			fmt.Fprintf(w, "| %.0f ms | %s | %s | %d | %s | %.2f | | | | | | | | %.2f (origin) |\n", r.RTTms, bw, r.Read, r.Clients, r.Target, r.Cold, r.CPUPerGiB)
 			continue
 		}
 		perClient, marginal := "-", "-"

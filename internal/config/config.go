@@ -10,8 +10,10 @@ import (
 	"flag"
 	"fmt"
 	"github.com/hepcache/hepcache/internal/cache"
+	"github.com/hepcache/hepcache/internal/upstream"
 	"github.com/hepcache/hepcache/origin"
 	"net"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -109,6 +111,11 @@ type NamespaceRule struct {
 	Action string `toml:"action"`
 	// Mutable paths are revalidated against the origin at open.
 	Mutable bool `toml:"mutable"`
+	// Origin, with a prefix, serves the paths under it from that origin,
+	// the prefix replaced by the origin's own path: prefix "/store/data/"
+	// with origin "s3://bucket/cms" reads /store/data/a/f.root from the
+	// object cms/a/f.root. Default "": the default origin, path unchanged.
+	Origin string `toml:"origin"`
 }
 
 // MapRule is one [[map]] table: logical name to physical name.
@@ -217,6 +224,56 @@ type OriginConfig struct {
 	// NotFoundTTLByOrigin overrides NotFoundTTL per origin URL
 	// ("root://host:1094" = "5m"; "0s" turns it off for that origin).
 	NotFoundTTLByOrigin map[string]Duration `toml:"not_found_ttl_by_origin"`
+	// S3Endpoint is the object store that s3://bucket/prefix origins are
+	// read from ("https://s3.example.org", "http://rgw.site:7480").
+	// Default "": AWS, https://s3.<s3_region>.amazonaws.com.
+	S3Endpoint string `toml:"s3_endpoint"`
+	// S3Region is the region requests are signed for. Default "":
+	// $AWS_REGION, else us-east-1 (what most other object stores accept).
+	S3Region string `toml:"s3_region"`
+	// S3Addressing is "path" (endpoint/bucket/key), "virtual"
+	// (bucket.endpoint/key) or "" (default): virtual on AWS, path elsewhere.
+	S3Addressing string `toml:"s3_addressing"`
+	// S3AccessKeyFile and S3SecretKeyFile hold the cache's key pair, each
+	// file the key alone; re-read when they change and on SIGHUP. Default
+	// "": the AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY environment, else the
+	// shared credentials file ($AWS_SHARED_CREDENTIALS_FILE or
+	// ~/.aws/credentials).
+	S3AccessKeyFile string `toml:"s3_access_key_file"`
+	S3SecretKeyFile string `toml:"s3_secret_key_file"`
+	// S3Profile is the profile of the shared credentials file. Default "":
+	// $AWS_PROFILE, else "default".
+	S3Profile string `toml:"s3_profile"`
+	// S3Anonymous sends unsigned requests (public buckets). Default false.
+	S3Anonymous bool `toml:"s3_anonymous"`
+	// S3Connections bounds the connections to the S3 endpoint. Default 64:
+	// an HTTP connection carries one request at a time and the cache asks
+	// for 128 KiB pieces, so a far object store needs many requests in
+	// flight (64 x 128 KiB per round trip: 56 MB/s at 150 ms), at the
+	// expense of connections held at the store.
+	S3Connections int `toml:"s3_connections"`
+}
+
+// S3Origins lists the s3:// origins the configuration names (default,
+// fallback, [[map]] and [[namespace]] origins).
+func (c *Config) S3Origins() []string {
+	var out []string
+	add := func(o string) {
+		if strings.HasPrefix(strings.ToLower(o), "s3://") {
+			out = append(out, o)
+		}
+	}
+	add(c.Origin.Default)
+	for _, f := range c.Origin.Fallback {
+		add(f)
+	}
+	for _, m := range c.Map {
+		add(m.Origin)
+	}
+	for _, n := range c.Namespace {
+		add(n.Origin)
+	}
+	return out
 }
 
 // LogConfig is the [log] section.
@@ -241,7 +298,7 @@ func Default() *Config {
 			PurgeInterval: Duration(cd.PurgeInterval), VerifyChecksum: cd.VerifyChecksum,
 			Pin: []string{}, DirStatsDepth: cd.DirStatsDepth, DirStatsMax: cd.DirStatsMax},
 		Origin: OriginConfig{Timeout: Duration(cd.OriginTimeout), Connections: 16, MaxHops: 4, NotFoundTTL: Duration(30e9),
-			NotFoundTTLByOrigin: map[string]Duration{}},
+			NotFoundTTLByOrigin: map[string]Duration{}, S3Connections: 64},
 		Log:      LogConfig{Level: "info"},
 		Cluster:  defaultCluster(),
 		Security: SecurityConfig{ClockSkew: Duration(60e9)},
@@ -416,6 +473,33 @@ func (c *Config) Validate() error {
 		case "", "cache", "passthrough", "deny":
 		default:
 			bad(key+".action", fmt.Sprintf("%q", r.Action), "cache, passthrough or deny")
+		}
+		if r.Origin != "" {
+			if r.Prefix == "" {
+				bad(key+".origin", fmt.Sprintf("%q", r.Origin), "an origin needs a prefix (not a pattern) to replace")
+			}
+			if _, err := upstream.Canonical(r.Origin); err != nil {
+				bad(key+".origin", fmt.Sprintf("%q", r.Origin), err.Error())
+			}
+		}
+	}
+	switch c.Origin.S3Addressing {
+	case "", "path", "virtual":
+	default:
+		bad("origin.s3_addressing", fmt.Sprintf("%q", c.Origin.S3Addressing), `"path", "virtual" or "" (virtual on AWS, path elsewhere)`)
+	}
+	if (c.Origin.S3AccessKeyFile == "") != (c.Origin.S3SecretKeyFile == "") {
+		bad("origin.s3_access_key_file", fmt.Sprintf("%q (s3_secret_key_file %q)", c.Origin.S3AccessKeyFile, c.Origin.S3SecretKeyFile), "give both key files or neither")
+	}
+	if c.Origin.S3Connections < 1 || c.Origin.S3Connections > 1024 {
+		bad("origin.s3_connections", c.Origin.S3Connections, "1 to 1024")
+	}
+	if c.Origin.S3Anonymous && c.Origin.S3AccessKeyFile != "" {
+		bad("origin.s3_anonymous", true, "anonymous access and key files are exclusive")
+	}
+	if e := c.Origin.S3Endpoint; e != "" {
+		if u, err := url.Parse(e); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.Trim(u.Path, "/") != "" {
+			bad("origin.s3_endpoint", fmt.Sprintf("%q", e), "http(s)://host[:port], no path")
 		}
 	}
 	for i, m := range c.Map {

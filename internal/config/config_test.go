@@ -179,3 +179,47 @@ func TestClusterValidate(t *testing.T) {
 		t.Errorf("RootAdvertise() = %q", c.RootAdvertise())
 	}
 }
+
+func TestS3Validate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mut  func(*Config)
+		want string // substring of the error, "" for valid
+	}{
+		{"ok", func(c *Config) {
+			c.Origin.Default, c.Origin.S3Endpoint, c.Origin.S3Addressing = "s3://bucket/prefix", "http://127.0.0.1:7070", "path"
+			c.Origin.S3AccessKeyFile, c.Origin.S3SecretKeyFile = "/a", "/s"
+		}, ""},
+		{"namespace origin", func(c *Config) {
+			c.Namespace = []NamespaceRule{{Prefix: "/store/lake/", Origin: "s3://lake/cms"}}
+		}, ""},
+		{"namespace origin with a pattern", func(c *Config) {
+			c.Namespace = []NamespaceRule{{Pattern: "/store/*/x", Origin: "s3://lake/cms"}}
+		}, "namespace[1].origin"},
+		{"bad namespace origin", func(c *Config) {
+			c.Namespace = []NamespaceRule{{Prefix: "/x/", Origin: "s3://b"}}
+		}, "namespace[1].origin"},
+		{"bad addressing", func(c *Config) { c.Origin.S3Addressing = "dns" }, "origin.s3_addressing"},
+		{"one key file", func(c *Config) { c.Origin.S3AccessKeyFile = "/a" }, "origin.s3_access_key_file"},
+		{"anonymous and key files", func(c *Config) {
+			c.Origin.S3Anonymous, c.Origin.S3AccessKeyFile, c.Origin.S3SecretKeyFile = true, "/a", "/s"
+		}, "origin.s3_anonymous"},
+		{"endpoint with a path", func(c *Config) { c.Origin.S3Endpoint = "https://rgw.example/bucket" }, "origin.s3_endpoint"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Default()
+			c.Cache.Dir, c.Origin.Default = "/tmp/x", "root://o:1094"
+			tc.mut(c)
+			err := c.Validate()
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("Validate() = %v, want %q", err, tc.want)
+			}
+		})
+	}
+	c := Default()
+	c.Origin.Default = "s3://a/b"
+	c.Namespace = []NamespaceRule{{Prefix: "/x", Origin: "S3://c"}, {Prefix: "/y", Origin: "root://h"}}
+	if got := c.S3Origins(); !reflect.DeepEqual(got, []string{"s3://a/b", "S3://c"}) {
+		t.Errorf("S3Origins() = %q", got)
+	}
+}

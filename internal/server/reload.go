@@ -10,10 +10,12 @@ import (
 	"github.com/hepcache/hepcache/internal/config"
 	"github.com/hepcache/hepcache/internal/frontend/xrootd"
 	"github.com/hepcache/hepcache/internal/metrics"
+	s3origin "github.com/hepcache/hepcache/origin/s3"
 )
 
 // Reload applies what may change while serving (SIGHUP): it reopens the
-// access log (logrotate moved it), re-reads the TLS certificate and key, the CA certificates and the vomsdir, and, given
+// access log (logrotate moved it), re-reads the TLS certificate and key, the CA certificates, the vomsdir
+// and the S3 key files, and, given
 // the configuration as it now reads (nil: only those files), replaces the
 // [space] watermarks, max_age, max_files and pin, the [[quota]] tables and
 // the root:// [limits]. Settings that need a restart are named in a
@@ -28,6 +30,11 @@ func (s *Server) Reload(next *config.Config) error {
 	}
 	if err := s.sec.Reload(); err != nil {
 		errs = append(errs, err)
+	}
+	if r, ok := s.s3creds.(s3origin.Reloader); ok {
+		if err := r.Reload(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if next == nil {
 		return errors.Join(errs...)

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -37,6 +38,7 @@ import (
 	"github.com/hepcache/hepcache/origin"
 	httporigin "github.com/hepcache/hepcache/origin/http"
 	"github.com/hepcache/hepcache/origin/posix"
+	s3origin "github.com/hepcache/hepcache/origin/s3"
 	xrdorigin "github.com/hepcache/hepcache/origin/xrootd"
 )
 
@@ -60,6 +62,9 @@ type Server struct {
 	// sec authenticates and authorizes clients (the [security] section);
 	// with no security configured it allows everything.
 	sec *security.Security
+	// s3creds sign the requests to s3:// origins; nil when none is
+	// configured. Key files are re-read on Reload.
+	s3creds s3origin.Credentials
 
 	root   *xrootd.Server
 	rootLn net.Listener
@@ -111,14 +116,17 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	dial, err := federationDialers(cfg, dialers(cfg, log, ocred), log)
+	if s.s3creds, err = s3Credentials(cfg, os.Getenv); err != nil {
+		return nil, err
+	}
+	dial, err := federationDialers(cfg, dialers(cfg, log, ocred, s.s3creds), log)
 	if err != nil {
 		return nil, err
 	}
 	if s.origins, err = upstream.New(upstream.Config{
 		Default:      cfg.Origin.Default,
 		ForwardAllow: cfg.Origin.ForwardAllow,
-		Trusted:      mapOrigins(cfg.Map),
+		Trusted:      mapOrigins(cfg),
 		Dial:         dial,
 	}); err != nil {
 		return nil, fmt.Errorf("origins: %w", err)
@@ -417,7 +425,7 @@ func notFoundResolver(cfg *config.Config, next origin.Resolver) (*notfound.Resol
 	return notfound.New(nc, next)
 }
 
-func dialers(cfg *config.Config, log *slog.Logger, cred *security.OriginCredentials) map[string]upstream.DialFunc {
+func dialers(cfg *config.Config, log *slog.Logger, cred *security.OriginCredentials, s3creds s3origin.Credentials) map[string]upstream.DialFunc {
 	root := func(ctx context.Context, canonical string) (origin.Origin, error) {
 		return xrdorigin.New(&xrdorigin.Config{
 			URL:          canonical,
@@ -428,7 +436,7 @@ func dialers(cfg *config.Config, log *slog.Logger, cred *security.OriginCredenti
 			GSI:          cred.GSI,
 		})
 	}
-	return map[string]upstream.DialFunc{
+	d := map[string]upstream.DialFunc{
 		"file": func(ctx context.Context, canonical string) (origin.Origin, error) {
 			return posix.New(strings.TrimPrefix(canonical, "file://"))
 		},
@@ -437,13 +445,46 @@ func dialers(cfg *config.Config, log *slog.Logger, cred *security.OriginCredenti
 		"root":  root,
 		"roots": root,
 	}
+	if s3creds != nil {
+		region := cfg.Origin.S3Region
+		if region == "" {
+			region = os.Getenv("AWS_REGION")
+		}
+		d["s3"] = s3origin.Dial(s3origin.Config{Endpoint: cfg.Origin.S3Endpoint, Region: region,
+			Addressing: cfg.Origin.S3Addressing, Credentials: s3creds, MaxConns: cfg.Origin.S3Connections,
+			TLSConfig: cred.TLS, Logger: log})
+	}
+	return d
 }
 
-func mapOrigins(maps []config.MapRule) []string {
+// s3Credentials finds the credentials of the s3:// origins (nil when the
+// configuration names none), so that missing ones fail at start-up, not at
+// the first client's read.
+func s3Credentials(cfg *config.Config, getenv func(string) string) (s3origin.Credentials, error) {
+	if len(cfg.S3Origins()) == 0 {
+		return nil, nil
+	}
+	c, err := s3origin.ResolveCredentials(s3origin.CredentialsConfig{
+		AccessKeyFile: cfg.Origin.S3AccessKeyFile, SecretKeyFile: cfg.Origin.S3SecretKeyFile,
+		Profile: cfg.Origin.S3Profile, Anonymous: cfg.Origin.S3Anonymous}, getenv)
+	if err != nil {
+		return nil, fmt.Errorf("origin %s: %w (origin.s3_access_key_file, AWS_ACCESS_KEY_ID, ~/.aws/credentials or origin.s3_anonymous)", cfg.S3Origins()[0], err)
+	}
+	return c, nil
+}
+
+// mapOrigins lists the origins the [[map]] and [[namespace]] rules name:
+// trusted like the default origin.
+func mapOrigins(cfg *config.Config) []string {
 	var out []string
-	for _, m := range maps {
+	for _, m := range cfg.Map {
 		if m.Origin != "" {
 			out = append(out, m.Origin)
+		}
+	}
+	for _, n := range cfg.Namespace {
+		if n.Origin != "" {
+			out = append(out, n.Origin)
 		}
 	}
 	return out
@@ -459,6 +500,15 @@ func buildPolicy(cfg *config.Config) (*policy.Policy, error) {
 		rules = append(rules, policy.Rule{Prefix: r.Prefix, Pattern: r.Pattern, Action: a, Mutable: r.Mutable})
 	}
 	var maps []policy.MapRule
+	// A [[namespace]] rule's origin is a map rule replacing its prefix,
+	// tried before the [[map]] rules as the namespace rules are first.
+	for _, r := range cfg.Namespace {
+		if r.Origin == "" {
+			continue
+		}
+		pre := strings.TrimSuffix(r.Prefix, "/")
+		maps = append(maps, policy.MapRule{Match: "^" + regexp.QuoteMeta(pre) + "(/.*)?$", Replace: "/$1", Origin: r.Origin})
+	}
 	for _, m := range cfg.Map {
 		maps = append(maps, policy.MapRule{Match: m.Match, Replace: m.Replace, Origin: m.Origin})
 	}

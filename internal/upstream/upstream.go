@@ -16,6 +16,7 @@ import (
 	"sync"
 
 	"github.com/hepcache/hepcache/origin"
+	s3origin "github.com/hepcache/hepcache/origin/s3"
 )
 
 // DialFunc creates the Origin for a canonical URL of one scheme.
@@ -130,6 +131,11 @@ func (s *Set) Allowed(c string) bool {
 	if c == s.def || s.trusted[c] {
 		return true
 	}
+	if scheme(c) == "s3" {
+		// A bucket is reached with the site's own credentials: only the
+		// buckets the configuration names, never one a client names.
+		return false
+	}
 	u, err := url.Parse(c)
 	if err != nil {
 		return false
@@ -215,9 +221,9 @@ func scheme(c string) string {
 }
 
 // Canonical returns the canonical form of an origin URL: scheme in
-// {root, roots, http, https, file}, lower-case host, explicit port (1094 for
-// root://, 443/80 for https/http), no path except for file://. xroot:// is
-// root://.
+// {root, roots, http, https, file, s3}, lower-case host, explicit port (1094 for
+// root://, 443/80 for https/http), no path except for file:// and s3://
+// (s3://bucket/key-prefix, without a trailing slash). xroot:// is root://.
 func Canonical(raw string) (string, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -230,8 +236,14 @@ func Canonical(raw string) (string, error) {
 	case "xroots":
 		sch = "roots"
 	case "root", "roots", "http", "https", "file":
+	case "s3":
+		bucket, prefix, err := s3origin.ParseURL(raw)
+		if err != nil {
+			return "", err
+		}
+		return "s3://" + bucket + strings.TrimSuffix("/"+prefix, "/"), nil
 	case "":
-		return "", errors.New("origin URL needs a scheme (root://, https://, file://)")
+		return "", errors.New("origin URL needs a scheme (root://, https://, file://, s3://)")
 	default:
 		return "", fmt.Errorf("unsupported scheme %q", u.Scheme)
 	}

@@ -17,6 +17,8 @@ func TestCanonical(t *testing.T) {
 		{"https://web.example", "https://web.example:443"},
 		{"file:///data/", "file:///data"},
 		{"root://[::1]:1095", "root://[::1]:1095"},
+		{"s3://bucket", "s3://bucket"},
+		{"s3://bucket/store/data/", "s3://bucket/store/data"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.in, func(t *testing.T) {
@@ -26,9 +28,24 @@ func TestCanonical(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range []string{"", "origin.example", "ftp://x", "root://", "root://a:99999", "file://host/x", "file://"} {
+	for _, bad := range []string{"", "origin.example", "ftp://x", "root://", "root://a:99999", "file://host/x", "file://", "s3://b", "s3://bucket:9000/x"} {
 		if got, err := Canonical(bad); err == nil {
 			t.Errorf("Canonical(%q)=%q, want error", bad, got)
+		}
+	}
+}
+
+// TestS3NeverForwarded: a bucket is read with the site's credentials, so
+// a client may name only the buckets the configuration names.
+func TestS3NeverForwarded(t *testing.T) {
+	dial := map[string]DialFunc{"s3": func(ctx context.Context, c string) (origin.Origin, error) { return origin.NewMem(c), nil }}
+	s, err := New(Config{Default: "s3://site-data/store", Trusted: []string{"s3://other/x/"}, ForwardAllow: []string{"evil", ".example"}, Dial: dial})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for c, want := range map[string]bool{"s3://site-data/store": true, "s3://other/x": true, "s3://evil": false, "s3://a.example": false, "s3://site-data": false} {
+		if got := s.Allowed(c); got != want {
+			t.Errorf("Allowed(%s) = %v, want %v", c, got, want)
 		}
 	}
 }

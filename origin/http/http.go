@@ -272,8 +272,8 @@ func statusError(method, u string, resp *http.Response) error {
 }
 
 // errChanged reports that the origin's file is not the version opened. It
-// wraps origin.ErrNotFound: that version is gone.
-var errChanged = fmt.Errorf("file changed at the origin since it was opened: %w", origin.ErrNotFound)
+// wraps origin.ErrChanged and origin.ErrNotFound: that version is gone.
+var errChanged = fmt.Errorf("%w: %w", origin.ErrChanged, origin.ErrNotFound)
 
 // Stat implements origin.Origin with a HEAD request. A path the server
 // redirects to path + "/" is a directory.
