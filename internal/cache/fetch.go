@@ -276,7 +276,13 @@ func (e *entry) readPieces(ctx context.Context, f *fetch, of origin.File, win *f
 			cancel()
 			if err != nil && !(err == io.EOF && int64(k) == pn) {
 				win.Release(pn, time.Since(sent), false)
-				e.failPiece(f, i, fmt.Errorf("fetch %s %d@%d: %w", e.key, pn, poff, err))
+				err = fmt.Errorf("fetch %s %d@%d: %w", e.key, pn, poff, err)
+				if errors.Is(err, origin.ErrChanged) {
+					// The version the copy holds is gone at the origin:
+					// drop the copy now, not at the next open.
+					e.changedAtOrigin(err)
+				}
+				e.failPiece(f, i, err)
 				return
 			}
 			win.Release(pn, time.Since(sent), true)

@@ -81,6 +81,18 @@ func (e *entry) spoil(why error) {
 	}
 }
 
+// changedAtOrigin spoils e after a read found the origin's file replaced
+// since the copy's version was opened.
+func (e *entry) changedAtOrigin(cause error) {
+	if e.spoilErr() != nil {
+		return
+	}
+	e.c.stats.Revalidations.Add(1)
+	e.c.cfg.Logger.Info("origin file changed while it was being cached: copy dropped, its readers get an I/O error",
+		"key", e.key.String(), "err", cause)
+	e.spoil(fmt.Errorf("%s: %w", e.key, errChanged))
+}
+
 // spoilErr returns why e is spoiled, or nil.
 func (e *entry) spoilErr() error {
 	if p := e.spoiled.Load(); p != nil {

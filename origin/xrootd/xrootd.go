@@ -329,7 +329,7 @@ func classify(err error) error {
 	case errors.Is(err, context.Canceled):
 		return err // the caller gave up; nothing is wrong with the origin
 	case errors.Is(err, client.ErrFileChanged):
-		return err
+		return fmt.Errorf("%w: %w", err, origin.ErrChanged)
 	}
 	// Redirect and wait limits, malformed answers: the origin is not usable
 	// now.
