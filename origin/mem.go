@@ -29,12 +29,13 @@ type Mem struct {
 	// Lookups counts Stat and Open calls, failed ones included.
 	Lookups atomic.Int64
 
-	// mu protects files, failErr, gate, onRead and sums.
-	mu      sync.Mutex
-	files   map[string]memFile
-	failErr error
-	gate    chan struct{}
-	onRead  ReadHook
+	// mu protects files, failErr, gate, onRead, onDeliver and sums.
+	mu        sync.Mutex
+	files     map[string]memFile
+	failErr   error
+	gate      chan struct{}
+	onRead    ReadHook
+	onDeliver ReadHook
 	sums    map[string]string // "algo path" -> forced checksum
 }
 
@@ -43,12 +44,29 @@ type Mem struct {
 // or fail the read by returning an error.
 type ReadHook func(ctx context.Context, path string, off int64, n int) error
 
-// OnRead sets the read hook (nil removes it). Tests use it instead of
-// wrapping the origin to slow, hold back or fail some reads.
+// OnRead sets the read hook (nil removes it), run once per request. Tests
+// use it instead of wrapping the origin to slow, hold back or fail some
+// reads.
 func (m *Mem) OnRead(fn ReadHook) {
 	m.mu.Lock()
 	m.onRead = fn
 	m.mu.Unlock()
+}
+
+// OnDeliver sets the delivery hook (nil removes it), run before each part
+// of an answer is delivered (a step of ReadAtProgress, the whole of a
+// ReadAt): a test holds back the rest of a block with it, as a distant
+// origin that has sent only the start.
+func (m *Mem) OnDeliver(fn ReadHook) {
+	m.mu.Lock()
+	m.onDeliver = fn
+	m.mu.Unlock()
+}
+
+func (m *Mem) hooks() (onRead, onDeliver ReadHook) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.onRead, m.onDeliver
 }
 
 type memFile struct {
@@ -229,16 +247,31 @@ type memHandle struct {
 
 func (h *memHandle) Info() FileInfo { return h.info }
 
+// memStep is how much of an answer a Mem delivers at a time through
+// ReadAtProgress, each part after the delivery hook.
+const memStep = 16 << 10
+
+var _ ProgressReader = (*memHandle)(nil)
+
+// ReadAtProgress implements ProgressReader in steps of memStep.
+func (h *memHandle) ReadAtProgress(ctx context.Context, p []byte, off int64, progress func(int)) (int, error) {
+	return h.read(ctx, p, off, memStep, progress)
+}
+
 func (h *memHandle) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	return h.read(ctx, p, off, len(p), nil)
+}
+
+// read is one request: the read hook, the gate, then the answer in steps,
+// each after the delivery hook.
+func (h *memHandle) read(ctx context.Context, p []byte, off int64, step int, progress func(int)) (int, error) {
 	f, gate, err := h.m.lookup(h.path)
 	if err != nil {
 		return 0, err
 	}
-	h.m.mu.Lock()
-	hook := h.m.onRead
-	h.m.mu.Unlock()
-	if hook != nil {
-		if err := hook(ctx, h.path, off, len(p)); err != nil {
+	onRead, onDeliver := h.m.hooks()
+	if onRead != nil {
+		if err := onRead(ctx, h.path, off, len(p)); err != nil {
 			return 0, err
 		}
 	}
@@ -253,13 +286,28 @@ func (h *memHandle) ReadAt(ctx context.Context, p []byte, off int64) (int, error
 	if off >= int64(len(f.data)) {
 		return 0, io.EOF
 	}
-	n := copy(p, f.data[off:])
-	h.m.BytesRead.Add(int64(n))
-	if n < len(p) {
-		return n, io.EOF
+	avail := f.data[off:]
+	done := 0
+	for done < len(p) && done < len(avail) {
+		k := min(step, len(p)-done, len(avail)-done)
+		if onDeliver != nil {
+			if err := onDeliver(ctx, h.path, off+int64(done), k); err != nil {
+				return done, err
+			}
+		}
+		copy(p[done:done+k], avail[done:done+k])
+		done += k
+		h.m.BytesRead.Add(int64(k))
+		if progress != nil {
+			progress(done)
+		}
 	}
-	return n, nil
+	if done < len(p) {
+		return done, io.EOF
+	}
+	return done, nil
 }
+
 
 func (h *memHandle) ReadV(ctx context.Context, segs []Segment) error {
 	return ReadVByReadAt(ctx, h, segs)

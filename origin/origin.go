@@ -8,7 +8,6 @@ package origin
 import (
 	"context"
 	"errors"
-	"io"
 	"io/fs"
 	"time"
 )
@@ -111,33 +110,31 @@ type File interface {
 	Close() error
 }
 
-// AllocReader is implemented by origin files that can take a read's buffer
-// only when its bytes start to arrive (see client.File.ReadAtAlloc): a
-// request waiting at the origin then holds no memory. alloc must not block
-// and returns a buffer with a capacity of at least n; it may be called once
-// per attempt when a read is retried, and only the buffer returned with
-// success is returned. As with ReadAt, once ReadAtAlloc has returned, alloc
-// is not called again and no buffer it gave is written: the caller may
-// reuse them, also after an error or a cancelled read. On success the buffer (nil if no byte
-// came) and the bytes read are returned, fewer than n only at the end of the
-// file with io.EOF.
-type AllocReader interface {
-	ReadAtAlloc(ctx context.Context, n int, off int64, alloc func() []byte) ([]byte, int, error)
+// ProgressReader is implemented by origin files that can tell how far a
+// read has got while its bytes arrive (an XRootD response read from the
+// socket straight into p, an HTTP body): the cache hands each part of a
+// block to its readers as it lands, with one request per block instead of
+// one per part. progress is called with the count of bytes of p filled so
+// far (from the start of p, growing; a retried attempt may start again
+// from a smaller count), from the origin's goroutine, and must not block.
+// It is never called once ReadAtProgress has returned. Otherwise it is
+// ReadAt.
+type ProgressReader interface {
+	ReadAtProgress(ctx context.Context, p []byte, off int64, progress func(filled int)) (int, error)
 }
 
-// ReadAtAlloc reads n bytes at off from f with f's ReadAtAlloc when it has
-// one, else into a buffer taken from alloc first and filled by ReadAt.
+// ReadAtProgress reads p at off from f with f's ReadAtProgress when it has
+// one, else with ReadAt, reporting the bytes read when it returns.
 // Decorators of File forward it so the optional interface is not lost.
-func ReadAtAlloc(ctx context.Context, f File, n int, off int64, alloc func() []byte) ([]byte, int, error) {
-	if ar, ok := f.(AllocReader); ok {
-		return ar.ReadAtAlloc(ctx, n, off, alloc)
+func ReadAtProgress(ctx context.Context, f File, p []byte, off int64, progress func(filled int)) (int, error) {
+	if pr, ok := f.(ProgressReader); ok {
+		return pr.ReadAtProgress(ctx, p, off, progress)
 	}
-	buf := alloc()[:n]
-	k, err := f.ReadAt(ctx, buf, off)
-	if err != nil && err != io.EOF {
-		return nil, k, err
+	n, err := f.ReadAt(ctx, p, off)
+	if n > 0 {
+		progress(n)
 	}
-	return buf, k, err
+	return n, err
 }
 
 // Resolver maps an origin URL ("root://host:port", "file:///dir",

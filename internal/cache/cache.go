@@ -51,8 +51,10 @@ type Cache struct {
 	// store holds the blocks in flight and a RAM cache of blocks in one
 	// arena, and does the data files' direct I/O (package blockstore).
 	store *blockstore.Store
-	// direct is each data disk's direct I/O state (directio.go).
+	// direct is each data disk's direct I/O state, full until when it is
+	// taken as full (diskio.go).
 	direct []atomic.Int32
+	full   []atomic.Int64
 	// readers numbers the handles for the RAM cache (blockstore.Reader).
 	readers atomic.Uint64
 	// bufs holds buffers for reads that bypass the cache and for
@@ -136,6 +138,7 @@ func New(cfg *Config) (*Cache, error) {
 	ca := &Cache{
 		store:      store,
 		direct:     make([]atomic.Int32, len(disks)),
+		full:       make([]atomic.Int64, len(disks)),
 		cfg:        c,
 		budget:     membudget.New(c.FetchMemory, c.FetchMemory/4),
 		windows:    fetchwindow.NewSet(c.FetchMemory, initialWindow, nil),

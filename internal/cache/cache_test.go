@@ -197,7 +197,7 @@ func TestCoalescing(t *testing.T) {
 // holdFrom makes m's reads at or after off wait until release is closed
 // (or their context ends): a distant origin that has sent only the start.
 func holdFrom(m *origin.Mem, off int64, release <-chan struct{}) {
-	m.OnRead(func(ctx context.Context, _ string, o int64, _ int) error {
+	m.OnDeliver(func(ctx context.Context, _ string, o int64, _ int) error {
 		if o < off {
 			return nil
 		}
@@ -551,7 +551,7 @@ func (c *concurrency) hook(ctx context.Context, _ string, _ int64, _ int) error 
 func TestLargeAndVectorReadsFetchBlocksTogether(t *testing.T) {
 	m, data := memWithFile(73, 16*testBlock)
 	co := &concurrency{}
-	co.reset(16) // 4 blocks of 4 pieces
+	co.reset(4) // 4 blocks
 	m.OnRead(co.hook)
 	c := newTestCache(t, t.TempDir(), m, nil) // prefetch off
 	f := openTest(t, c, "/f")
@@ -560,15 +560,15 @@ func TestLargeAndVectorReadsFetchBlocksTogether(t *testing.T) {
 	if _, err := f.ReadAt(context.Background(), buf, 0); err != nil || !bytes.Equal(buf, data[:4*testBlock]) {
 		t.Fatalf("large read: %v", err)
 	}
-	// 4 blocks of 4 pieces each: all 16 pieces in flight together.
-	if hi := co.hi.Load(); hi < 16 {
-		t.Fatalf("at most %d origin reads in flight for a 4-block read, want all 16 pieces at once", hi)
+	// One request per block, all 4 in flight together.
+	if hi := co.hi.Load(); hi < 4 {
+		t.Fatalf("at most %d origin reads in flight for a 4-block read, want all 4 blocks at once", hi)
 	}
 	var segs []origin.Segment
 	for b := 5; b < 16; b += 2 {
 		segs = append(segs, origin.Segment{Offset: int64(b)*testBlock + 100, Buf: make([]byte, 50)})
 	}
-	co.reset(int64(4 * len(segs)))
+	co.reset(int64(len(segs)))
 	if err := f.(*handle).ReadV(context.Background(), segs); err != nil {
 		t.Fatal(err)
 	}
@@ -577,7 +577,7 @@ func TestLargeAndVectorReadsFetchBlocksTogether(t *testing.T) {
 			t.Fatalf("segment at %d differs", s.Offset)
 		}
 	}
-	if hi := co.hi.Load(); hi < int64(4*len(segs)) {
+	if hi := co.hi.Load(); hi < int64(len(segs)) {
 		t.Fatalf("at most %d origin reads in flight for a vector read over %d blocks", hi, len(segs))
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,10 +18,10 @@ import (
 var errWriteFailed = errors.New("cache: write to disk failed")
 
 // fetch is the single in-flight download of one block, into one slot of
-// the block store. Its pieces are read from the origin concurrently,
-// straight into the slot; pieceCh[i] is closed when piece i has arrived or
-// failed (pieceErr tells which), so readers stream the block as it arrives
-// (XCache waits for whole blocks). When every piece is in, the block is
+// the block store, with one origin request read straight into the slot;
+// pieceCh[i] is closed when piece i has arrived or failed (pieceErr tells
+// which), so readers stream the block as it arrives (XCache waits for
+// whole blocks). When every piece is in, the block is
 // written to disk with direct I/O and handed to the RAM block cache, where
 // later readers find it without reading the disk.
 //
@@ -36,7 +35,7 @@ type fetch struct {
 	prefetch bool
 	pieceCh  []chan struct{}
 	errs     []atomic.Pointer[error]
-	sums     []checksum.Sums // per piece, written by the piece's goroutine
+	sums     checksum.Sums // of the block, once it is in
 	// blk is the slot the pieces arrive in; set before any piece channel
 	// closes without error.
 	blk *blockstore.Block
@@ -127,7 +126,7 @@ func (e *entry) fetchLocked(b int, prefetch bool, r blockstore.Reader) *fetch {
 	np := int((n + ps - 1) / ps)
 	f := &fetch{block: b, off: off, n: n, prefetch: prefetch, reader: r,
 		pieceCh: make([]chan struct{}, np), errs: make([]atomic.Pointer[error], np),
-		sums: make([]checksum.Sums, np), done: make(chan struct{})}
+		done: make(chan struct{})}
 	for i := range f.pieceCh {
 		f.pieceCh[i] = make(chan struct{})
 	}
@@ -188,12 +187,10 @@ func (e *entry) runFetch(f *fetch, win *fetchwindow.Window, werr error) {
 			e.failPiece(f, i, err)
 		}
 	} else {
-		if aerr := e.data.Allocate(f.off, f.n); aerr != nil {
-			// No room for the block: its write will fail and its readers
-			// are served from the slot all the same. Purge may free space
-			// for the next blocks.
-			c.warn("cannot allocate cache space", "key", e.key.String(), "block", f.block, "err", aerr)
-			c.kickPurge()
+		if c.diskFull(e.disk) {
+			// The disk just refused a write for lack of space: this block
+			// is served from its slot without being written (bypass)
+			// while purge frees space.
 			f.uncached.Store(true)
 		}
 		e.readPieces(ctx, f, of, win)
@@ -208,9 +205,7 @@ func (e *entry) runFetch(f *fetch, win *fetchwindow.Window, werr error) {
 			c.warn("block fetch failed", "key", e.key.String(), "block", f.block, "err", f.err)
 		}
 	} else {
-		for _, ps := range f.sums {
-			sums = checksum.Append(sums, ps)
-		}
+		sums = f.sums
 		done := make(chan error, 1)
 		c.diskWrites.do(func() { done <- e.writeBlock(f) })
 		if f.err = <-done; f.err == nil {
@@ -254,47 +249,50 @@ func (e *entry) runFetch(f *fetch, win *fetchwindow.Window, werr error) {
 	}
 }
 
-// readPieces requests every piece of f at once and waits for them; each
-// piece's readers are woken as it lands in the slot.
+// readPieces reads f's block from the origin into its slot with one
+// request; each piece is handed to its readers as soon as the origin has
+// delivered it (origin.ProgressReader), so a reader waits for at most a
+// piece beyond what it asked for, not for the block.
 func (e *entry) readPieces(ctx context.Context, f *fetch, of origin.File, win *fetchwindow.Window) {
 	c := e.c
 	ps := c.cfg.PieceSize
-	buf := f.blk.Buf()
-	var wg sync.WaitGroup
-	for i := range f.pieceCh {
-		poff := f.off + int64(i)*ps
-		pn := f.pieceLen(i, ps)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rctx, cancel := context.WithTimeout(ctx, c.cfg.OriginTimeout)
-			sent := time.Now()
-			p := buf[poff-f.off : poff-f.off+pn]
-			// The origin writes into the slot only until ReadAt returns,
-			// also when it fails or ctx ends (origin.File).
-			k, err := of.ReadAt(rctx, p, poff)
-			cancel()
-			if err != nil && !(err == io.EOF && int64(k) == pn) {
-				win.Release(pn, time.Since(sent), false)
-				err = fmt.Errorf("fetch %s %d@%d: %w", e.key, pn, poff, err)
-				if errors.Is(err, origin.ErrChanged) {
-					// The version the copy holds is gone at the origin:
-					// drop the copy now, not at the next open.
-					e.changedAtOrigin(err)
-				}
-				e.failPiece(f, i, err)
-				return
-			}
-			win.Release(pn, time.Since(sent), true)
-			f.sums[i] = checksum.Of(p)
-			c.stats.BytesFetched.Add(pn)
-			if f.prefetch {
-				c.stats.PrefetchBytes.Add(pn)
-			}
-			close(f.pieceCh[i])
-		}()
+	buf := f.blk.Buf()[:f.n]
+	next := 0 // the first piece not yet handed over; owned by progress
+	progress := func(filled int) {
+		for next < len(f.pieceCh) && int64(filled) >= min(int64(next+1)*ps, f.n) {
+			close(f.pieceCh[next])
+			next++
+		}
 	}
-	wg.Wait()
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.OriginTimeout)
+	sent := time.Now()
+	// The origin writes into the slot only until ReadAtProgress returns,
+	// also when it fails or ctx ends (origin.File), and calls progress
+	// only until then.
+	k, err := origin.ReadAtProgress(rctx, of, buf, f.off, progress)
+	cancel()
+	if err == io.EOF && int64(k) == f.n {
+		err = nil
+	}
+	win.Release(f.n, time.Since(sent), err == nil)
+	if err != nil {
+		err = fmt.Errorf("fetch %s %d@%d: %w", e.key, f.n, f.off, err)
+		if errors.Is(err, origin.ErrChanged) {
+			// The version the copy holds is gone at the origin: drop the
+			// copy now, not at the next open.
+			e.changedAtOrigin(err)
+		}
+		for i := next; i < len(f.pieceCh); i++ {
+			e.failPiece(f, i, err)
+		}
+		return
+	}
+	progress(int(f.n)) // an origin that under-reported (k == n)
+	f.sums = checksum.Of(buf)
+	c.stats.BytesFetched.Add(f.n)
+	if f.prefetch {
+		c.stats.PrefetchBytes.Add(f.n)
+	}
 }
 
 // writeBlock writes f's block from its slot to the data file, also when
@@ -302,10 +300,14 @@ func (e *entry) readPieces(ctx context.Context, f *fetch, of origin.File, win *f
 // finish waits for it before the final sync.
 func (e *entry) writeBlock(f *fetch) error {
 	c := e.c
+	if f.uncached.Load() {
+		return fmt.Errorf("%w: the disk is full", errWriteFailed)
+	}
 	if err := e.data.WriteBlock(f.blk.Buf(), f.off, int(f.n)); err != nil {
 		if e.ctx.Err() == nil {
 			c.stats.WriteErrors.Add(1)
 			c.diskError(e.disk, err)
+			c.noteWriteError(e.disk, err)
 			c.warn("cache write failed, the block stays uncached", "key", e.key.String(), "off", f.off, "err", err)
 		}
 		return fmt.Errorf("%w: %w", errWriteFailed, err)

@@ -322,20 +322,20 @@ func (ff *failoverFile) ReadAt(ctx context.Context, p []byte, off int64) (int, e
 	return cur.ReadAt(ctx, p, off)
 }
 
-var _ origin.AllocReader = (*failoverFile)(nil)
+var _ origin.ProgressReader = (*failoverFile)(nil)
 
-// ReadAtAlloc implements origin.AllocReader with the same failover as
-// ReadAt; alloc may then be called once per attempt.
-func (ff *failoverFile) ReadAtAlloc(ctx context.Context, n int, off int64, alloc func() []byte) ([]byte, int, error) {
+// ReadAtProgress implements origin.ProgressReader with the same failover
+// as ReadAt; the retried read reports its progress from the start again.
+func (ff *failoverFile) ReadAtProgress(ctx context.Context, p []byte, off int64, progress func(int)) (int, error) {
 	cur, at := ff.current()
-	b, k, err := origin.ReadAtAlloc(ctx, cur, n, off, alloc)
+	n, err := origin.ReadAtProgress(ctx, cur, p, off, progress)
 	if err == nil || err == io.EOF || !errSwitch(ctx, err) {
-		return b, k, err
+		return n, err
 	}
 	if cur, err = ff.reopen(ctx, at, err); err != nil {
-		return nil, 0, err
+		return 0, err
 	}
-	return origin.ReadAtAlloc(ctx, cur, n, off, alloc)
+	return origin.ReadAtProgress(ctx, cur, p, off, progress)
 }
 
 // ReadV implements origin.File.

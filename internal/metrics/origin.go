@@ -216,14 +216,15 @@ func (f *instrumentedFile) ReadAt(ctx context.Context, p []byte, off int64) (int
 	return n, err
 }
 
-var _ origin.AllocReader = (*instrumentedFile)(nil)
+var _ origin.ProgressReader = (*instrumentedFile)(nil)
 
-// ReadAtAlloc implements origin.AllocReader, forwarding to the wrapped file.
-func (f *instrumentedFile) ReadAtAlloc(ctx context.Context, n int, off int64, alloc func() []byte) ([]byte, int, error) {
+// ReadAtProgress implements origin.ProgressReader, forwarding to the
+// wrapped file.
+func (f *instrumentedFile) ReadAtProgress(ctx context.Context, p []byte, off int64, progress func(int)) (int, error) {
 	start := f.o.r.cfg.Now()
-	b, k, err := origin.ReadAtAlloc(ctx, f.File, n, off, alloc)
+	n, err := origin.ReadAtProgress(ctx, f.File, p, off, progress)
 	f.o.r.observeOrigin(f.o.s, opRead, start, err)
-	return b, k, err
+	return n, err
 }
 
 // ReadV implements origin.File.

@@ -228,15 +228,15 @@ func (f *file) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	return n, err
 }
 
-var _ origin.AllocReader = (*file)(nil)
+var _ origin.ProgressReader = (*file)(nil)
 
-// ReadAtAlloc implements origin.AllocReader.
-func (f *file) ReadAtAlloc(ctx context.Context, n int, off int64, alloc func() []byte) ([]byte, int, error) {
-	buf, k, err := f.f.ReadAtAlloc(ctx, n, off, alloc)
+// ReadAtProgress implements origin.ProgressReader.
+func (f *file) ReadAtProgress(ctx context.Context, p []byte, off int64, progress func(int)) (int, error) {
+	n, err := f.f.ReadAtProgress(ctx, p, off, progress)
 	if err != nil && err != io.EOF {
-		return nil, 0, classify(err)
+		return n, classify(err)
 	}
-	return buf, k, err
+	return n, err
 }
 
 // ReadV implements origin.File with kXR_readv; segments must lie within

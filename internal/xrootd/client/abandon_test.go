@@ -146,12 +146,13 @@ func abandonOne(t *testing.T, f *File, content []byte, rng *rand.Rand) {
 		}
 		clear(p)
 	case 1:
-		var taken []byte
-		buf, k, err := f.ReadAtAlloc(ctx, n, off, func() []byte { taken = make([]byte, n); return taken })
-		if err == nil && (k != n || !bytes.Equal(buf[:k], want)) {
-			t.Errorf("ReadAtAlloc %d@%d: %d bytes, wrong content", n, off, k)
+		p := make([]byte, n)
+		last := 0
+		k, err := f.ReadAtProgress(ctx, p, off, func(filled int) { last = filled })
+		if err == nil && (k != n || last != n || !bytes.Equal(p, want)) {
+			t.Errorf("ReadAtProgress %d@%d: %d bytes (last progress %d), wrong content", n, off, k, last)
 		}
-		clear(taken)
+		clear(p)
 	case 2:
 		a := make([]byte, n/2)
 		b := make([]byte, n-n/2)

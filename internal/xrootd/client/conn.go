@@ -60,13 +60,11 @@ type call struct {
 	body   []byte
 	err    error
 
-	// kindRead: the payload goes to dst[n:]. With alloc set and dst nil,
-	// the read loop calls alloc for a buffer of want bytes when the first
-	// payload byte arrives.
-	dst   []byte
-	n     int
-	alloc func() []byte
-	want  int
+	// kindRead: the payload goes to dst[n:]. With progress set, the read
+	// loop reports n as the payload arrives, every progressStep bytes.
+	dst      []byte
+	n        int
+	progress func(int)
 
 	// kindReadV: segments in request order, parsing state.
 	segs   []origin.Segment
@@ -108,7 +106,7 @@ func putCall(cl *call) {
 		cl.body = nil // do not keep a huge listing around
 	}
 	cl.body = cl.body[:0]
-	cl.dst, cl.n, cl.alloc, cl.want = nil, 0, nil, 0
+	cl.dst, cl.n, cl.progress = nil, 0, nil
 	cl.segs, cl.seg, cl.segN, cl.segLen, cl.hdrN, cl.short = nil, 0, 0, 0, 0, false
 	callPool.Put(cl)
 }
@@ -534,17 +532,11 @@ func (c *conn) response(h proto.ResponseHeader) error {
 	case data && discard:
 		_, err = c.br.Discard(int(h.Dlen))
 	case data && cl.kind == kindRead:
-		if cl.dst == nil && cl.alloc != nil && h.Dlen > 0 {
-			if b := cl.alloc(); cap(b) >= cl.want {
-				cl.dst = b[:cl.want]
-			}
-		}
 		if int(h.Dlen) > len(cl.dst)-cl.n {
 			err = fmt.Errorf("read answer of %d bytes for %d wanted: %w", cl.n+int(h.Dlen), len(cl.dst), proto.ErrMalformed)
 			break
 		}
-		_, err = io.ReadFull(c.br, cl.dst[cl.n:cl.n+int(h.Dlen)])
-		cl.n += int(h.Dlen)
+		err = c.readPayload(cl, int(h.Dlen))
 	case data && cl.kind == kindReadV:
 		err = c.readVChunk(cl, int(h.Dlen))
 	case h.Status == proto.StatusStatus:
@@ -579,6 +571,30 @@ func (c *conn) response(h proto.ResponseHeader) error {
 		}
 	default:
 		c.completeLocked(cl, h.Status, nil)
+	}
+	return nil
+}
+
+// progressStep is how often a read's progress is reported: a fraction of
+// the cache's pieces, so that each lands as soon as its bytes have.
+const progressStep = 64 << 10
+
+// readPayload reads n bytes of a read answer into cl.dst[cl.n:], reporting
+// progress on the way when asked.
+func (c *conn) readPayload(cl *call, n int) error {
+	if cl.progress == nil {
+		_, err := io.ReadFull(c.br, cl.dst[cl.n:cl.n+n])
+		cl.n += n
+		return err
+	}
+	for n > 0 {
+		k := min(n, progressStep-cl.n%progressStep)
+		if _, err := io.ReadFull(c.br, cl.dst[cl.n:cl.n+k]); err != nil {
+			return err
+		}
+		cl.n += k
+		n -= k
+		cl.progress(cl.n)
 	}
 	return nil
 }
@@ -705,6 +721,9 @@ func (c *conn) attn(h proto.ResponseHeader) error {
 				return fmt.Errorf("async read answer of %d bytes for %d wanted: %w", cl.n+len(data), len(cl.dst), proto.ErrMalformed)
 			}
 			cl.n += copy(cl.dst[cl.n:], data)
+			if cl.progress != nil {
+				cl.progress(cl.n)
+			}
 		case cl.kind == kindReadV && inner.Status == proto.StatusOK:
 			return fmt.Errorf("async readv answer: %w", proto.ErrMalformed)
 		default:

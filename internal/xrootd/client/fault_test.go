@@ -346,51 +346,64 @@ func TestClientClose(t *testing.T) {
 	}
 }
 
-// TestReadAtAllocTakesBufferOnArrival: the buffer is taken once, when the
-// answer comes, never for a read that gets no bytes or an error.
-func TestReadAtAllocTakesBufferOnArrival(t *testing.T) {
-	ff := &fakeFile{content: bytes.Repeat([]byte("0123456789"), 1000)}
-	hold := make(chan struct{})
+// TestReadAtProgress: progress reports the bytes filled as the answer
+// arrives (in parts, every progressStep bytes), growing to the total, and
+// never after the call returned.
+func TestReadAtProgress(t *testing.T) {
+	content := make([]byte, 300<<10)
+	for i := range content {
+		content[i] = byte(i * 7)
+	}
+	ff := &fakeFile{content: content}
 	fake := xrdtest.StartFake(t, func(h proto.RequestHeader, data []byte) ([]byte, bool) {
 		if h.RequestID == proto.ReqRead {
 			var r proto.ReadRequest
-			if err := r.Decode(&h, data); err == nil && r.Offset == 5000 {
-				<-hold // a request queued at the server
+			r.Decode(&h, data)
+			end := min(int64(len(content)), r.Offset+int64(r.Length))
+			if r.Offset >= end {
+				return proto.AppendOK(nil, h.StreamID, nil), false
 			}
+			part := content[r.Offset:end]
+			b := proto.AppendOKSoFar(nil, h.StreamID, part[:len(part)/3])
+			return proto.AppendOK(b, h.StreamID, part[len(part)/3:]), false
 		}
 		return ff.handle(h, data)
 	})
-	c := newClient(t, func(c *Config) { c.ConnsPerHost = 1 })
+	c := newClient(t)
 	f, err := c.Open(ctxT(t), fake.Addr, "/f")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var allocs atomic.Int32
-	alloc := func() []byte { allocs.Add(1); return make([]byte, 4096) }
-
-	buf, n, err := f.ReadAtAlloc(ctxT(t), 100, 20, alloc)
-	if err != nil || n != 100 || !bytes.Equal(buf[:n], ff.content[20:120]) || allocs.Load() != 1 {
-		t.Fatalf("read: n=%d err=%v allocs=%d", n, err, allocs.Load())
+	var mu sync.Mutex
+	var seen []int
+	returned := false
+	progress := func(n int) {
+		mu.Lock()
+		defer mu.Unlock()
+		if returned {
+			t.Error("progress after return")
+		}
+		seen = append(seen, n)
 	}
-	buf, n, err = f.ReadAtAlloc(ctxT(t), 100, int64(len(ff.content)), alloc)
-	if err != io.EOF || n != 0 || buf != nil || allocs.Load() != 1 {
-		t.Fatalf("read at EOF: buf=%v n=%d err=%v allocs=%d", buf != nil, n, err, allocs.Load())
+	p := make([]byte, 250<<10)
+	n, err := f.ReadAtProgress(ctxT(t), p, 1000, progress)
+	mu.Lock()
+	returned = true
+	mu.Unlock()
+	if err != nil || n != len(p) || !bytes.Equal(p, content[1000:1000+len(p)]) {
+		t.Fatalf("read: %d %v", n, err)
 	}
-	done := make(chan error, 1)
-	go func() { _, _, err := f.ReadAtAlloc(ctxT(t), 100, 5000, alloc); done <- err }()
-	select {
-	case err := <-done:
-		t.Fatalf("queued read returned early: %v", err)
-	case <-time.After(100 * time.Millisecond):
+	if len(seen) < len(p)/progressStep || seen[len(seen)-1] != len(p) {
+		t.Fatalf("progress reports %v", seen)
 	}
-	if allocs.Load() != 1 {
-		t.Fatal("a read still queued at the server took a buffer")
+	for i := 1; i < len(seen); i++ {
+		if seen[i] <= seen[i-1] {
+			t.Fatalf("progress went back: %v", seen)
+		}
 	}
-	close(hold)
-	if err := <-done; err != nil || allocs.Load() != 2 {
-		t.Fatalf("queued read: %v, allocs %d", err, allocs.Load())
-	}
-	if _, _, err := f.ReadAtAlloc(ctxT(t), 1<<30, 0, alloc); err == nil {
-		t.Fatal("read longer than MaxReadSize accepted")
+	// Past the end: nothing read, nothing reported.
+	seen, returned = nil, false
+	if n, err := f.ReadAtProgress(ctxT(t), p, int64(len(content)), progress); err != io.EOF || n != 0 || len(seen) != 0 {
+		t.Fatalf("read at EOF: %d %v, progress %v", n, err, seen)
 	}
 }

@@ -288,11 +288,11 @@ func (f *File) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	}
 	maxRead := f.c.cfg.MaxReadSize
 	if len(p) <= maxRead {
-		cn, cl, err := f.startRead(ctx, p, off)
+		cn, cl, err := f.startRead(ctx, p, off, nil)
 		if err != nil {
 			return 0, f.errorf("read "+rng(off, len(p)), err)
 		}
-		n, err := f.finishRead(ctx, cn, cl, p, off)
+		n, err := f.finishRead(ctx, cn, cl, p, off, nil)
 		if err == nil && n < len(p) {
 			err = io.EOF
 		}
@@ -311,13 +311,13 @@ func (f *File) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 		for ; k < group && k*maxRead < len(p); k++ {
 			q := p[k*maxRead : min((k+1)*maxRead, len(p))]
 			pend[k].p = q
-			if pend[k].cn, pend[k].cl, err = f.startRead(ctx, q, off+int64(k*maxRead)); err != nil {
+			if pend[k].cn, pend[k].cl, err = f.startRead(ctx, q, off+int64(k*maxRead), nil); err != nil {
 				break
 			}
 		}
 		short := false
 		for j := 0; j < k; j++ {
-			n, rerr := f.finishRead(ctx, pend[j].cn, pend[j].cl, pend[j].p, off+int64(j*maxRead))
+			n, rerr := f.finishRead(ctx, pend[j].cn, pend[j].cl, pend[j].p, off+int64(j*maxRead), nil)
 			if err == nil && rerr != nil {
 				err = rerr
 			}
@@ -338,71 +338,31 @@ func (f *File) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	return total, nil
 }
 
-// ReadAtAlloc reads n bytes at off into a buffer obtained from alloc only
-// when the server's answer starts to arrive, so that a request queued at
-// the server holds no memory: a cache with many blocks requested at once
-// uses buffers for the bytes in transit only. alloc is called at most once,
-// from the connection's read goroutine, must not block, and returns a
-// buffer with a capacity of at least n. On success ReadAtAlloc returns that
-// buffer (nil if no byte came) and the bytes read, fewer than n only at the
-// end of the file (with io.EOF). On error the buffer, if one was taken, is
-// not returned; the caller may reuse it: a read abandoned by ctx has
-// finished the chunk it was receiving when ReadAtAlloc returns, and its
-// later bytes are discarded (conn.wait). n must not exceed
-// Config.MaxReadSize.
-func (f *File) ReadAtAlloc(ctx context.Context, n int, off int64, alloc func() []byte) ([]byte, int, error) {
-	if f.closed.Load() {
-		return nil, 0, f.errorf("read", ErrFileClosed)
-	}
-	if off < 0 || n < 0 || n > f.c.cfg.MaxReadSize {
-		return nil, 0, f.errorf("read", fmt.Errorf("bad range %d@%d (at most %d bytes)", n, off, f.c.cfg.MaxReadSize))
-	}
-	if n == 0 {
-		return nil, 0, nil
-	}
-	f.warm()
-	for waits := 1; ; waits++ {
-		cn, fh, err := f.handle(ctx, f.readySlot())
-		if err != nil {
-			return nil, 0, f.errorf("read "+rng(off, n), err)
+// ReadAtProgress is ReadAt that reports, as the answer arrives, how many
+// bytes of p are filled (progress, called from the connection's read
+// goroutine, must not block, and is never called once ReadAtProgress has
+// returned). p longer than MaxReadSize is read with ReadAt and reported
+// when done.
+func (f *File) ReadAtProgress(ctx context.Context, p []byte, off int64, progress func(int)) (int, error) {
+	if len(p) > f.c.cfg.MaxReadSize || f.closed.Load() || off < 0 || len(p) == 0 {
+		n, err := f.ReadAt(ctx, p, off)
+		if n > 0 {
+			progress(n)
 		}
-		cl := getCall(kindRead)
-		cl.alloc, cl.want = alloc, n
-		err = cn.start(ctx, cl, func(dst []byte, sid proto.StreamID) []byte {
-			r := proto.ReadRequest{FHandle: fh, Offset: off, Length: int32(n)}
-			return r.Append(dst, sid)
-		})
-		if err != nil {
-			putCall(cl)
-			return nil, 0, f.errorf("read "+rng(off, n), err)
-		}
-		owned, err := cn.wait(ctx, cl)
-		if err != nil {
-			if owned {
-				putCall(cl)
-			}
-			return nil, 0, f.errorf("read "+rng(off, n), err)
-		}
-		switch cl.status {
-		case proto.StatusOK:
-			buf, k := cl.dst, cl.n
-			putCall(cl)
-			if k < n {
-				return buf, k, io.EOF
-			}
-			return buf, k, nil
-		case proto.StatusWait:
-			secs, _, _ := proto.DecodeWait(cl.body)
-			putCall(cl)
-			if err := f.c.sleepWait(ctx, waits, secs); err != nil {
-				return nil, 0, f.errorf("read "+rng(off, n), err)
-			}
-		default:
-			err := answerError(cl)
-			putCall(cl)
-			return nil, 0, f.errorf("read "+rng(off, n), err)
-		}
+		return n, err
 	}
+	cn, cl, err := f.startRead(ctx, p, off, progress)
+	if err != nil {
+		return 0, f.errorf("read "+rng(off, len(p)), err)
+	}
+	n, err := f.finishRead(ctx, cn, cl, p, off, progress)
+	if err != nil {
+		return n, f.errorf("read "+rng(off, len(p)), err)
+	}
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
 }
 
 func rng(off int64, n int) string {
@@ -410,14 +370,14 @@ func rng(off int64, n int) string {
 }
 
 // startRead sends one kXR_read for p at off on the next connection.
-func (f *File) startRead(ctx context.Context, p []byte, off int64) (*conn, *call, error) {
+func (f *File) startRead(ctx context.Context, p []byte, off int64, progress func(int)) (*conn, *call, error) {
 	f.warm()
 	cn, fh, err := f.handle(ctx, f.readySlot())
 	if err != nil {
 		return nil, nil, err
 	}
 	cl := getCall(kindRead)
-	cl.dst = p
+	cl.dst, cl.progress = p, progress
 	err = cn.start(ctx, cl, func(dst []byte, sid proto.StreamID) []byte {
 		r := proto.ReadRequest{FHandle: fh, Offset: off, Length: int32(len(p))}
 		return r.Append(dst, sid)
@@ -431,7 +391,7 @@ func (f *File) startRead(ctx context.Context, p []byte, off int64) (*conn, *call
 
 // finishRead waits for a read started by startRead, retrying after
 // kXR_wait. It returns the bytes read (fewer than len(p) at end of file).
-func (f *File) finishRead(ctx context.Context, cn *conn, cl *call, p []byte, off int64) (int, error) {
+func (f *File) finishRead(ctx context.Context, cn *conn, cl *call, p []byte, off int64, progress func(int)) (int, error) {
 	for waits := 1; ; waits++ {
 		owned, err := cn.wait(ctx, cl)
 		if err != nil {
@@ -451,7 +411,7 @@ func (f *File) finishRead(ctx context.Context, cn *conn, cl *call, p []byte, off
 			if err := f.c.sleepWait(ctx, waits, secs); err != nil {
 				return 0, err
 			}
-			if cn, cl, err = f.startRead(ctx, p, off); err != nil {
+			if cn, cl, err = f.startRead(ctx, p, off, progress); err != nil {
 				return 0, err
 			}
 		default:

@@ -1,7 +1,10 @@
 package cache
 
 import (
+	"errors"
 	"io/fs"
+	"syscall"
+	"time"
 
 	"github.com/hepcache/hepcache/internal/blockstore"
 )
@@ -48,6 +51,26 @@ func (c *Cache) DirectIO() []bool {
 		out[i] = !c.cfg.NoDirectIO && c.direct[i].Load() != directOff
 	}
 	return out
+}
+
+// fullFor is how long a data disk that refused a write for lack of space
+// is taken as full: blocks fetched meanwhile are served without being
+// written (bypass), until a purge has had time to free space.
+const fullFor = time.Second
+
+// noteWriteError records a failed block write on disk d: out of space
+// marks the disk full for a while and wakes the purger.
+func (c *Cache) noteWriteError(d int, err error) {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		c.full[d].Store(c.cfg.now().Add(fullFor).UnixNano())
+		c.kickPurge()
+	}
+}
+
+// diskFull reports whether disk d refused a write for lack of space
+// within the last fullFor.
+func (c *Cache) diskFull(d int) bool {
+	return c.cfg.now().UnixNano() < c.full[d].Load()
 }
 
 // RAM returns the block store's occupancy and counters.
