@@ -119,9 +119,9 @@ type slot struct {
 	// small pieces (TTreeCache, uproot) does not make it look hot. 0: none
 	// yet (a block read ahead of its readers).
 	reader Reader
-	q     *queue
-	prev  *slot
-	next  *slot
+	q      *queue
+	prev   *slot
+	next   *slot
 }
 
 // New maps the arena and returns an empty store.
@@ -471,14 +471,14 @@ type load struct {
 	done    chan struct{}
 	waiters int
 	sl      *slot
-	crc     uint32
 	err     error
 }
 
 // Loaded says where a block Load returned came from.
 type Loaded struct {
-	// FromDisk is set when this Load read the block from its file (or
-	// waited for another Load that did); CRC is then the bytes' CRC32C.
+	// FromDisk is set when this Load read the block from its file (not
+	// when it waited for another Load that did); CRC is then the bytes'
+	// CRC32C.
 	FromDisk bool
 	CRC      uint32
 }
@@ -534,7 +534,7 @@ func (s *Store) load(ctx context.Context, k Key, r Reader, src Source) (*Block, 
 		if l.err != nil {
 			return nil, Loaded{}, l.err
 		}
-		return &Block{s: s, sl: l.sl}, Loaded{FromDisk: true, CRC: l.crc}, nil
+		return &Block{s: s, sl: l.sl}, Loaded{}, nil // the loader reports the read
 	}
 	l := &load{done: make(chan struct{})}
 	s.loading[k] = l
@@ -547,7 +547,7 @@ func (s *Store) load(ctx context.Context, k Key, r Reader, src Source) (*Block, 
 	}
 	s.mu.Lock()
 	delete(s.loading, k)
-	l.err, l.crc = err, crc
+	l.err = err
 	if err == nil {
 		s.publishLocked(k, sl, src.N, r, l.waiters > 0)
 		sl.refs += int32(l.waiters) // one pin per waiter, taken for them
