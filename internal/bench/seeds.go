@@ -119,7 +119,12 @@ type cacheProc struct {
 	kind string // "hepcache" or "xcache"
 	addr string
 	pid  int
-	stop func()
+	// stop ends the process and removes its directory; halt ends the
+	// process only, and restart starts it again on the same directory
+	// (what it cached kept, nothing in its memory).
+	stop    func()
+	halt    func()
+	restart func() (*cacheProc, error)
 }
 
 func (c *cacheProc) url() string { return "root://" + c.addr }
@@ -134,15 +139,20 @@ func startCacheProc(kind, bin, dir, originAddr string, extra []string) (*cachePr
 	os.RemoveAll(dir)
 	switch kind {
 	case "xcache":
-		s, err := xrdproc.StartXCache(originAddr, dir, xrdproc.XCacheOptions{})
-		if err != nil {
-			return nil, fmt.Errorf("start XCache: %w", err)
-		}
-		return &cacheProc{kind: kind, addr: s.Addr, pid: s.PID(), stop: func() { s.Remove(); os.RemoveAll(dir) }}, nil
+		return startXCacheProc(originAddr, dir)
 	case "hepcache":
 		return startHepcacheProc(bin, dir, "root://"+originAddr, "127.0.0.1:0", extra)
 	}
 	return nil, fmt.Errorf("unknown cache %q (have %s)", kind, strings.Join(cacheKinds, ", "))
+}
+
+func startXCacheProc(originAddr, dir string) (*cacheProc, error) {
+	s, err := xrdproc.StartXCache(originAddr, dir, xrdproc.XCacheOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("start XCache: %w", err)
+	}
+	return &cacheProc{kind: "xcache", addr: s.Addr, pid: s.PID(), stop: func() { s.Remove(); os.RemoveAll(dir) },
+		halt: s.Remove, restart: func() (*cacheProc, error) { return startXCacheProc(originAddr, dir) }}, nil
 }
 
 // startHepcacheProc runs `bin serve` on listen ("host:0" picks a free port)
@@ -177,7 +187,7 @@ func startHepcacheProc(bin, dir, originURL, listen string, extra []string) (*cac
 	}
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
-	stop := func() {
+	halt := func() {
 		cmd.Process.Signal(os.Interrupt)
 		select {
 		case <-done:
@@ -186,13 +196,17 @@ func startHepcacheProc(bin, dir, originURL, listen string, extra []string) (*cac
 			<-done
 		}
 		logf.Close()
+	}
+	stop := func() {
+		halt()
 		os.RemoveAll(dir)
 		os.Remove(logPath)
 	}
+	restart := func() (*cacheProc, error) { return startHepcacheProc(bin, dir, originURL, listen, extra) }
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
 		if c, err := net.DialTimeout("tcp", listen, 100*time.Millisecond); err == nil {
 			c.Close()
-			return &cacheProc{kind: "hepcache", addr: listen, pid: cmd.Process.Pid, stop: stop}, nil
+			return &cacheProc{kind: "hepcache", addr: listen, pid: cmd.Process.Pid, stop: stop, halt: halt, restart: restart}, nil
 		}
 		select {
 		case <-done:

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -101,10 +102,20 @@ func (c *ThroughputConfig) defaults() error {
 // ThroughputResult holds every figure of one run.
 type ThroughputResult struct {
 	// Seconds[target][case] is the median wall time; targets are "direct",
-	// "hepcache", "xcache"; cases "MODE:single-cold", "MODE:single-hot",
-	// "MODE:parallel-cold", "MODE:parallel-hot" for each read mode (direct
-	// has "MODE:single" and "MODE:parallel").
+	// "hepcache", "xcache"; cases "MODE:SET-PASS" for each read mode, SET
+	// single or parallel, PASS cold (first read), hot (second), hot-ram
+	// (third: for hepcache, a file read again is in its RAM cache's main
+	// part) and hot-disk (the cache restarted on its directory, the page
+	// cache dropped: read back from disk). Direct has "MODE:SET".
 	Seconds map[string]map[string]float64 `json:"seconds"`
+	// CPU[target][case] is the cache process's CPU per GiB (median) in
+	// that pass; for direct, the C++ origin's.
+	CPU map[string]map[string]float64 `json:"cpu_s_per_gib"`
+	// Floor is what this machine's data path steps cost (bench floor).
+	Floor *FloorResult `json:"floor,omitempty"`
+	// DroppedCaches says the page cache was dropped before the hot-disk
+	// pass (needs root).
+	DroppedCaches bool `json:"dropped_caches"`
 	// Ratios[target][case] is the time relative to the direct read in the
 	// same mode.
 	Ratios map[string]map[string]float64 `json:"ratios"`
@@ -153,7 +164,14 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) (*ThroughputResult, e
 	defer origin.Remove()
 	progress("origin: C++ xrootd at %s", origin.Addr)
 
+	progress("measuring this machine's floor (bench floor)")
+	floor, err := Floor(FloorConfig{Dir: filepath.Join(cfg.Dir, "floor"), Size: min(cfg.BigSize, 512<<20), Out: io.Discard})
+	if err != nil {
+		return nil, err
+	}
 	res := &ThroughputResult{
+		Floor:        floor,
+		CPU:          map[string]map[string]float64{"direct": {}},
 		Seconds:      map[string]map[string]float64{"direct": {}},
 		Ratios:       map[string]map[string]float64{},
 		MemoryGrowth: map[string]map[int]int64{},
@@ -165,12 +183,21 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) (*ThroughputResult, e
 		name  string
 		files []string
 	}{{"single", big}, {"parallel", par}}
+	gibOf := func(files []string) float64 { return float64(int64(len(files))*sizeOf(data, files[0])) / (1 << 30) }
 	for _, mode := range cfg.Reads {
 		for _, c := range sets {
 			k := mode + ":" + c.name
-			if res.Seconds["direct"][k], err = median(cfg.Repeat, func() (float64, error) { return xrdcpMode(ctx, mode, direct, c.files) }); err != nil {
+			var cpus []float64
+			if res.Seconds["direct"][k], err = median(cfg.Repeat, func() (float64, error) {
+				c0, _ := procstat.CPU(origin.PID())
+				secs, err := xrdcpMode(ctx, mode, direct, c.files)
+				c1, _ := procstat.CPU(origin.PID())
+				cpus = append(cpus, (c1-c0).Seconds()/gibOf(c.files))
+				return secs, err
+			}); err != nil {
 				return nil, fmt.Errorf("direct %s: %w", k, err)
 			}
+			res.CPU["direct"][k] = medianOf(cpus)
 		}
 		progress("direct %s: single %.2fs, parallel %.2fs", mode, res.Seconds["direct"][mode+":single"], res.Seconds["direct"][mode+":parallel"])
 	}
@@ -186,29 +213,52 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) (*ThroughputResult, e
 	}
 	for _, target := range targets {
 		res.Seconds[target] = map[string]float64{}
+		res.CPU[target] = map[string]float64{}
 		for _, mode := range cfg.Reads {
 			for _, c := range sets {
-				var colds, hots []float64
+				secs, cpus := map[string][]float64{}, map[string][]float64{}
 				for i := 0; i < cfg.Repeat; i++ {
 					cu, err := start(target)
 					if err != nil {
 						return nil, fmt.Errorf("%s: %w", target, err)
 					}
-					cold, err := xrdcpMode(ctx, mode, cu.url(), c.files)
-					var hot float64
-					if err == nil {
-						hot, err = xrdcpMode(ctx, mode, cu.url(), c.files)
+					pass := func(name string) error {
+						c0, _ := procstat.CPU(cu.pid)
+						t, err := xrdcpMode(ctx, mode, cu.url(), c.files)
+						c1, _ := procstat.CPU(cu.pid)
+						secs[name] = append(secs[name], t)
+						cpus[name] = append(cpus[name], (c1-c0).Seconds()/gibOf(c.files))
+						return err
 					}
-					cu.stop()
+					err = pass("cold")
+					if err == nil {
+						err = pass("hot")
+					}
+					if err == nil {
+						err = pass("hot-ram")
+					}
+					if err == nil {
+						cu.halt()
+						res.DroppedCaches = dropPageCache() == nil
+						if cu, err = cu.restart(); err == nil {
+							err = pass("hot-disk")
+						}
+					}
+					if cu != nil {
+						cu.stop()
+					}
 					if err != nil {
 						return nil, fmt.Errorf("%s %s %s: %w", target, mode, c.name, err)
 					}
-					colds, hots = append(colds, cold), append(hots, hot)
 				}
 				k := mode + ":" + c.name
-				res.Seconds[target][k+"-cold"] = medianOf(colds)
-				res.Seconds[target][k+"-hot"] = medianOf(hots)
-				progress("%s %s %s: cold %.2fs, hot %.2fs", target, mode, c.name, medianOf(colds), medianOf(hots))
+				for name := range secs {
+					res.Seconds[target][k+"-"+name] = medianOf(secs[name])
+					res.CPU[target][k+"-"+name] = medianOf(cpus[name])
+				}
+				progress("%s %s %s: cold %.2fs %.2f cpu-s/GiB, hot %.2fs %.2f, hot-ram %.2fs %.2f, hot-disk %.2fs %.2f", target, mode, c.name,
+					res.Seconds[target][k+"-cold"], res.CPU[target][k+"-cold"], res.Seconds[target][k+"-hot"], res.CPU[target][k+"-hot"],
+					res.Seconds[target][k+"-hot-ram"], res.CPU[target][k+"-hot-ram"], res.Seconds[target][k+"-hot-disk"], res.CPU[target][k+"-hot-disk"])
 			}
 		}
 		res.MemoryGrowth[target] = map[int]int64{}
@@ -258,26 +308,64 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) (*ThroughputResult, e
 }
 
 // directCase is the direct read a cache case is compared with:
-// "read:single-cold" -> "read:single".
-func directCase(k string) string { return k[:strings.LastIndex(k, "-")] }
+// "read:single-hot-ram" -> "read:single".
+func directCase(k string) string {
+	if i := strings.Index(k, "-"); i >= 0 {
+		return k[:i]
+	}
+	return k
+}
+
+// sizeOf is the size of file f under dir.
+func sizeOf(dir, f string) int64 {
+	st, err := os.Stat(filepath.Join(dir, f))
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
+// dropPageCache writes back and drops the kernel's page cache (root only),
+// so that a read that follows comes from disk.
+func dropPageCache() error {
+	syscall.Sync()
+	return os.WriteFile("/proc/sys/vm/drop_caches", []byte("3\n"), 0o200)
+}
 
 func printThroughput(w io.Writer, r *ThroughputResult, targets []string) {
 	cfg := r.Config
 	fmt.Fprintf(w, "\nThroughput on loopback, real xrdcp (read: plain kXR_read, XRD_CPUSEPGWRTRD=0, as ROOT and uproot read; pgread: xrdcp's default), C++ xrootd origin; median of %d runs.\n", cfg.Repeat)
 	fmt.Fprintf(w, "single: one file of %d MiB; parallel: %d files of %d MiB at once; ratios against the direct read in the same mode.\n\n", cfg.BigSize>>20, cfg.ParFiles, cfg.ParSize>>20)
+	fmt.Fprintln(w, "Passes: cold (first read), hot (second), hot-ram (third: a file read again is in hepcache's RAM cache), hot-disk (the cache restarted on its directory and the page cache dropped: read back from disk).")
+	fmt.Fprintf(w, "CPU: the process's user+system seconds per GiB served (direct: the C++ origin's); floor: what this machine's data path steps cost (bench floor): cold %.3f, hot from RAM %.3f, hot from disk %.3f s/GiB.\n\n", r.Floor.Cold, r.Floor.HotRAM, r.Floor.HotDisk)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "read\tcase\tdirect [s]\t"+strings.Join(mapStrings(targets, func(t string) string { return t + " [s]\t" + t + "/direct" }), "\t")+"\t")
+	fmt.Fprintln(tw, "read\tcase\tdirect [s]\tdirect cpu\t"+strings.Join(mapStrings(targets, func(t string) string { return t + " [s]\t" + t + "/direct\t" + t + " cpu\t" + t + " cpu/floor" }), "\t")+"\t")
+	floorOf := func(c string) float64 {
+		switch {
+		case strings.HasSuffix(c, "-cold"):
+			return r.Floor.Cold
+		case strings.HasSuffix(c, "-hot-disk"):
+			return r.Floor.HotDisk
+		}
+		return r.Floor.HotRAM
+	}
 	for _, mode := range cfg.Reads {
-		for _, c := range []string{"single-cold", "single-hot", "parallel-cold", "parallel-hot"} {
-			k := mode + ":" + c
-			fmt.Fprintf(tw, "%s\t%s\t%.2f\t", mode, c, r.Seconds["direct"][directCase(k)])
-			for _, t := range targets {
-				fmt.Fprintf(tw, "%.2f\t%.2fx\t", r.Seconds[t][k], r.Ratios[t][k])
+		for _, set := range []string{"single", "parallel"} {
+			for _, pass := range []string{"cold", "hot", "hot-ram", "hot-disk"} {
+				c := set + "-" + pass
+				k := mode + ":" + c
+				fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t", mode, c, r.Seconds["direct"][directCase(k)], r.CPU["direct"][directCase(k)])
+				for _, t := range targets {
+					fmt.Fprintf(tw, "%.2f\t%.2fx\t%.2f\t%.2fx\t", r.Seconds[t][k], r.Ratios[t][k], r.CPU[t][k], r.CPU[t][k]/floorOf(c))
+				}
+				fmt.Fprintln(tw)
 			}
-			fmt.Fprintln(tw)
 		}
 	}
 	tw.Flush()
+	if !r.DroppedCaches {
+		fmt.Fprintln(w, "(the page cache could not be dropped before hot-disk: not root; XCache's hot-disk reads may have come from it)")
+	}
 	fmt.Fprintf(w, "\nMemory: peak resident memory above the idle cache with N concurrent cold clients (own file of %d MiB each).\n\n", cfg.MemSize>>20)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "N\t")
@@ -298,7 +386,7 @@ func printThroughput(w io.Writer, r *ThroughputResult, targets []string) {
 	}
 	fmt.Fprintln(tw)
 	tw.Flush()
-	fmt.Fprintln(w, "\nhepcache targets: cold <= 1.3x direct, hot <= 1.0x direct (single and parallel), <= 1.5 MB per added cold client.")
+	fmt.Fprintln(w, "\nhepcache targets: cold <= 1.3x direct, hot <= 1.0x direct (single and parallel), <= 1.5 MB per added cold client; CPU <= 1.25x the floor (cold, hot-ram, hot-disk).")
 }
 
 func mapStrings(in []string, f func(string) string) []string {

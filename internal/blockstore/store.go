@@ -50,17 +50,25 @@ type Config struct {
 // readers at once.
 const MinSlots = 16
 
-// smallShare is the part of the slots S3-FIFO's probation queue holds
-// (the paper's 10 %).
-const smallShare = 10
+// smallShare is the part of the cached blocks S3-FIFO's probation queue
+// holds (the paper's 10 %), and minSmall the fewest it holds (or a tenth
+// of the slots, if less). The share is of what the cache holds, not of the
+// arena: a scan through a fresh process cycles through minSmall slots
+// instead of first touching a tenth of the arena (first touch of a page
+// costs as much as the write it would serve on a VM whose host takes
+// freed pages back); the probation queue grows as blocks prove hot.
+const (
+	smallShare = 10
+	minSmall   = 32
+)
 
 // Store is the arena and the RAM block cache over it. Safe for concurrent
 // use.
 type Store struct {
 	arena *arena
 	slots []slot
-	// smallTarget is the probation queue's share, in slots.
-	smallTarget int
+	// minSmall is the probation queue's floor for this arena, in slots.
+	minSmall int
 
 	// mu protects everything below and every slot's fields but buf.
 	mu          sync.Mutex
@@ -75,6 +83,10 @@ type Store struct {
 	touched int // slots ever handed out: the arena's resident part
 	filling int
 	pinned  int
+	// unread counts cached blocks read ahead that no reader has read yet:
+	// evicting them would only make their reader read them back from disk,
+	// so probation keeps them on top of its share, up to half the slots.
+	unread int
 	// closed: Close was called; the arena goes when the last pin does.
 	closed bool
 
@@ -114,6 +126,8 @@ type slot struct {
 	state slotState
 	refs  int32
 	freq  uint8 // S3-FIFO's access count, 0..3
+	// unread: read ahead, not read by any client yet (Store.unread).
+	unread bool
 	// reader is the last client (Reader) that read the block: its reads
 	// of it count as one access, so a client reading a block in many
 	// small pieces (TTreeCache, uproot) does not make it look hot. 0: none
@@ -140,7 +154,7 @@ func New(cfg Config) (*Store, error) {
 	s := &Store{
 		arena:       a,
 		slots:       make([]slot, n),
-		smallTarget: max(1, n*smallShare/100),
+		minSmall:    max(1, min(minSmall, n*smallShare/100)),
 		cached:      map[Key]*slot{},
 		loading:     map[Key]*load{},
 		changed:     make(chan struct{}),
@@ -179,6 +193,8 @@ type Usage struct {
 	// Filling the slots being filled, Pinned the slots in use by readers
 	// or fills, Touched the slots ever used (the arena's resident part).
 	Cached, Small, Main, Filling, Pinned, Touched int
+	// Unread counts the blocks read ahead that no client has read yet.
+	Unread int
 }
 
 // Usage returns the store's occupancy now.
@@ -186,7 +202,7 @@ func (s *Store) Usage() Usage {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return Usage{Slots: len(s.slots), SlotSize: s.arena.slotSize, Cached: len(s.cached),
-		Small: s.small.len, Main: s.main.len, Filling: s.filling, Pinned: s.pinned, Touched: s.touched}
+		Small: s.small.len, Main: s.main.len, Filling: s.filling, Pinned: s.pinned, Touched: s.touched, Unread: s.unread}
 }
 
 // Block is a pinned slot: its bytes stay put until Release. Each Block
@@ -281,6 +297,9 @@ func (s *Store) Get(k Key, r Reader) *Block {
 // is a new access; the first reader of a block read ahead is the one it
 // was read ahead for.
 func (s *Store) accessLocked(sl *slot, r Reader) {
+	if r != Internal {
+		s.readLocked(sl)
+	}
 	switch {
 	case r == Internal || r == sl.reader:
 	case sl.reader == Internal:
@@ -336,7 +355,7 @@ func (s *Store) acquire(ctx context.Context) (*slot, error) {
 // its share (so a scan recycles its own slots instead of touching new
 // ones), else an evicted one, else any free one.
 func (s *Store) takeLocked() *slot {
-	if s.small.len < s.smallTarget && len(s.free) > 0 {
+	if s.small.len < s.smallTargetLocked() && len(s.free) > 0 {
 		return s.popFreeLocked()
 	}
 	if sl := s.evictLocked(); sl != nil {
@@ -346,6 +365,21 @@ func (s *Store) takeLocked() *slot {
 		return s.popFreeLocked()
 	}
 	return nil
+}
+
+// smallTargetLocked is the probation queue's share now: a tenth of the
+// cached blocks, at least minSmall, plus the blocks read ahead and not
+// read yet.
+func (s *Store) smallTargetLocked() int {
+	return max(s.minSmall, (s.small.len+s.main.len)*smallShare/100) + s.unread
+}
+
+// readLocked records that sl has been read (no longer unread).
+func (s *Store) readLocked(sl *slot) {
+	if sl.unread {
+		sl.unread = false
+		s.unread--
+	}
 }
 
 func (s *Store) popFreeLocked() *slot {
@@ -363,7 +397,7 @@ func (s *Store) popFreeLocked() *slot {
 // are passed over.
 func (s *Store) evictLocked() *slot {
 	first, second := &s.small, &s.main
-	if s.small.len < s.smallTarget && s.main.len > 0 {
+	if s.small.len < s.smallTargetLocked() && s.main.len > 0 {
 		first, second = second, first
 	}
 	for _, q := range []*queue{first, second} {
@@ -378,7 +412,7 @@ func (s *Store) evictFromLocked(q *queue) *slot {
 	for tries := 2*q.len + 1; tries > 0 && q.tail != nil; tries-- {
 		sl := q.tail
 		switch {
-		case sl.refs > 0:
+		case sl.refs > 0, sl.unread && s.unread <= len(s.slots)/2:
 			q.moveToHead(sl)
 		case q == &s.small && sl.freq > 0:
 			q.remove(sl)
@@ -390,6 +424,7 @@ func (s *Store) evictFromLocked(q *queue) *slot {
 			q.moveToHead(sl)
 		default:
 			q.remove(sl)
+			s.readLocked(sl)
 			delete(s.cached, sl.key)
 			if q == &s.small {
 				s.ghost.add(sl.key)
@@ -422,6 +457,10 @@ func (s *Store) publishLocked(k Key, sl *slot, n int, r Reader, shared bool) {
 	if shared {
 		sl.freq = 1
 	}
+	if r == Internal {
+		sl.unread = true
+		s.unread++
+	}
 	s.cached[k] = sl
 	if s.ghost.take(k) {
 		s.stats.GhostHits.Add(1)
@@ -446,6 +485,7 @@ func (s *Store) dropLocked(k Key) {
 	}
 	delete(s.cached, k)
 	sl.q.remove(sl)
+	s.readLocked(sl)
 	if sl.refs > 0 {
 		sl.state = slotDropped
 		return

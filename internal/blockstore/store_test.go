@@ -26,15 +26,19 @@ func newStore(t *testing.T, slots int) *Store {
 	return s
 }
 
-// fill publishes block k with bytes derived from k and releases it.
-func fill(t *testing.T, s *Store, k Key) {
+// fill publishes block k with bytes derived from k, fetched for client 1,
+// and releases it.
+func fill(t *testing.T, s *Store, k Key) { fillFor(t, s, k, 1) }
+
+// fillFor is fill for client r (Internal: read ahead).
+func fillFor(t *testing.T, s *Store, k Key, r Reader) {
 	t.Helper()
 	b, err := s.Fill(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	copy(b.Buf(), pattern(k))
-	s.Publish(k, b, testSlot, Internal, false)
+	s.Publish(k, b, testSlot, r, false)
 	b.Release()
 }
 
@@ -114,7 +118,7 @@ func TestScanDoesNotEvictHotBlocks(t *testing.T) {
 	}
 	// The scan touched the probation share and the hot blocks' slots, not
 	// the whole arena.
-	if u := s.Usage(); u.Touched > len(hot)+s.smallTarget+2 {
+	if u := s.Usage(); u.Touched > len(hot)+s.smallTargetLocked()+2 {
 		t.Fatalf("a scan touched %d of %d slots (usage %+v)", u.Touched, u.Slots, u)
 	}
 	st := s.Stats()
@@ -129,8 +133,8 @@ func TestScanDoesNotEvictHotBlocks(t *testing.T) {
 func TestOneClientIsOneAccess(t *testing.T) {
 	s := newStore(t, 40)
 	one, two := Key{File: 1, Block: 1}, Key{File: 1, Block: 2}
-	fill(t, s, one)
-	fill(t, s, two)
+	fillFor(t, s, one, 7)
+	fillFor(t, s, two, 7)
 	for range 10 {
 		s.Get(one, 7).Release()
 		s.Get(two, 7).Release()
@@ -147,6 +151,37 @@ func TestOneClientIsOneAccess(t *testing.T) {
 		t.Fatal("a block read by two clients was evicted by a scan")
 	}
 	b.Release()
+}
+
+// TestReadAheadWaitsForItsReader: blocks read ahead stay in RAM until their
+// reader has read them, even while a scan goes on (else the reader would
+// read them back from disk); once read they are on probation like any.
+func TestReadAheadWaitsForItsReader(t *testing.T) {
+	s := newStore(t, 40)
+	var ahead []Key
+	for i := 0; i < 12; i++ {
+		ahead = append(ahead, Key{File: 5, Block: int64(i)})
+		fillFor(t, s, ahead[i], Internal)
+	}
+	for i := 0; i < 200; i++ {
+		fill(t, s, Key{File: 6, Block: int64(i)})
+	}
+	for _, k := range ahead {
+		b := s.Get(k, 3)
+		if b == nil {
+			t.Fatalf("block %v read ahead was evicted before its reader came", k)
+		}
+		b.Release()
+	}
+	if n := s.Usage().Unread; n != 0 {
+		t.Fatalf("%d blocks still counted unread", n)
+	}
+	for i := 200; i < 400; i++ {
+		fill(t, s, Key{File: 6, Block: int64(i)})
+	}
+	if s.Get(ahead[0], 4) != nil {
+		t.Fatal("a block read once, by its reader, survived a long scan")
+	}
 }
 
 // TestGhostHitGoesToMain: a block evicted from probation and loaded again
