@@ -152,12 +152,12 @@ func New(cfg Config) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{
-		arena:       a,
-		slots:       make([]slot, n),
-		minSmall:    max(1, min(minSmall, n*smallShare/100)),
-		cached:      map[Key]*slot{},
-		loading:     map[Key]*load{},
-		changed:     make(chan struct{}),
+		arena:    a,
+		slots:    make([]slot, n),
+		minSmall: max(1, min(minSmall, n*smallShare/100)),
+		cached:   map[Key]*slot{},
+		loading:  map[Key]*load{},
+		changed:  make(chan struct{}),
 	}
 	s.ghost.init(n)
 	s.free = make([]*slot, 0, n)
