@@ -25,8 +25,11 @@ import (
 	"github.com/hepcache/hepcache/origin"
 )
 
-// maxDiskWriters is how many pieces are written to disk at once.
-const maxDiskWriters = 4
+// maxDiskWriters is how many blocks are written to disk at once. Direct
+// writes of whole blocks are few and quick; more writers only contend for
+// the file's inode lock (ext4 takes it exclusively for a direct write into
+// a hole) and hand processors between threads.
+const maxDiskWriters = 2
 
 // readBufSize is the chunk in which cached data is read and handed to the
 // front ends.
