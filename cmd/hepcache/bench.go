@@ -11,6 +11,7 @@ import (
 
 	"github.com/hepcache/hepcache/internal/bench"
 	"github.com/hepcache/hepcache/internal/config"
+	"github.com/hepcache/hepcache/internal/wan"
 )
 
 func runBench(ctx context.Context, args []string) error {
@@ -43,6 +44,8 @@ func runBench(ctx context.Context, args []string) error {
 		return benchWAN(ctx, args[1:])
 	case "floor":
 		return benchFloor(args[1:])
+	case "link":
+		return benchLink(args[1:])
 	}
 	return fmt.Errorf("unknown benchmark %q: %w", args[0], errBenchUsage)
 }
@@ -88,6 +91,19 @@ func benchFloor(args []string) error {
 	return err
 }
 
+func benchLink(args []string) error {
+	fs := flag.NewFlagSet("bench link", flag.ContinueOnError)
+	var cfg wan.Config
+	fs.StringVar(&cfg.Target, "target", "", "host:port every connection is forwarded to (required)")
+	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:0", "address to listen on")
+	fs.DurationVar(&cfg.RTT, "rtt", 0, "round-trip time the link adds")
+	fs.Int64Var(&cfg.Bandwidth, "bandwidth", 0, "bandwidth in bytes/s (0: unlimited)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	return bench.Link(cfg, os.Stdout)
+}
+
 func benchPurge(args []string) error {
 	fs := flag.NewFlagSet("bench purge", flag.ContinueOnError)
 	var cfg bench.PurgeConfig
@@ -115,8 +131,17 @@ func benchWAN(ctx context.Context, args []string) error {
 	full := fs.Bool("full", false, "the whole matrix: RTT 0, 20, 150 ms; 1, 8, 32 clients; unlimited and 10 Gbit/s; both read modes (takes long on 2 cores)")
 	fs.Var(&size, "file-size", "bytes each client reads")
 	cacheFlags := fs.String("cache-flags", "", "extra `hepcache serve` flags, space-separated (default: as shipped)")
+	fs.BoolVar(&cfg.NoWarmup, "no-warmup", false, "measure each cache process fresh, without a warm-up pass over other files")
+	link := fs.String("link", "inline", "where the emulated link runs: inline (in the benchmark's process) or process (its own, `hepcache bench link`)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	switch *link {
+	case "inline":
+	case "process":
+		cfg.LinkProcess = true
+	default:
+		return fmt.Errorf("--link %q: want inline or process", *link)
 	}
 	if *full {
 		*rtts, clients, *bws, *reads = "0s,20ms,150ms", intList{1, 8, 32}, "0,10", "read,pgread"

@@ -48,7 +48,19 @@ type WANConfig struct {
 	// directly with curl against hepcache read with curl and plain
 	// xrdcp; left out when versitygw is not installed, except in CI).
 	// Default both.
-	Origins  []string
+	Origins []string
+	// LinkProcess runs the emulated link in a process of its own (`bench
+	// link`) instead of in the benchmark's: its CPU then competes with the
+	// cache's as a router's would not, but the benchmark's goroutines do
+	// not share a runtime with it.
+	LinkProcess bool
+	// NoWarmup measures each cache process fresh. By default each first
+	// reads other files of the same count and size (a warm-up pass, not
+	// timed), so that the cold pass shows a cache that has been running:
+	// a fresh process first touches the memory it holds blocks in, which
+	// on a VM whose host takes freed pages back costs as much as a buffered
+	// write (bench floor), once.
+	NoWarmup bool
 	Out      io.Writer
 	Progress io.Writer
 }
@@ -74,15 +86,19 @@ type WANRow struct {
 	// receives every byte and writes it to disk).
 	PeakRSS   int64   `json:"peak_rss_bytes,omitempty"`
 	CPUPerGiB float64 `json:"cpu_s_per_gib,omitempty"`
-	// PerClientRSS (hepcache) is the peak of RSS less the fetch memory in
-	// use at the same moment (bytes in flight by design), per client.
-	PerClientRSS int64 `json:"rss_per_client_excl_in_flight_bytes,omitempty"`
+	// OutsideRAM (hepcache) is the peak of RSS less the part of its RAM
+	// arena (cache.ram) in use at the same moment: the process's memory
+	// beyond the blocks it holds (in flight and cached); PerClientRSS is
+	// that per client. RAMTouched is the arena's resident part at the end.
+	OutsideRAM   int64 `json:"rss_outside_ram_bytes,omitempty"`
+	PerClientRSS int64 `json:"rss_outside_ram_per_client_bytes,omitempty"`
+	RAMTouched   int64 `json:"ram_touched_bytes,omitempty"`
 	// IdleRSS is the cache process's RSS before the cold pass, and
-	// MarginalRSS the peak of RSS less in-flight bytes above it, per
-	// client: what one more concurrent client costs, without the
-	// process's fixed footprint (binary, runtime, free buffers kept).
+	// MarginalRSS the peak outside the arena above it, per client: what
+	// one more concurrent client costs, without the process's fixed
+	// footprint (binary, runtime).
 	IdleRSS     int64 `json:"idle_rss_bytes,omitempty"`
-	MarginalRSS int64 `json:"rss_per_client_above_idle_excl_in_flight_bytes,omitempty"`
+	MarginalRSS int64 `json:"rss_outside_ram_per_client_above_idle_bytes,omitempty"`
 }
 
 func (c *WANConfig) defaults() error {
@@ -148,6 +164,12 @@ func WAN(ctx context.Context, cfg WANConfig) ([]WANRow, error) {
 	if err != nil {
 		return nil, err
 	}
+	var warm []string
+	if !cfg.NoWarmup {
+		if warm, err = writeLoadFiles(data, "wanwarm", maxN, cfg.FileSize); err != nil {
+			return nil, err
+		}
+	}
 	var origin *xrdproc.Server
 	if slices.Contains(cfg.Origins, "xrootd") {
 		if origin, err = xrdproc.StartOrigin(data); err != nil {
@@ -163,6 +185,11 @@ func WAN(ctx context.Context, cfg WANConfig) ([]WANRow, error) {
 		if s3o != nil {
 			defer s3o.stop()
 		}
+	}
+	progress("measuring this machine's floor (bench floor)")
+	floor, err := Floor(FloorConfig{Dir: filepath.Join(cfg.Dir, "floor"), Size: 512 << 20, Out: io.Discard})
+	if err != nil {
+		return nil, err
 	}
 	var rows []WANRow
 	run := 0
@@ -180,7 +207,7 @@ func WAN(ctx context.Context, cfg WANConfig) ([]WANRow, error) {
 			if origin == nil {
 				continue
 			}
-			link, err := wan.New(&wan.Config{Target: origin.Addr, RTT: rtt, Bandwidth: bw})
+			link, err := newLink(&cfg, origin.Addr, rtt, bw)
 			if err != nil {
 				return nil, err
 			}
@@ -189,7 +216,7 @@ func WAN(ctx context.Context, cfg WANConfig) ([]WANRow, error) {
 				gib := float64(int64(n)*cfg.FileSize) / (1 << 30)
 				for _, mode := range cfg.Reads {
 					cpu0, _ := procstat.CPU(origin.PID())
-					secs, err := xrdcpMode(ctx, mode, "root://"+link.Addr().String(), files[:n])
+					secs, err := xrdcpMode(ctx, mode, "root://"+link.Addr(), files[:n])
 					if err != nil {
 						link.Close()
 						return nil, fmt.Errorf("direct %s: %w", mode, err)
@@ -220,18 +247,25 @@ func WAN(ctx context.Context, cfg WANConfig) ([]WANRow, error) {
 							flags = append(append([]string(nil), flags...), "--metrics-listen", addr)
 							metricsURL = "http://" + addr + "/metrics"
 						}
-						cp, err := startCacheProc(kind, cfg.HepcacheBin, filepath.Join(cfg.Dir, fmt.Sprintf("cache-%s-%d", kind, run)), link.Addr().String(), flags)
+						cp, err := startCacheProc(kind, cfg.HepcacheBin, filepath.Join(cfg.Dir, fmt.Sprintf("cache-%s-%d", kind, run)), link.Addr(), flags)
 						if err != nil {
 							link.Close()
 							return nil, err
 						}
+						if warm != nil {
+							if _, err := xrdcpMode(ctx, mode, cp.url(), warm[:n]); err != nil {
+								cp.stop()
+								link.Close()
+								return nil, fmt.Errorf("%s %s x%d warm-up: %w", kind, mode, n, err)
+							}
+						}
 						cpu0, _ := procstat.CPU(cp.pid)
 						idle, _ := procstat.RSS(cp.pid)
 						s := procstat.Start(cp.pid, 50*time.Millisecond)
-						excl := sampleExclInFlight(cp.pid, metricsURL)
+						excl := sampleOutsideRAM(cp.pid, metricsURL)
 						cold, err := xrdcpMode(ctx, mode, cp.url(), files[:n])
 						peak, _, _ := s.Stop()
-						peakExcl := excl()
+						peakExcl, touched := excl()
 						cpu1, _ := procstat.CPU(cp.pid)
 						var hot float64
 						if err == nil {
@@ -246,7 +280,7 @@ func WAN(ctx context.Context, cfg WANConfig) ([]WANRow, error) {
 							ColdRatio: cold / direct[mode], HotRatio: hot / direct[mode], ColdVsFastest: cold / fastest,
 							PeakRSS: peak, CPUPerGiB: (cpu1 - cpu0).Seconds() / gib}
 						if metricsURL != "" {
-							r.PerClientRSS = peakExcl / int64(n)
+							r.OutsideRAM, r.PerClientRSS, r.RAMTouched = peakExcl, peakExcl/int64(n), touched
 							r.IdleRSS, r.MarginalRSS = idle, max(peakExcl-idle, 0)/int64(n)
 						}
 						rows = append(rows, r)
@@ -258,7 +292,7 @@ func WAN(ctx context.Context, cfg WANConfig) ([]WANRow, error) {
 			link.Close()
 		}
 	}
-	printWAN(cfg.Out, rows, cfg)
+	printWAN(cfg.Out, rows, cfg, floor)
 	if b, err := json.MarshalIndent(rows, "", "  "); err == nil {
 		os.WriteFile(filepath.Join(cfg.Dir, "wan.json"), b, 0o644)
 	}
@@ -295,12 +329,22 @@ func xrdcpMode(ctx context.Context, mode, base string, files []string) (float64,
 	return time.Since(start).Seconds(), nil
 }
 
-func printWAN(w io.Writer, rows []WANRow, cfg WANConfig) {
+func printWAN(w io.Writer, rows []WANRow, cfg WANConfig, floor *FloorResult) {
 	fmt.Fprintf(w, "\nbench wan: each client reads its own %d MiB file with xrdcp; C++ xrootd origin behind a user-space delay line; ratios against the direct read in the same mode (and against the faster direct mode)\n",
 		cfg.FileSize>>20)
 	fmt.Fprintf(w, "S3 origin (versitygw behind the same link): s3-direct is one curl per client reading its object with SigV4; hepcache-s3 is read with curl over HTTP (http) or plain xrdcp (read); ratios against s3-direct\n\n")
-	fmt.Fprintln(w, "| RTT | bandwidth | read | clients | target | cold [s] | cold/direct | cold/fastest direct | hot [s] | hot/direct | peak RSS [MB] | RSS - in flight, per client [MB] | same above idle RSS, per client [MB] | CPU [s/GiB] |")
-	fmt.Fprintln(w, "| ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	link := "in the benchmark's process"
+	if cfg.LinkProcess {
+		link = "in a process of its own"
+	}
+	warmup := "after a warm-up pass over other files (a cache that has been running)"
+	if cfg.NoWarmup {
+		warmup = "in a fresh process (its first touch of memory included)"
+	}
+	fmt.Fprintf(w, "Each cache is measured %s. ", warmup)
+	fmt.Fprintf(w, "The emulated link runs %s. Memory: peak RSS; outside RAM: peak of RSS less the part of hepcache's RAM arena (cache.ram: blocks in flight and cached) in use; RAM touched: the arena's resident part. CPU: the cache's (direct: the origin's) per GiB; floor (bench floor, this machine): cold %.3f s/GiB.\n\n", link, floor.Cold)
+	fmt.Fprintln(w, "| RTT | bandwidth | read | clients | target | cold [s] | cold/direct | cold/fastest direct | hot [s] | hot/direct | peak RSS [MB] | outside RAM [MB] | outside RAM per client [MB] | RAM touched [MB] | CPU [s/GiB] | CPU/floor |")
+	fmt.Fprintln(w, "| ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	sort.SliceStable(rows, func(i, j int) bool {
 		a, b := rows[i], rows[j]
 		if a.RTTms != b.RTTms {
@@ -324,16 +368,17 @@ func printWAN(w io.Writer, rows []WANRow, cfg WANConfig) {
 			bw = fmt.Sprintf("%.0f Gbit/s", float64(r.Bandwidth)*8/1e9)
 		}
 		if r.Target == "direct" || r.Target == "s3-direct" {
-			fmt.Fprintf(w, "| %.0f ms | %s | %s | %d | %s | %.2f | | | | | | | | %.2f (origin) |\n", r.RTTms, bw, r.Read, r.Clients, r.Target, r.Cold, r.CPUPerGiB)
+			fmt.Fprintf(w, "| %.0f ms | %s | %s | %d | %s | %.2f | | | | | | | | | %.2f (origin) | |\n", r.RTTms, bw, r.Read, r.Clients, r.Target, r.Cold, r.CPUPerGiB)
 			continue
 		}
-		perClient, marginal := "-", "-"
-		if r.PerClientRSS != 0 {
+		outside, perClient, touched := "-", "-", "-"
+		if r.OutsideRAM != 0 {
+			outside = fmt.Sprintf("%.0f", float64(r.OutsideRAM)/1e6)
 			perClient = fmt.Sprintf("%.1f", float64(r.PerClientRSS)/1e6)
-			marginal = fmt.Sprintf("%.1f (idle %.0f)", float64(r.MarginalRSS)/1e6, float64(r.IdleRSS)/1e6)
+			touched = fmt.Sprintf("%.0f", float64(r.RAMTouched)/1e6)
 		}
-		fmt.Fprintf(w, "| %.0f ms | %s | %s | %d | %s | %.2f | %.2fx | %.2fx | %.2f | %.2fx | %.0f | %s | %s | %.2f |\n",
-			r.RTTms, bw, r.Read, r.Clients, r.Target, r.Cold, r.ColdRatio, r.ColdVsFastest, r.Hot, r.HotRatio, float64(r.PeakRSS)/1e6, perClient, marginal, r.CPUPerGiB)
+		fmt.Fprintf(w, "| %.0f ms | %s | %s | %d | %s | %.2f | %.2fx | %.2fx | %.2f | %.2fx | %.0f | %s | %s | %s | %.2f | %.2fx |\n",
+			r.RTTms, bw, r.Read, r.Clients, r.Target, r.Cold, r.ColdRatio, r.ColdVsFastest, r.Hot, r.HotRatio, float64(r.PeakRSS)/1e6, outside, perClient, touched, r.CPUPerGiB, r.CPUPerGiB/floor.Cold)
 	}
 }
 
@@ -347,28 +392,27 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// sampleExclInFlight samples, every 50 ms until the returned function is
-// called, the process's RSS less the fetch memory its /metrics reports in
-// use at that moment, and returns the peak of that difference (0 without
-// a metrics URL). Both come from the same scrape (process_resident_memory_bytes
-// is read while /metrics is written): an RSS read apart from the scrape is
-// a few milliseconds off, while the bytes in flight fall by hundreds of MB
-// a second at the end of a cold pass.
-func sampleExclInFlight(pid int, metricsURL string) func() int64 {
+// sampleOutsideRAM samples, every 50 ms until the returned function is
+// called, the process's RSS less the part of its RAM arena in use
+// (hepcache_ram_touched_bytes), and returns the peak of that difference
+// and the arena's resident part at the end (0 without a metrics URL). Both
+// come from the same scrape (process_resident_memory_bytes is read while
+// /metrics is written).
+func sampleOutsideRAM(pid int, metricsURL string) func() (peak, touched int64) {
 	if metricsURL == "" {
-		return func() int64 { return 0 }
+		return func() (int64, int64) { return 0, 0 }
 	}
 	stop := make(chan struct{})
-	done := make(chan int64, 1)
+	done := make(chan [2]int64, 1)
 	client := &http.Client{Timeout: time.Second}
 	go func() {
-		var peak int64
+		var peak, touched int64
 		t := time.NewTicker(50 * time.Millisecond)
 		defer t.Stop()
 		for {
 			select {
 			case <-stop:
-				done <- peak
+				done <- [2]int64{peak, touched}
 				return
 			case <-t.C:
 			}
@@ -376,12 +420,12 @@ func sampleExclInFlight(pid int, metricsURL string) func() int64 {
 			if err != nil {
 				continue
 			}
-			var rss, inflight int64 = -1, 0
+			var rss int64 = -1
 			sc := bufio.NewScanner(resp.Body)
 			for sc.Scan() {
-				if v, ok := strings.CutPrefix(sc.Text(), "hepcache_fetch_inflight_bytes "); ok {
+				if v, ok := strings.CutPrefix(sc.Text(), "hepcache_ram_touched_bytes "); ok {
 					f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
-					inflight = int64(f)
+					touched = int64(f)
 				}
 				if v, ok := strings.CutPrefix(sc.Text(), "process_resident_memory_bytes "); ok {
 					f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
@@ -394,11 +438,37 @@ func sampleExclInFlight(pid int, metricsURL string) func() int64 {
 					continue
 				}
 			}
-			peak = max(peak, rss-inflight)
+			peak = max(peak, rss-touched)
 		}
 	}()
-	return func() int64 {
+	return func() (int64, int64) {
 		close(stop)
-		return <-done
+		r := <-done
+		return r[0], r[1]
 	}
+}
+
+// wanLink is the emulated link, in this process or in one of its own.
+type wanLink interface {
+	Addr() string
+	Close()
+}
+
+type inlineLink struct{ p *wan.Proxy }
+
+func (l inlineLink) Addr() string { return l.p.Addr().String() }
+func (l inlineLink) Close()       { l.p.Close() }
+
+func (l *linkProc) Addr() string { return l.addr }
+func (l *linkProc) Close()       { l.close() }
+
+func newLink(cfg *WANConfig, target string, rtt time.Duration, bw int64) (wanLink, error) {
+	if cfg.LinkProcess {
+		return startLinkProc(cfg.HepcacheBin, target, rtt, bw)
+	}
+	p, err := wan.New(&wan.Config{Target: target, RTT: rtt, Bandwidth: bw})
+	if err != nil {
+		return nil, err
+	}
+	return inlineLink{p}, nil
 }
