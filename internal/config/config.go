@@ -127,8 +127,9 @@ type ServerConfig struct {
 	// MetricsListen serves /metrics and /health on a separate address;
 	// empty (default) serves them on the HTTP listener if there is one.
 	MetricsListen string `toml:"metrics_listen"`
-	// ShutdownTimeout is how long SIGTERM waits for reads to finish.
-	// Default 30s.
+	// ShutdownTimeout is how long SIGTERM waits for reads to finish;
+	// then origin calls are cut and the process exits at most 1s later,
+	// whatever still waits. Default 30s.
 	ShutdownTimeout Duration `toml:"shutdown_timeout"`
 	// HealthWindow is how long an origin or disk error keeps /health
 	// "degraded". Default 5m: long enough for a load balancer polling

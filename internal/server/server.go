@@ -77,7 +77,11 @@ type Server struct {
 
 	wg        sync.WaitGroup
 	serveErrs chan error
+	// closeOnce starts closeAll; closeDone is closed when it has ended,
+	// with its result in closeErr.
 	closeOnce sync.Once
+	closeDone chan struct{}
+	closeErr  error
 }
 
 // New builds and starts a server: it validates cfg, takes the cache
@@ -90,7 +94,7 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s = &Server{cfg: cfg, log: log, serveErrs: make(chan error, 4)}
+	s = &Server{cfg: cfg, log: log, serveErrs: make(chan error, 4), closeDone: make(chan struct{})}
 	// "return nil, err" sets s to nil: close what was built through a copy.
 	built := s
 	defer func() {
@@ -301,7 +305,8 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 // Shutdown stops accepting connections, lets in-flight requests finish until
-// ctx ends, then closes the cache so that every sidecar is consistent.
+// ctx ends, then closes the cache so that every sidecar is consistent. It
+// returns soon after ctx ends whatever is still waiting (closeWithin).
 func (s *Server) Shutdown(ctx context.Context) error {
 	var errs []error
 	// Leave the redirector and the cluster first: they stop sending
@@ -323,9 +328,18 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			}
 		}()
 	}
-	wg.Wait()
-	errs = append(errs, s.Close())
-	return errors.Join(errs...)
+	// A front end closing at the deadline waits for its connections,
+	// which may wait for the origin: closeWithin deals with that.
+	fronts := make(chan struct{})
+	go func() { wg.Wait(); close(fronts) }()
+	select {
+	case <-fronts:
+	case <-ctx.Done():
+	}
+	err := s.closeWithin(ctx)
+	mu.Lock()
+	defer mu.Unlock()
+	return errors.Join(append(errs, err)...)
 }
 
 func (s *Server) rootShutdown(ctx context.Context) error {
@@ -342,55 +356,102 @@ func (s *Server) httpShutdown(ctx context.Context) error {
 	return s.http.Shutdown(ctx)
 }
 
-// Close stops everything at once (Shutdown without the grace period).
+// Close stops everything at once (Shutdown without the grace period for
+// the front ends); the cache still gets server.shutdown_timeout for its
+// final syncs (closeWithin).
 func (s *Server) Close() error {
-	var errs []error
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(s.cfg.Server.ShutdownTimeout))
+	defer cancel()
+	return s.closeWithin(ctx)
+}
+
+// finalSyncGrace is how long closing may go on after the shutdown deadline
+// once the origins are cut: enough for the cache's last sidecar syncs.
+const finalSyncGrace = time.Second
+
+// closeWithin closes everything (closeAll, once, however many callers) and
+// returns when that is done or soon after ctx ends. At the deadline the
+// origins are closed, which ends every call still waiting for one (a read
+// from an origin that stopped answering, the close of its file: each would
+// otherwise last origin.timeout); closing then gets finalSyncGrace to
+// finish. Past that it is abandoned with an error and the process may exit:
+// blocks are marked present only once durable, so nothing is lost but
+// blocks to fetch again.
+func (s *Server) closeWithin(ctx context.Context) error {
 	s.closeOnce.Do(func() {
-		s.leaveCmsd()
-		if s.root != nil {
-			s.root.Close()
-		} else if s.rootLn != nil {
-			s.rootLn.Close()
-		}
-		if s.http != nil {
-			done, cancel := context.WithCancel(context.Background())
-			cancel()
-			s.http.Shutdown(done) // with an ended context: close at once
-		} else if s.httpLn != nil {
-			s.httpLn.Close()
-		}
-		if s.adminHTTP != nil {
-			s.adminHTTP.Close()
-		}
-		s.wg.Wait()
-		s.cl.close()
-		if s.dash != nil {
-			s.dash.Close()
-		}
-		if s.admin != nil {
-			s.admin.Close()
-		}
-		if s.stage != nil {
-			s.stage.Close() // before the cache its reads go to
-		}
-		if s.cache != nil {
-			errs = append(errs, s.cache.Close())
-		}
-		if s.origins != nil {
-			errs = append(errs, s.origins.Close())
-		}
-		if s.alog != nil {
-			errs = append(errs, s.alog.Close())
-		}
-		s.mon.Close() // after the cache: its last closes are on the g-stream
-		if s.sec != nil {
-			s.sec.Close()
-		}
-		if s.unlock != nil {
-			s.unlock()
-		}
-		s.log.Info("hepcache stopped")
+		go func() {
+			s.closeErr = s.closeAll()
+			close(s.closeDone)
+		}()
 	})
+	select {
+	case <-s.closeDone:
+		return s.closeErr
+	case <-ctx.Done():
+	}
+	if s.origins != nil {
+		s.log.Warn("shutdown: server.shutdown_timeout reached with work in progress; closing the origin connections")
+		s.origins.Close()
+	}
+	t := time.NewTimer(finalSyncGrace)
+	defer t.Stop()
+	select {
+	case <-s.closeDone:
+		return s.closeErr
+	case <-t.C:
+		s.log.Error("shutdown: still closing after server.shutdown_timeout; exiting without waiting (blocks not yet durable will be fetched again)",
+			"shutdown_timeout", time.Duration(s.cfg.Server.ShutdownTimeout).String())
+		return fmt.Errorf("shutdown: not finished within server.shutdown_timeout (%v) plus %v", time.Duration(s.cfg.Server.ShutdownTimeout), finalSyncGrace)
+	}
+}
+
+// closeAll closes every part in order; see closeWithin.
+func (s *Server) closeAll() error {
+	var errs []error
+	s.leaveCmsd()
+	if s.root != nil {
+		s.root.Close()
+	} else if s.rootLn != nil {
+		s.rootLn.Close()
+	}
+	if s.http != nil {
+		done, cancel := context.WithCancel(context.Background())
+		cancel()
+		s.http.Shutdown(done) // with an ended context: close at once
+	} else if s.httpLn != nil {
+		s.httpLn.Close()
+	}
+	if s.adminHTTP != nil {
+		s.adminHTTP.Close()
+	}
+	s.wg.Wait()
+	s.cl.close()
+	if s.dash != nil {
+		s.dash.Close()
+	}
+	if s.admin != nil {
+		s.admin.Close()
+	}
+	if s.stage != nil {
+		s.stage.Close() // before the cache its reads go to
+	}
+	if s.cache != nil {
+		errs = append(errs, s.cache.Close())
+	}
+	if s.origins != nil {
+		errs = append(errs, s.origins.Close())
+	}
+	if s.alog != nil {
+		errs = append(errs, s.alog.Close())
+	}
+	s.mon.Close() // after the cache: its last closes are on the g-stream
+	if s.sec != nil {
+		s.sec.Close()
+	}
+	if s.unlock != nil {
+		s.unlock()
+	}
+	s.log.Info("hepcache stopped")
 	return errors.Join(errs...)
 }
 

@@ -1,0 +1,55 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hepcache/hepcache/internal/eventually"
+	"github.com/hepcache/hepcache/internal/realclient"
+	"github.com/hepcache/hepcache/internal/wan"
+	"github.com/hepcache/hepcache/internal/xrdtest"
+)
+
+// TestShutdownBehindStuckOriginRead (issue 21, S2): SIGTERM while a client's
+// read waits for an origin that stopped answering (SIGSTOP) ends the process
+// within server.shutdown_timeout, not when origin.timeout (10 minutes here)
+// would end the read.
+func TestShutdownBehindStuckOriginRead(t *testing.T) {
+	realclient.Require(t, "xrdcp")
+	data := t.TempDir()
+	const size = 32 << 20
+	writeFile(t, data, "store/stuck.root", size, 21)
+	origin := xrdtest.StartOrigin(t, data)
+	link, err := wan.New(&wan.Config{Target: origin.Addr, RTT: 10 * time.Millisecond, Bandwidth: 8e6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer link.Close()
+	cacheDir := t.TempDir()
+	cfgFile := filepath.Join(t.TempDir(), "hepcache.toml")
+	os.WriteFile(cfgFile, []byte(fmt.Sprintf("[server]\nshutdown_timeout = \"1s\"\n[cache]\ndir = %q\n[origin]\ndefault = \"root://%s\"\ntimeout = \"10m\"\n",
+		cacheDir, link.Addr())), 0o644)
+	p := startProc(t, "--config", cfgFile)
+	go realclient.Run(t, realclient.Env("XRD_REQUESTTIMEOUT=600", "XRD_STREAMTIMEOUT=600"), "xrdcp", "-s", "-f", "root://"+p.addr+"//store/stuck.root", "/dev/null")
+	eventually.True(t, func() bool { return link.Stats.BytesDown.Load() >= 1<<20 }, "the read under way")
+	// The origin stops answering: every origin read in flight now waits.
+	if err := syscall.Kill(origin.PID(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(origin.PID(), syscall.SIGCONT)
+	time.Sleep(300 * time.Millisecond) // let what the link held drain into the cache
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	start := time.Now()
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		// A liveness bound far above the 1 s asked for, below the 60 s
+		// that an origin file's close waited before.
+		t.Fatal("hepcache still running 30 s after SIGTERM with shutdown_timeout = 1s")
+	}
+	t.Logf("exit %v after SIGTERM: %v", time.Since(start), p.err)
+}
