@@ -94,6 +94,8 @@ type Cache struct {
 	purgeKick   chan struct{}
 	purgeMu     sync.Mutex
 	sinceStatfs atomic.Int64
+	// lastNoSpaceKick (unix ns) rate-limits the purges that full disks wake.
+	lastNoSpaceKick atomic.Int64
 
 	// ctx is cancelled by Close; every entry's fetches derive from it.
 	ctx    context.Context

@@ -176,6 +176,9 @@ func (c *Cache) diskError(id int, err error) {
 	}
 	d := c.disks[id]
 	d.errors.Add(1)
+	if errors.Is(err, syscall.ENOSPC) {
+		c.noSpaceKick()
+	}
 	if diskFailure(err) {
 		c.takeOut(d, err.Error())
 	}
@@ -279,15 +282,24 @@ func (c *Cache) Disks() []DiskUsage {
 	return out
 }
 
-// diskVictims returns, for every disk in service over its high watermark
-// (the cache's watermark fractions of the disk's size), the closed and
-// unpinned files on it from the least recently used end until the disk
-// would be under its low watermark. Only with several disks: one disk is
-// the cache's own usage, which Purge handles.
+// diskVictims returns, for every disk in service whose file system is short
+// of free space (diskNeed), the closed and unpinned files on it from the
+// least recently used end until enough would be free. With one disk and no
+// capacity, Usage is that disk's file system and Purge handles it alone;
+// with a capacity, the file system may still fill first (it is smaller
+// than the capacity, or shared), and then it is purged too instead of
+// turning every miss into a bypass read.
 func (c *Cache) diskVictims() []Key {
 	r := c.rules.Load()
-	if len(c.disks) < 2 || r.high > 1 {
+	if len(c.disks) < 2 && c.cfg.Capacity == 0 {
 		return nil
+	}
+	high, low := r.high, r.low
+	if high > 1 { // sizes: of the capacity, taken as its fractions
+		if c.cfg.Capacity == 0 {
+			return nil
+		}
+		high, low = high/float64(c.cfg.Capacity), low/float64(c.cfg.Capacity)
 	}
 	var out []Key
 	for _, d := range c.disks {
@@ -297,12 +309,39 @@ func (c *Cache) diskVictims() []Key {
 		if c.measure(d) != nil {
 			continue
 		}
-		total, used := d.total.Load(), d.used.Load()
-		if used > watermark(r.high, total) {
-			out = append(out, c.index.victimsOnDisk(d.id, used-watermark(r.low, total))...)
+		if need := c.diskNeed(d, high, low); need > 0 {
+			out = append(out, c.index.victimsOnDisk(d.id, need)...)
 		}
 	}
 	return out
+}
+
+// diskNeed is how many bytes must be freed on d, 0 if none: the watermarks
+// (fractions) keep free the share 1-high of d's size, or of the capacity
+// where that is smaller (a large file system shared with other data is not
+// emptied for a small cache), and a purge frees up to the share 1-low.
+func (c *Cache) diskNeed(d *dataDisk, high, low float64) int64 {
+	total, used := d.total.Load(), d.used.Load()
+	base := total
+	if cp := c.cfg.Capacity; cp > 0 && cp < base {
+		base = cp
+	}
+	free := total - used
+	if float64(free) >= (1-high)*float64(base) {
+		return 0
+	}
+	return int64((1-low)*float64(base)) - free
+}
+
+// noSpaceKick wakes the purger at most once a second on writes that found
+// their disk full: purge checks every disk's free space (diskVictims).
+func (c *Cache) noSpaceKick() {
+	now := time.Now().UnixNano()
+	last := c.lastNoSpaceKick.Load()
+	if now-last < int64(time.Second) || !c.lastNoSpaceKick.CompareAndSwap(last, now) {
+		return
+	}
+	c.kickPurge()
 }
 
 // relData returns p's path relative to a disk's data tree, or false.

@@ -100,13 +100,12 @@ func (c *Cache) grew(k Key, n int64) {
 // noteGrowth is called after bytes were added to the cache; it wakes the
 // purger as soon as usage may have crossed the high watermark.
 func (c *Cache) noteGrowth(total int64, n int64) {
-	if c.cfg.Capacity > 0 {
-		if total > watermark(c.rules.Load().high, c.cfg.Capacity) {
-			c.kickPurge()
-		}
+	if c.cfg.Capacity > 0 && total > watermark(c.rules.Load().high, c.cfg.Capacity) {
+		c.kickPurge()
 		return
 	}
-	// File-system mode: statfs is a syscall, so check every 64 MiB written.
+	// The file systems may fill before the capacity does (diskVictims):
+	// statfs is a syscall, so check every 64 MiB written.
 	if c.sinceStatfs.Add(n) >= 64<<20 {
 		c.sinceStatfs.Store(0)
 		c.kickPurge()
@@ -165,7 +164,7 @@ func (c *Cache) Purge() (files int, bytes int64) {
 	if dv := c.diskVictims(); len(dv) > 0 {
 		df, db := c.evictAll(dv)
 		files, bytes = files+df, bytes+db
-		c.cfg.Logger.Info("purge: disks", "evicted_files", df, "evicted_bytes", db)
+		c.cfg.Logger.Info("purge: data disks short of free space", "evicted_files", df, "evicted_bytes", db)
 		if u, err = c.Usage(); err != nil {
 			c.cfg.Logger.Warn("purge: cannot measure usage", "err", err)
 			return files, bytes

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hepcache/hepcache/internal/config"
 	"github.com/hepcache/hepcache/internal/eventually"
 	"github.com/hepcache/hepcache/internal/realclient"
 	"github.com/hepcache/hepcache/internal/wan"
@@ -52,4 +53,45 @@ func TestShutdownBehindStuckOriginRead(t *testing.T) {
 		t.Fatal("hepcache still running 30 s after SIGTERM with shutdown_timeout = 1s")
 	}
 	t.Logf("exit %v after SIGTERM: %v", time.Since(start), p.err)
+}
+
+// TestPurgeOnFullDiskBelowCapacity (issue 21, S3): the cache directory is a
+// 48 MiB tmpfs and the configured capacity 600M: the disk fills long before
+// the capacity, and the purge must follow the disk's real free space.
+// Before, nothing was ever evicted and every later miss was a bypass read.
+func TestPurgeOnFullDiskBelowCapacity(t *testing.T) {
+	small := realclient.Tmpfs(t, "48m")
+	data := t.TempDir()
+	const files, size = 16, 6 << 20
+	sums := make([][32]byte, files)
+	for i := range sums {
+		sums[i] = writeFile(t, data, fmt.Sprintf("store/fill/f%02d.root", i), size, uint64(300+i))
+	}
+	s := startStack(t, data, func(c *config.Config) {
+		c.Cache.Dir = small
+		c.Space.Capacity = config.Size(600 << 20)
+	})
+	url := func(i int) string { return fmt.Sprintf("%s//store/fill/f%02d.root", s.url, i) }
+	for i := range files {
+		if got := xrdcpSum(t, realclient.Env(), url(i)); got != sums[i] {
+			t.Fatalf("file %d: sha256 %s, want %s", i, hex(got), hex(sums[i]))
+		}
+		s.originBytes() // closed, so that a purge may evict it
+	}
+	st := s.srv.Cache().Stats()
+	if st.Evictions.Load() == 0 {
+		t.Fatalf("%d MiB read through a 48 MiB disk with capacity 600M: no eviction (%d write errors, %d bytes bypassed)",
+			files*size>>20, st.WriteErrors.Load(), st.BytesBypassed.Load())
+	}
+	// The newest file is cached: read again, the origin sends nothing.
+	last := files - 1
+	eventually.True(t, func() bool { return complete(small, fmt.Sprintf("/store/fill/f%02d.root", last)) }, "the newest file cached complete")
+	before := s.originBytes()
+	if got := xrdcpSum(t, realclient.Env(), url(last)); got != sums[last] {
+		t.Fatalf("hot read of file %d: sha256 %s", last, hex(got))
+	}
+	if d := s.originBytes() - before; d != 0 {
+		t.Fatalf("hot read of the newest file moved %d bytes from the origin", d)
+	}
+	t.Logf("evictions %d, write errors %d, bypassed %d bytes", st.Evictions.Load(), st.WriteErrors.Load(), st.BytesBypassed.Load())
 }
