@@ -127,6 +127,11 @@ type ServerConfig struct {
 	// MetricsListen serves /metrics and /health on a separate address;
 	// empty (default) serves them on the HTTP listener if there is one.
 	MetricsListen string `toml:"metrics_listen"`
+	// DebugPprof serves Go's profiles under /debug/pprof/ on MetricsListen
+	// (goroutine dumps of a stuck node: /debug/pprof/goroutine?debug=2).
+	// Default false; needs MetricsListen (never on the clients' HTTP
+	// listener). A CPU profile costs CPU while it runs.
+	DebugPprof bool `toml:"debug_pprof"`
 	// ShutdownTimeout is how long SIGTERM waits for reads to finish;
 	// then origin calls are cut and the process exits at most 1s later,
 	// whatever still waits. Default 30s.
@@ -280,6 +285,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Server.Listen, "listen", c.Server.Listen, "root:// listen address (server.listen)")
 	fs.StringVar(&c.Server.HTTPListen, "http-listen", c.Server.HTTPListen, "http:// listen address, empty for none (server.http_listen)")
 	fs.StringVar(&c.Server.MetricsListen, "metrics-listen", c.Server.MetricsListen, "address for /metrics and /health (server.metrics_listen)")
+	fs.BoolVar(&c.Server.DebugPprof, "debug-pprof", c.Server.DebugPprof, "serve /debug/pprof/ on the metrics listener (server.debug_pprof)")
 	fs.StringVar(&c.Cache.Dir, "cache-dir", c.Cache.Dir, "cache directory (cache.dir)")
 	dataDirsSet := false
 	fs.Func("data-dir", "a data disk's directory, repeatable; the first replaces the file's list (cache.data_dirs)", func(v string) error {
@@ -333,6 +339,9 @@ func (c *Config) Validate() error {
 	addr("server.listen", c.Server.Listen, false)
 	addr("server.http_listen", c.Server.HTTPListen, true)
 	addr("server.metrics_listen", c.Server.MetricsListen, true)
+	if c.Server.DebugPprof && c.Server.MetricsListen == "" {
+		bad("server.debug_pprof", true, "needs server.metrics_listen: profiles are not served on the clients' HTTP listener")
+	}
 	if c.Server.ShutdownTimeout < 0 {
 		bad("server.shutdown_timeout", c.Server.ShutdownTimeout, "must not be negative")
 	}

@@ -3,7 +3,9 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -94,4 +96,33 @@ func TestPurgeOnFullDiskBelowCapacity(t *testing.T) {
 		t.Fatalf("hot read of the newest file moved %d bytes from the origin", d)
 	}
 	t.Logf("evictions %d, write errors %d, bypassed %d bytes", st.Evictions.Load(), st.WriteErrors.Load(), st.BytesBypassed.Load())
+}
+
+// TestPprofOnMetricsListener (issue 21, minor): with --debug-pprof the
+// metrics listener serves a goroutine dump to curl; without it, 404; and
+// the flag without a metrics listener is refused at start-up.
+func TestPprofOnMetricsListener(t *testing.T) {
+	curl := realclient.Require(t, "curl")
+	data := t.TempDir()
+	origin := xrdtest.StartOrigin(t, data)
+	for _, on := range []bool{true, false} {
+		metrics := freeAddr(t)
+		args := []string{"--cache-dir", t.TempDir(), "--origin", "root://" + origin.Addr, "--metrics-listen", metrics}
+		if on {
+			args = append(args, "--debug-pprof")
+		}
+		startProc(t, args...)
+		r := realclient.Run(t, realclient.Env(), curl, "-s", "--retry", "20", "--retry-connrefused", "--retry-delay", "1", "-w", "\n%{http_code}", "http://"+metrics+"/debug/pprof/goroutine?debug=2")
+		out := string(r.Stdout)
+		if on && (!strings.HasSuffix(out, "\n200") || !strings.Contains(out, "hepcache/internal/server")) {
+			t.Fatalf("--debug-pprof: no goroutine dump: %s", r)
+		}
+		if !on && !strings.HasSuffix(out, "\n404") {
+			t.Fatalf("/debug/pprof without --debug-pprof answered: %s", r)
+		}
+	}
+	out, err := exec.Command(hepcacheBin, "serve", "--cache-dir", t.TempDir(), "--listen", freeAddr(t), "--debug-pprof").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "server.debug_pprof") {
+		t.Fatalf("--debug-pprof without --metrics-listen: err %v, output:\n%s", err, out)
+	}
 }

@@ -231,7 +231,11 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 		if s.adminLn, err = net.Listen("tcp", cfg.Server.MetricsListen); err != nil {
 			return nil, fmt.Errorf("server.metrics_listen: %w", err)
 		}
-		s.adminHTTP = &http.Server{Handler: dashboard.AdminHandler(s.metrics, s.dash), ReadHeaderTimeout: 10 * time.Second}
+		h := dashboard.AdminHandler(s.metrics, s.dash)
+		if cfg.Server.DebugPprof {
+			h = withPprof(h)
+		}
+		s.adminHTTP = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 		s.serve("metrics", func() error {
 			if err := s.adminHTTP.Serve(s.adminLn); !errors.Is(err, http.ErrServerClosed) {
 				return err
