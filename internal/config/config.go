@@ -56,6 +56,11 @@ type PrestageConfig struct {
 	// MaxQueued bounds the files waiting to be staged; a request beyond it
 	// is refused (busy). Default 100000.
 	MaxQueued int `toml:"max_queued"`
+	// MaxListMemory bounds the memory of the file lists of unfinished
+	// jobs (names plus about 400 bytes a file); a request beyond it is
+	// refused (busy). Finished jobs keep counts only (at most 2 KiB each,
+	// the newest 1000). Default 64M.
+	MaxListMemory Size `toml:"max_list_memory"`
 }
 
 // QuotaRule is one [[quota]] table: the space the files under a path prefix
@@ -242,7 +247,7 @@ func Default() *Config {
 		Log:      LogConfig{Level: "info"},
 		Cluster:  defaultCluster(),
 		Security: SecurityConfig{ClockSkew: Duration(60e9)},
-		Prestage: PrestageConfig{Workers: 4, MaxQueued: 100000},
+		Prestage: PrestageConfig{Workers: 4, MaxQueued: 100000, MaxListMemory: Size(64 << 20)},
 		Monitor:  defaultMonitor(),
 		Cmsd:     defaultCmsd(),
 	}
@@ -447,6 +452,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Prestage.MaxQueued < 1 {
 		bad("prestage.max_queued", c.Prestage.MaxQueued, "at least 1")
+	}
+	if c.Prestage.MaxListMemory < 1<<20 {
+		bad("prestage.max_list_memory", c.Prestage.MaxListMemory, "at least 1M")
 	}
 	return errors.Join(errs...)
 }

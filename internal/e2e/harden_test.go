@@ -5,11 +5,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/hepcache/hepcache/internal/auth/authtest"
 	"github.com/hepcache/hepcache/internal/config"
 	"github.com/hepcache/hepcache/internal/eventually"
 	"github.com/hepcache/hepcache/internal/realclient"
@@ -124,5 +127,107 @@ func TestPprofOnMetricsListener(t *testing.T) {
 	out, err := exec.Command(hepcacheBin, "serve", "--cache-dir", t.TempDir(), "--listen", freeAddr(t), "--debug-pprof").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "server.debug_pprof") {
 		t.Fatalf("--debug-pprof without --metrics-listen: err %v, output:\n%s", err, out)
+	}
+}
+
+// TestPrestageJobsBelongToSubmitter (issue 21, items 1 and 2): alice stages
+// with xrdfs and her token (ztn over roots://); an anonymous client can
+// neither cancel (xrdfs prepare -a) nor read (query prepare, GET
+// /prestage?id=) her job, nor can bob with his token; alice can, over
+// root:// and https://. Ids are 128 random bits. A list beyond
+// prestage.max_list_memory is refused as busy.
+func TestPrestageJobsBelongToSubmitter(t *testing.T) {
+	realclient.Require(t, "xrdfs")
+	realclient.Require(t, "curl")
+	realclient.RequireFile(t, "/usr/lib/x86_64-linux-gnu/libXrdSecztn-5.so")
+	dir := t.TempDir()
+	ca := authtest.NewCA(t, "hepcache prestage CA")
+	caDir := filepath.Join(dir, "certificates")
+	authtest.RequireCADir(t, caDir, ca)
+	certFile, keyFile := ca.Host(t, "localhost", "127.0.0.1").WriteFiles(t, dir, "hostcert")
+	is := authtest.NewIssuer(t, "https://issuer.e2e.test", 0)
+	jwks := is.WriteJWKS(t, dir, "jwks.json")
+	data := filepath.Join(dir, "data")
+	writeFile(t, data, "store/own/f.root", 3<<20, 5)
+	httpAddr := freeAddr(t)
+	cfgFile := filepath.Join(dir, "hepcache.toml")
+	os.WriteFile(cfgFile, []byte(`
+[server]
+http_listen = "`+httpAddr+`"
+[cache]
+dir = "`+filepath.Join(dir, "cache")+`"
+[origin]
+default = "file://`+data+`"
+[security]
+tls_cert = "`+certFile+`"
+tls_key = "`+keyFile+`"
+audiences = ["https://cache.e2e.test"]
+[[security.issuer]]
+issuer = "`+is.URL+`"
+jwks_file = "`+jwks+`"
+[[security.rule]]
+path = "/"
+read = ["anonymous"]
+[prestage]
+max_list_memory = "1M"
+`), 0o644)
+	p := startProc(t, "--config", cfgFile)
+	env := realclient.Env("X509_CERT_DIR="+caDir, "XDG_RUNTIME_DIR="+t.TempDir())
+	aliceTok := is.Token(t, "alice", "storage.read:/store", "https://cache.e2e.test")
+	bobTok := is.Token(t, "bob", "storage.read:/store", "https://cache.e2e.test")
+	aliceEnv := append(slices.Clip(env), "BEARER_TOKEN="+aliceTok)
+	bobEnv := append(slices.Clip(env), "BEARER_TOKEN="+bobTok)
+	secure, plain := "roots://"+p.addr, "root://"+p.addr
+
+	r := realclient.MustRun(t, aliceEnv, "xrdfs", secure, "prepare", "-s", "/store/own/f.root")
+	id := strings.TrimSpace(string(r.Stdout))
+	if !regexp.MustCompile(`^hepcache-[0-9a-f]{32}$`).MatchString(id) {
+		t.Fatalf("prepare id %q: want hepcache- and 128 random bits", id)
+	}
+	refused := func(who string, r realclient.Result) {
+		t.Helper()
+		if r.Err == nil || !strings.Contains(r.String(), "3010") || !strings.Contains(r.String(), "another identity") {
+			t.Fatalf("%s: not refused with kXR_NotAuthorized: %s", who, r)
+		}
+	}
+	refused("anonymous prepare -a", realclient.Run(t, env, "xrdfs", plain, "prepare", "-a", id))
+	refused("anonymous query prepare", realclient.Run(t, env, "xrdfs", plain, "query", "prepare", id))
+	refused("bob's query prepare", realclient.Run(t, bobEnv, "xrdfs", secure, "query", "prepare", id))
+	curl := func(args ...string) string {
+		t.Helper()
+		r := realclient.Run(t, realclient.Env(), "curl", append([]string{"-s", "-o", "/dev/null", "-w", "%{http_code}",
+			"--cacert", filepath.Join(caDir, "caa.pem")}, args...)...)
+		return strings.TrimSpace(string(r.Stdout))
+	}
+	statusURL := "https://" + httpAddr + "/prestage?id=" + id
+	if code := curl(statusURL); code != "403" {
+		t.Fatalf("anonymous GET /prestage?id=: HTTP %s, want 403", code)
+	}
+	if code := curl("-H", "Authorization: Bearer "+bobTok, statusURL); code != "403" {
+		t.Fatalf("bob's GET /prestage?id=: HTTP %s, want 403", code)
+	}
+	eventually.True(t, func() bool {
+		r := realclient.Run(t, aliceEnv, "xrdfs", secure, "query", "prepare", id)
+		return r.Err == nil && strings.Contains(string(r.Stdout), "1 files, 1 done")
+	}, "alice's query prepare reports her job done")
+	if code := curl("-H", "Authorization: Bearer "+aliceTok, statusURL); code != "200" {
+		t.Fatalf("alice's GET /prestage?id=: HTTP %s, want 200", code)
+	}
+	if r := realclient.Run(t, aliceEnv, "xrdfs", secure, "prepare", "-a", id); r.Err != nil {
+		t.Fatalf("alice cancels her own job: %s", r)
+	}
+
+	// 1M for lists: 4000 names of 250 bytes (about 2.6 MB in memory) is
+	// refused as busy, before anything is queued.
+	var list strings.Builder
+	for i := range 4000 {
+		fmt.Fprintf(&list, "/store/own/%04d/%s\n", i, strings.Repeat("n", 235))
+	}
+	listFile := filepath.Join(dir, "list")
+	os.WriteFile(listFile, []byte(list.String()), 0o644)
+	r = realclient.Run(t, realclient.Env(), "curl", "-s", "-w", "\n%{http_code}", "--cacert", filepath.Join(caDir, "caa.pem"),
+		"--data-binary", "@"+listFile, "https://"+httpAddr+"/prestage")
+	if out := string(r.Stdout); !strings.HasSuffix(out, "\n503") || !strings.Contains(out, "max_list_memory") {
+		t.Fatalf("a list beyond prestage.max_list_memory: %s", r)
 	}
 }

@@ -91,36 +91,62 @@ func (s *Security) verifyToken(ctx context.Context, tok string) (*token.Claims, 
 
 // HTTPAuthorizer returns the HTTP front end's authorizer: it reads a
 // bearer token (Authorization header, or the authz query parameter) and a
-// client certificate chain, and applies the rules.
-func (s *Security) HTTPAuthorizer() httpfront.Authorizer {
-	return httpfront.AuthorizerFunc(func(r *http.Request, req *backend.Request, op string) error {
-		sub := &authz.Subject{}
-		tok := stripAuthz(req)
-		if h := r.Header.Get("Authorization"); h != "" {
-			if !strings.HasPrefix(strings.ToLower(h), "bearer ") {
-				return s.deny(req, op, sub, "only Bearer authorization is accepted")
-			}
-			tok = bearer(h)
+// client certificate chain, and applies the rules. It also implements
+// httpfront.Identifier (who owns a prestage job).
+func (s *Security) HTTPAuthorizer() httpfront.Authorizer { return httpAuthorizer{s} }
+
+type httpAuthorizer struct{ s *Security }
+
+var _ httpfront.Identifier = httpAuthorizer{}
+
+// Authorize implements httpfront.Authorizer.
+func (a httpAuthorizer) Authorize(r *http.Request, req *backend.Request, op string) error {
+	s := a.s
+	sub, why := s.httpSubject(r, stripAuthz(req))
+	if why != "" {
+		return s.deny(req, op, sub, why)
+	}
+	return s.decide(sub, req, op)
+}
+
+// Identify implements httpfront.Identifier: the verified credential's
+// name, "" without one.
+func (a httpAuthorizer) Identify(r *http.Request) (string, error) {
+	sub, why := a.s.httpSubject(r, bearer(r.URL.Query().Get("authz")))
+	if why != "" {
+		return "", fmt.Errorf("%s: %w", why, backend.ErrForbidden)
+	}
+	return sub.Name, nil
+}
+
+// httpSubject verifies the credentials of r (tok: a token from the query);
+// a credential that does not verify gives the reason as why.
+func (s *Security) httpSubject(r *http.Request, tok string) (sub *authz.Subject, why string) {
+	sub = &authz.Subject{}
+	if h := r.Header.Get("Authorization"); h != "" {
+		if !strings.HasPrefix(strings.ToLower(h), "bearer ") {
+			return sub, "only Bearer authorization is accepted"
 		}
-		if tok != "" {
-			c, err := s.verifyToken(r.Context(), tok)
-			if err != nil {
-				return s.deny(req, op, sub, err.Error())
-			}
-			sub.Token, sub.Name = c, c.Name()
+		tok = bearer(h)
+	}
+	if tok != "" {
+		c, err := s.verifyToken(r.Context(), tok)
+		if err != nil {
+			return sub, err.Error()
 		}
-		if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
-			xs, err := s.verifyChain(r.TLS.PeerCertificates)
-			if err != nil {
-				return s.deny(req, op, sub, fmt.Sprintf("client certificate refused: %v", err))
-			}
-			sub.X509, sub.VOMS = xs.X509, xs.VOMS
-			if sub.Name == "" {
-				sub.Name = xs.Name
-			}
+		sub.Token, sub.Name = c, c.Name()
+	}
+	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+		xs, err := s.verifyChain(r.TLS.PeerCertificates)
+		if err != nil {
+			return sub, fmt.Sprintf("client certificate refused: %v", err)
 		}
-		return s.decide(sub, req, op)
-	})
+		sub.X509, sub.VOMS = xs.X509, xs.VOMS
+		if sub.Name == "" {
+			sub.Name = xs.Name
+		}
+	}
+	return sub, ""
 }
 
 // XRootDAuthorizer returns the root:// front end's authorizer. It

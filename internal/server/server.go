@@ -183,7 +183,8 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	}
 	be = federation.NewGuard(be, cfg.NodeName(), cfg.Origin.MaxHops)
 	// Prestaging reads through the same chain as the clients.
-	s.stage = prestage.New(be, prestage.Config{Workers: cfg.Prestage.Workers, MaxQueued: cfg.Prestage.MaxQueued, Logger: log})
+	s.stage = prestage.New(be, prestage.Config{Workers: cfg.Prestage.Workers, MaxQueued: cfg.Prestage.MaxQueued,
+		MaxListBytes: int64(cfg.Prestage.MaxListMemory), Logger: log})
 	s.metrics.SetPrestage(s.prestageFigures)
 	if s.admin, err = admin.Listen(s.cache, s.stage); err != nil {
 		return nil, err
@@ -539,14 +540,10 @@ func (s *Server) prestageFigures() metrics.PrestageFigures {
 	f := metrics.PrestageFigures{Queued: st.Queued.Load(), Running: st.Running.Load(), Done: st.Done.Load(),
 		Failed: st.Failed.Load(), Bytes: st.Bytes.Load()}
 	for _, j := range s.stage.Jobs(10) {
-		c := j.Counts()
-		pj := metrics.PrestageJob{ID: j.ID, Submitted: j.Submitted.UTC().Format(time.RFC3339), Files: len(j.Files),
-			Done: c[backend.StageDone], Failed: c[backend.StageFailed], Cancelled: c[backend.StageCancelled]}
-		for _, f := range j.Files {
-			pj.Bytes += f.Bytes
-			pj.Size += f.Size
-		}
-		f.Jobs = append(f.Jobs, pj)
+		c := j.Counts
+		f.Jobs = append(f.Jobs, metrics.PrestageJob{ID: j.ID, Submitted: j.Submitted.UTC().Format(time.RFC3339), Files: j.Total,
+			Done: c[backend.StageDone], Failed: c[backend.StageFailed], Cancelled: c[backend.StageCancelled],
+			Bytes: j.Bytes, Size: j.Size})
 	}
 	return f
 }
