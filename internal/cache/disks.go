@@ -1,8 +1,6 @@
 package cache
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -65,38 +63,78 @@ type DiskUsage struct {
 	Errors int64
 }
 
-// openDisks takes the data directories into service: creates their data
-// trees and markers and records their devices. A directory that cannot be
-// prepared is an error: a node should not start with a disk missing
-// unnoticed.
+// openDisks takes the data directories into service and records their
+// devices. Without DataDirs the data lives in Dir with the metadata (a
+// bare Dir is an empty cache) and the marker is written at the first
+// start. Each of DataDirs must carry its marker and sit on its recorded
+// device (diskrecord.go); a directory that does not is an error naming
+// every such directory and the fix: a node should not start with a disk
+// missing unnoticed, nor fill the file system under a bare mount point.
 func openDisks(c *Config) ([]*dataDisk, error) {
-	dirs := c.DataDirs
-	if len(dirs) == 0 {
-		dirs = []string{c.Dir}
+	if len(c.DataDirs) == 0 {
+		d, err := openOwnDisk(c)
+		if err != nil {
+			return nil, err
+		}
+		return []*dataDisk{d}, nil
 	}
+	recs, err := readDiskRecords(c.Dir)
+	if err != nil {
+		return nil, err
+	}
+	// A cache from before the record: the markers it wrote are recorded
+	// once, as found.
+	migrate := len(recs) == 0
 	var disks []*dataDisk
-	for i, dir := range dirs {
-		d := &dataDisk{id: i, root: dir}
+	var refused []error
+	for i, dir := range c.DataDirs {
+		dev, err := deviceOf(dir)
+		if err != nil {
+			refused = append(refused, fmt.Errorf("data dir %s: %w (disk not mounted?)", dir, err))
+			continue
+		}
+		mark, merr := os.ReadFile(filepath.Join(dir, diskMarker))
+		if migrate && merr == nil {
+			recs[dir] = diskRecord{Dir: dir, Marker: string(mark), Device: dev}
+		}
+		if why := checkRecorded(recs, dir, mark, merr, dev); why != "" {
+			refused = append(refused, fmt.Errorf("data dir %s: %s", dir, why))
+			continue
+		}
 		if err := c.FS.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
 			return nil, fmt.Errorf("data dir %s: %w", dir, err)
 		}
-		mark, err := os.ReadFile(filepath.Join(dir, diskMarker))
-		if errors.Is(err, fs.ErrNotExist) {
-			var id [8]byte
-			rand.Read(id[:])
-			mark = []byte(hex.EncodeToString(id[:]) + "\n")
-			err = os.WriteFile(filepath.Join(dir, diskMarker), mark, 0o644)
+		disks = append(disks, &dataDisk{id: i, root: dir, dev: dev, mark: string(mark)})
+	}
+	if len(refused) > 0 {
+		return nil, errors.Join(refused...)
+	}
+	if migrate {
+		if err := writeDiskRecords(c.Dir, recs); err != nil {
+			return nil, err
 		}
-		if err != nil {
-			return nil, fmt.Errorf("data dir %s: %w", dir, err)
-		}
-		d.mark = string(mark)
-		if d.dev, err = deviceOf(dir); err != nil {
-			return nil, fmt.Errorf("data dir %s: %w", dir, err)
-		}
-		disks = append(disks, d)
 	}
 	return disks, nil
+}
+
+// openOwnDisk takes Dir into service as the only data disk.
+func openOwnDisk(c *Config) (*dataDisk, error) {
+	dir := c.Dir
+	if err := c.FS.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
+		return nil, fmt.Errorf("data dir %s: %w", dir, err)
+	}
+	mark, err := os.ReadFile(filepath.Join(dir, diskMarker))
+	if errors.Is(err, fs.ErrNotExist) {
+		mark, err = newMarker(dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("data dir %s: %w", dir, err)
+	}
+	d := &dataDisk{id: 0, root: dir, mark: string(mark)}
+	if d.dev, err = deviceOf(dir); err != nil {
+		return nil, fmt.Errorf("data dir %s: %w", dir, err)
+	}
+	return d, nil
 }
 
 func deviceOf(dir string) (uint64, error) {

@@ -231,3 +231,60 @@ max_list_memory = "1M"
 		t.Fatalf("a list beyond prestage.max_list_memory: %s", r)
 	}
 }
+
+// TestDataDiskUnmountedAcrossRestart (issue 21, item 3): `hepcache serve`
+// with a data disk (a real tmpfs) refuses to start until `hepcache disk
+// init` took it into service; it serves through it; stopped, the disk
+// unmounted, it refuses to start with an error naming the directory, and
+// writes nothing into the bare mount point.
+func TestDataDiskUnmountedAcrossRestart(t *testing.T) {
+	realclient.Require(t, "xrdcp")
+	data := t.TempDir()
+	want := writeFile(t, data, "store/disk/f.root", 3<<20, 31)
+	origin := xrdtest.StartOrigin(t, data)
+	disk := realclient.Tmpfs(t, "32m")
+	cacheDir := t.TempDir()
+	cfgFile := filepath.Join(t.TempDir(), "hepcache.toml")
+	os.WriteFile(cfgFile, []byte(fmt.Sprintf("[cache]\ndir = %q\ndata_dirs = [%q]\n[origin]\ndefault = \"root://%s\"\n", cacheDir, disk, origin.Addr)), 0o644)
+	serve := func() ([]byte, error) {
+		return exec.Command(hepcacheBin, "serve", "--config", cfgFile, "--listen", freeAddr(t)).CombinedOutput()
+	}
+	if out, err := serve(); err == nil || !strings.Contains(string(out), "hepcache disk init") {
+		t.Fatalf("serve with a data dir never initialised: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(hepcacheBin, "disk", "init", "--config", cfgFile, disk).CombinedOutput(); err != nil {
+		t.Fatalf("hepcache disk init: %v\n%s", err, out)
+	}
+	p := startProc(t, "--config", cfgFile)
+	if got := xrdcpSum(t, realclient.Env(), "root://"+p.addr+"//store/disk/f.root"); got != want {
+		t.Fatalf("read through the data disk: sha256 %s", hex(got))
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	<-p.done
+	if n := filesUnderDir(filepath.Join(disk, "data")); n == 0 {
+		t.Fatal("no data file on the data disk")
+	}
+	if out, err := exec.Command("umount", disk).CombinedOutput(); err != nil {
+		t.Fatalf("umount: %v %s", err, out)
+	}
+	out, err := serve()
+	if err == nil || !strings.Contains(string(out), disk) || !strings.Contains(string(out), "not mounted") {
+		t.Fatalf("serve with its data disk unmounted: %v\n%s", err, out)
+	}
+	if ents, _ := os.ReadDir(disk); len(ents) != 0 {
+		t.Fatalf("hepcache wrote into the bare mount point: %v", ents)
+	}
+	t.Logf("refused: %s", out)
+}
+
+// filesUnderDir counts the regular files under dir.
+func filesUnderDir(dir string) int {
+	n := 0
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			n++
+		}
+		return nil
+	})
+	return n
+}
