@@ -11,12 +11,16 @@ import (
 
 	"github.com/hepcache/hepcache/internal/auth/gsi"
 	"github.com/hepcache/hepcache/internal/auth/token"
+	"github.com/hepcache/hepcache/internal/auth/voms"
 	"github.com/hepcache/hepcache/internal/auth/ztn"
 	"github.com/hepcache/hepcache/internal/authz"
 	"github.com/hepcache/hepcache/internal/backend"
 	httpfront "github.com/hepcache/hepcache/internal/frontend/http"
 	xrdfront "github.com/hepcache/hepcache/internal/frontend/xrootd"
 )
+
+// defaultClockSkew: Config.ClockSkew's default, as tokens'.
+const defaultClockSkew = 60 * time.Second
 
 // ErrUnauthenticated marks a credential that was presented but does not
 // verify (an invalid token or certificate). It is wrapped together with
@@ -29,12 +33,41 @@ func (s *Security) decide(sub *authz.Subject, req *backend.Request, op string) e
 	if sub.Name != "" {
 		req.User = sub.Name
 	}
+	// A session keeps the credential it authenticated with: each request
+	// checks that it has not expired since (a client may keep a connection
+	// for days with kXR_ping).
 	now := time.Now()
-	if sub.Token != nil && now.After(sub.Token.Expiry.Add(time.Minute)) {
+	skew := s.cfg.ClockSkew
+	if skew <= 0 {
+		skew = defaultClockSkew
+	}
+	if sub.Token != nil && now.After(sub.Token.Expiry.Add(skew)) {
 		return s.deny(req, op, sub, fmt.Sprintf("the token of %s expired at %s during the session; reconnect with a fresh token", sub.Token.Name(), sub.Token.Expiry.UTC().Format(time.RFC3339)))
+	}
+	if sub.X509 != nil && now.After(sub.X509.NotAfter.Add(skew)) {
+		return s.deny(req, op, sub, fmt.Sprintf("the certificate chain of %s expired at %s during the session; re-authenticate with a fresh proxy", sub.X509.Subject, sub.X509.NotAfter.UTC().Format(time.RFC3339)))
+	}
+	var expired []string
+	if len(sub.VOMS) > 0 {
+		valid := make([]voms.Attributes, 0, len(sub.VOMS))
+		for _, a := range sub.VOMS {
+			if now.After(a.NotAfter.Add(skew)) {
+				expired = append(expired, fmt.Sprintf("the VOMS attributes of VO %s expired at %s during the session", a.VO, a.NotAfter.UTC().Format(time.RFC3339)))
+				continue
+			}
+			valid = append(valid, a)
+		}
+		if len(expired) > 0 {
+			cp := *sub // sub may be the session's: decide on a copy
+			cp.VOMS = valid
+			sub = &cp
+		}
 	}
 	d := s.authz.Decide(sub, req.Path)
 	if !d.Read {
+		if len(expired) > 0 {
+			d.Reason += " (" + strings.Join(expired, "; ") + "; re-authenticate with a fresh proxy)"
+		}
 		return s.deny(req, op, sub, d.Reason)
 	}
 	if !d.Fetch {
