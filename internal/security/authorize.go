@@ -323,6 +323,9 @@ func (a xrdAuthenticator) accepted() string {
 // TLS client certificate is verified.
 func (a xrdAuthenticator) gsiStep(c xrdfront.ConnInfo, cred []byte) (*xrdfront.Identity, []byte, error) {
 	s := a.s
+	// The handshake lives as long as the connection, failures included:
+	// it counts the certificate requests (each costs a signature), which
+	// a fresh state at every failure would let a client multiply.
 	hs, ok := (*c.AuthState).(*gsi.Handshake)
 	if !ok {
 		hs = &gsi.Handshake{}
@@ -330,14 +333,12 @@ func (a xrdAuthenticator) gsiStep(c xrdfront.ConnInfo, cred []byte) (*xrdfront.I
 	}
 	chain, more, err := s.gsi.Step(hs, cred)
 	if err != nil {
-		*c.AuthState = nil
 		s.log.Info("security: gsi refused", "client", c.Remote.String(), "login", c.LoginName, "err", err)
 		return nil, nil, err
 	}
 	if more != nil {
 		return nil, more, nil
 	}
-	*c.AuthState = nil
 	sub, err := s.verifyChain(chain)
 	if err != nil {
 		s.log.Info("security: gsi proxy refused", "client", c.Remote.String(), "login", c.LoginName, "err", err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/hepcache/hepcache/internal/auth/authtest"
 	"github.com/hepcache/hepcache/internal/auth/gsi"
 	"github.com/hepcache/hepcache/internal/xrootd/client"
+	"github.com/hepcache/hepcache/internal/xrootd/proto"
 )
 
 // TestGSISessionExpiry (issue 21, item 4): a gsi session (hepcache's own
@@ -85,4 +88,64 @@ func TestGSISessionExpiry(t *testing.T) {
 			t.Fatalf("stat after re-authenticating with fresh attributes: %v", err)
 		}
 	})
+}
+
+// TestGSICertRequestsPerConnection (issue 21, item 11): a raw gsi client
+// sending certificate requests over and over on one connection gets as
+// many answers as the limit says (4), not 4 per failed attempt (12 before:
+// every refusal reset the count), then the connection ends.
+func TestGSICertRequestsPerConnection(t *testing.T) {
+	s, p := gsiStack(t, nil)
+	addr := strings.TrimPrefix(s.root, "root://")
+	params, err := s.sec.gsi.Params()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred := p.ca.User(t, "alice", 0).Proxy(t, authtest.ProxyOpts{Key: authtest.RSAKey(t, 4)}).TLS()
+	cc := &gsi.ClientConfig{Certificate: func() (*tls.Certificate, error) { return cred, nil }, Roots: authtest.Pool(p.ca)}
+	nc, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(30 * time.Second))
+	b := proto.AppendClientHandshake(nil)
+	b = (&proto.ProtocolRequest{ClientPV: proto.ProtocolVersion, Expect: proto.ExpectLogin}).Append(b, proto.StreamID{0, 1})
+	b = (&proto.LoginRequest{Username: "raw"}).Append(b, proto.StreamID{0, 2})
+	const tries = 20
+	for i := range tries {
+		_, first, err := gsi.NewClientHandshake(cc, "localhost", strings.TrimPrefix(params, "&P=gsi,"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ar := proto.AuthRequest{Cred: first}
+		copy(ar.CredType[:], "gsi")
+		b = ar.Append(b, proto.StreamID{1, byte(i)})
+	}
+	nc.Write(b) // the server may close before reading it all
+	hs := make([]byte, proto.ServerHandshakeLen)
+	if _, err := io.ReadFull(nc, hs); err != nil {
+		t.Fatal(err)
+	}
+	answers := map[proto.Status]int{}
+	for n := 0; ; n++ {
+		hb := make([]byte, proto.ResponseHeaderLen)
+		if _, err := io.ReadFull(nc, hb); err != nil {
+			break // the server ended the connection
+		}
+		h, err := proto.DecodeResponseHeader(hb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(nc, make([]byte, h.Dlen)); err != nil {
+			break
+		}
+		if n >= 2 { // after the protocol and login answers
+			answers[h.Status]++
+		}
+	}
+	if answers[proto.StatusAuthMore] != 4 || answers[proto.StatusError] == 0 || answers[proto.StatusError]+4 >= tries {
+		t.Fatalf("%d certificate requests on one connection: %d answered (kXR_authmore), %d refused before the connection ended; want 4 answered",
+			tries, answers[proto.StatusAuthMore], answers[proto.StatusError])
+	}
 }
