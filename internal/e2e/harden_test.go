@@ -288,3 +288,34 @@ func filesUnderDir(dir string) int {
 	})
 	return n
 }
+
+// TestSighupRefusesWhatStartRefuses (issue 21, item 8): a configuration
+// with an unknown rule principal, which `serve` refuses at start-up, is
+// refused by SIGHUP too ("reload ... failed", never "reloaded"), and the
+// server keeps serving with what it had.
+func TestSighupRefusesWhatStartRefuses(t *testing.T) {
+	realclient.Require(t, "xrdcp")
+	data := t.TempDir()
+	want := writeFile(t, data, "store/hup/f.root", 1<<20, 8)
+	origin := xrdtest.StartOrigin(t, data)
+	cfgFile := filepath.Join(t.TempDir(), "hepcache.toml")
+	writeCfg := func(principal string) {
+		os.WriteFile(cfgFile, []byte(fmt.Sprintf("[cache]\ndir = %q\n[origin]\ndefault = \"root://%s\"\n[[security.rule]]\npath = \"/\"\nread = [%q]\n",
+			filepath.Join(filepath.Dir(cfgFile), "cache"), origin.Addr, principal)), 0o644)
+	}
+	writeCfg("anonymous")
+	p := startProc(t, "--config", cfgFile)
+	writeCfg("wizard:merlin")
+	out, err := exec.Command(hepcacheBin, "serve", "--config", cfgFile, "--listen", freeAddr(t), "--cache-dir", t.TempDir()).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "wizard") {
+		t.Fatalf("serve with an unknown principal: %v\n%s", err, out)
+	}
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	eventually.True(t, func() bool { return strings.Contains(p.log.String(), "reload on SIGHUP failed") }, "SIGHUP to refuse the configuration")
+	if log := p.log.String(); strings.Contains(log, "reloaded on SIGHUP") || !strings.Contains(log, "wizard") {
+		t.Fatalf("SIGHUP with a configuration serve refuses:\n%s", log)
+	}
+	if got := xrdcpSum(t, realclient.Env(), "root://"+p.addr+"//store/hup/f.root"); got != want {
+		t.Fatalf("read after the refused reload: sha256 %s", hex(got))
+	}
+}
