@@ -319,3 +319,46 @@ func TestSighupRefusesWhatStartRefuses(t *testing.T) {
 		t.Fatalf("read after the refused reload: sha256 %s", hex(got))
 	}
 }
+
+// TestClientErrorsDoNotFloodTheLog (issue 21, item 9): 2000 HEADs of a
+// missing 3000-byte path from one curl connection, each an origin error,
+// write a few lines of bounded size, the last one saying how many were
+// suppressed, instead of one long line each.
+func TestClientErrorsDoNotFloodTheLog(t *testing.T) {
+	curl := realclient.Require(t, "curl")
+	data := t.TempDir()
+	httpAddr := freeAddr(t)
+	metrics := freeAddr(t)
+	p := startProc(t, "--cache-dir", t.TempDir(), "--origin", "file://"+data, "--http-listen", httpAddr, "--metrics-listen", metrics)
+	long := "/store/" + strings.Repeat("x", 3000) // ENAMETOOLONG at the origin: a 502 each
+	var cfg strings.Builder
+	for range 2000 {
+		fmt.Fprintf(&cfg, "url = \"http://%s%s\"\noutput = \"/dev/null\"\n", httpAddr, long)
+	}
+	cfgFile := filepath.Join(t.TempDir(), "curl.cfg")
+	os.WriteFile(cfgFile, []byte(cfg.String()), 0o644)
+	start := time.Now()
+	realclient.Run(t, realclient.Env(), curl, "-s", "--retry", "20", "--retry-connrefused", "-I", "-K", cfgFile) // fails: the last answer is a 502
+	took := time.Since(start)
+	time.Sleep(time.Second) // the next allowed line carries the count
+	realclient.Run(t, realclient.Env(), curl, "-s", "-I", "http://"+httpAddr+long)
+	log := p.log.String()
+	lines := strings.Count(log, "http request failed")
+	// 20 at once, then 5 a second (logbound's defaults), plus the last.
+	if max := 20 + int(5*(took+time.Second).Seconds()) + 2; lines > max || lines == 0 {
+		t.Fatalf("%d 'http request failed' lines for 2001 failed requests in %v, want at most %d", lines, took, max)
+	}
+	for _, l := range strings.Split(log, "\n") {
+		if len(l) > 4096 {
+			t.Fatalf("a log line of %d bytes: %.300s...", len(l), l)
+		}
+	}
+	if !strings.Contains(log, "suppressed=") {
+		t.Fatalf("no line reports the suppressed count:\n%.3000s", log)
+	}
+	r := realclient.MustRun(t, realclient.Env(), curl, "-s", "http://"+metrics+"/metrics")
+	if !strings.Contains(string(r.Stdout), "hepcache_log_suppressed_total ") || strings.Contains(string(r.Stdout), "hepcache_log_suppressed_total 0\n") {
+		t.Fatalf("hepcache_log_suppressed_total missing or 0")
+	}
+	t.Logf("%d lines for 2001 failures in %v; log %d bytes", lines, took, len(log))
+}

@@ -27,6 +27,7 @@ import (
 	"github.com/hepcache/hepcache/internal/federation"
 	httpfront "github.com/hepcache/hepcache/internal/frontend/http"
 	"github.com/hepcache/hepcache/internal/frontend/xrootd"
+	"github.com/hepcache/hepcache/internal/logbound"
 	"github.com/hepcache/hepcache/internal/metrics"
 	"github.com/hepcache/hepcache/internal/monitor"
 	"github.com/hepcache/hepcache/internal/notfound"
@@ -94,6 +95,11 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	// Clients cause many log lines (failed requests, denials, bad
+	// handshakes): each is cut short and each message rate-bounded, with
+	// the count of dropped lines on the next one.
+	lb := logbound.New(log.Handler(), logbound.Config{})
+	log = slog.New(lb)
 	s = &Server{cfg: cfg, log: log, serveErrs: make(chan error, 4), closeDone: make(chan struct{})}
 	// "return nil, err" sets s to nil: close what was built through a copy.
 	built := s
@@ -143,6 +149,7 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
+	s.metrics.CounterFunc("hepcache_log_suppressed_total", "Log lines not written because their message came faster than its rate bound.", lb.Stats().Suppressed.Load)
 	s.metrics.CounterFunc("hepcache_origin_not_found_remembered_total", "Origin 'not found' answers remembered (negative caching).", neg.Stats().Remembered.Load)
 	s.metrics.CounterFunc("hepcache_origin_not_found_hits_total", "Stat and open requests answered 'not found' from memory, without the origin.", neg.Stats().Hits.Load)
 	ccfg, err := cfg.CacheConfig()
