@@ -83,13 +83,23 @@ func (c *Cache) Usage() (Usage, error) {
 	}
 	u.High = watermark(r.high, u.Total)
 	u.Low = watermark(r.low, u.Total)
-	c.index.setTotal(u.Total)
+	if n := c.index.setTotal(u.Total); n > 0 {
+		c.stats.PinsRefused.Add(int64(n))
+		c.warn("pinned files over space.pin_share of the capacity: the least recently used are no longer pinned",
+			"files", n, "pin_share", r.pinShare, "capacity", u.Total)
+	}
 	return u, nil
 }
 
 // grew records that n bytes of k were written to the cache.
 func (c *Cache) grew(k Key, n int64) {
-	total, quotaFull := c.index.grow(k, n)
+	total, quotaFull, pinRefused := c.index.grow(k, n)
+	if pinRefused {
+		pinned, limit := c.index.pinFigures()
+		c.stats.PinsRefused.Add(1)
+		c.warn("pin refused: pinned files hold space.pin_share of the capacity; the file stays cached unpinned (purge may evict it)",
+			"key", k.String(), "pinned_bytes", pinned, "limit", limit, "err", errPinShareFull)
+	}
 	if quotaFull {
 		c.kickPurge()
 		return

@@ -98,6 +98,9 @@ type SpaceConfig struct {
 	VerifyChecksum string `toml:"verify_checksum"`
 	// Pin lists path prefixes whose files purge never evicts. Default none.
 	Pin []string `toml:"pin"`
+	// PinShare is the most of the capacity pinned files may hold; a file
+	// beyond it is cached unpinned, with a warning. Default 0.5.
+	PinShare float64 `toml:"pin_share"`
 	// DirStatsDepth is how many leading path components name a directory in
 	// the per-directory statistics. Default 2; -1 turns them off.
 	DirStatsDepth int `toml:"dir_stats_depth"`
@@ -241,7 +244,7 @@ func Default() *Config {
 			SyncInterval: Duration(cd.SyncInterval)},
 		Space: SpaceConfig{Watermarks: fmt.Sprintf("%.2f,%.2f", cd.LowWatermark, cd.HighWatermark),
 			PurgeInterval: Duration(cd.PurgeInterval), VerifyChecksum: cd.VerifyChecksum,
-			Pin: []string{}, DirStatsDepth: cd.DirStatsDepth, DirStatsMax: cd.DirStatsMax},
+			Pin: []string{}, PinShare: cd.PinShare, DirStatsDepth: cd.DirStatsDepth, DirStatsMax: cd.DirStatsMax},
 		Origin: OriginConfig{Timeout: Duration(cd.OriginTimeout), Connections: 16, MaxHops: 4, NotFoundTTL: Duration(30e9),
 			NotFoundTTLByOrigin: map[string]Duration{}},
 		Log:      LogConfig{Level: "info"},
@@ -515,7 +518,7 @@ var cacheKeys = map[string]string{
 	"LocalRedirect": "cache.local_redirect", "DataDirs": "cache.data_dirs", "VerifyChecksum": "space.verify_checksum",
 	"Capacity": "space.capacity", "Watermarks": "space.watermarks", "MaxAge": "space.max_age",
 	"MaxFiles": "space.max_files", "PurgeInterval": "space.purge_interval", "Quotas": "quota",
-	"DirStatsMax": "space.dir_stats_max", "OriginTimeout": "origin.timeout",
+	"DirStatsMax": "space.dir_stats_max", "OriginTimeout": "origin.timeout", "PinShare": "space.pin_share",
 }
 
 // unjoin splits an errors.Join result into its errors.
@@ -558,6 +561,7 @@ func (c *Config) CacheConfig() (*cache.Config, error) {
 		MaxFiles:           sp.MaxFiles,
 		Quotas:             sp.Quotas,
 		Pin:                sp.Pin,
+		PinShare:           sp.PinShare,
 		DirStatsDepth:      c.Space.DirStatsDepth,
 		DirStatsMax:        c.Space.DirStatsMax,
 		VerifyChecksum:     c.Space.VerifyChecksum,
@@ -572,7 +576,7 @@ func (c *Config) SpaceRules() (cache.Space, error) {
 		return cache.Space{}, fmt.Errorf("space.watermarks: %w", err)
 	}
 	sp := cache.Space{HighWatermark: high, LowWatermark: low, MaxAge: time.Duration(c.Space.MaxAge),
-		MaxFiles: c.Space.MaxFiles, Pin: c.Space.Pin}
+		MaxFiles: c.Space.MaxFiles, Pin: c.Space.Pin, PinShare: c.Space.PinShare}
 	for i, q := range c.Quota {
 		cq := cache.Quota{Prefix: q.Prefix, Size: int64(q.Size), Share: q.Share}
 		if q.Watermarks != "" {
@@ -595,7 +599,7 @@ func (c *Config) keyValue(key string) (any, bool) {
 		"cache.data_dirs": c.Cache.DataDirs, "space.verify_checksum": fmt.Sprintf("%q", c.Space.VerifyChecksum),
 		"space.capacity": c.Space.Capacity, "space.watermarks": fmt.Sprintf("%q", c.Space.Watermarks),
 		"space.max_age": c.Space.MaxAge, "space.max_files": c.Space.MaxFiles, "space.purge_interval": c.Space.PurgeInterval,
-		"space.dir_stats_max": c.Space.DirStatsMax, "origin.timeout": c.Origin.Timeout,
+		"space.dir_stats_max": c.Space.DirStatsMax, "origin.timeout": c.Origin.Timeout, "space.pin_share": c.Space.PinShare,
 	}[key]
 	return v, ok
 }

@@ -370,3 +370,45 @@ func TestClientErrorsDoNotFloodTheLog(t *testing.T) {
 	}
 	t.Logf("%d lines for 2001 failures in %v; log %d bytes", lines, took, len(log))
 }
+
+// TestPrestageIntoPinnedNamespaceBounded (issue 21, item 10): an anonymous
+// xrdfs prepare of 52 MB into a pinned namespace of a 40 MB cache pins at
+// most space.pin_share (half) of it, says so in /metrics, and a file read
+// afterwards stays cached (its second read sends nothing from the origin).
+func TestPrestageIntoPinnedNamespaceBounded(t *testing.T) {
+	data := t.TempDir()
+	var paths []string
+	for i := range 13 {
+		p := fmt.Sprintf("/store/pin/f%02d.root", i)
+		writeFile(t, data, p[1:], 4<<20, uint64(500+i))
+		paths = append(paths, p)
+	}
+	other := writeFile(t, data, "store/other/f.root", 4<<20, 600)
+	s := startStack(t, data, func(c *config.Config) {
+		withHTTP(c)
+		c.Space.Capacity = config.Size(40 << 20)
+		c.Space.Pin = []string{"/store/pin"}
+	})
+	env := realclient.Env()
+	realclient.MustRun(t, env, "xrdfs", append([]string{s.url, "prepare", "-s"}, paths...)...)
+	eventually.True(t, func() bool {
+		m := s.scrape(t)
+		return m["hepcache_prestage_done_files_total"]+m["hepcache_prestage_failed_files_total"] == 13
+	}, "the 13 files staged")
+	m := s.scrape(t)
+	if pinned := m["hepcache_pinned_bytes"]; pinned > 20<<20 || m["hepcache_pins_refused_total"] == 0 {
+		t.Fatalf("52 MB prestaged into a pinned namespace of a 40 MB cache: %v bytes pinned (share 0.5: at most %d), %v pins refused",
+			pinned, 20<<20, m["hepcache_pins_refused_total"])
+	}
+	if got := xrdcpSum(t, env, s.url+"//store/other/f.root"); got != other {
+		t.Fatalf("cold read: sha256 %s", hex(got))
+	}
+	before := s.originBytes()
+	if got := xrdcpSum(t, env, s.url+"//store/other/f.root"); got != other {
+		t.Fatalf("hot read: sha256 %s", hex(got))
+	}
+	if d := s.originBytes() - before; d != 0 {
+		t.Fatalf("a file read after the pinned prestage was not kept: its second read moved %d origin bytes", d)
+	}
+	t.Logf("pinned %v bytes, %v pins refused", m["hepcache_pinned_bytes"], m["hepcache_pins_refused_total"])
+}
