@@ -41,6 +41,8 @@ func runBench(ctx context.Context, args []string) error {
 		return benchCluster(ctx, args[1:])
 	case "wan":
 		return benchWAN(ctx, args[1:])
+	case "soak":
+		return benchSoak(ctx, args[1:])
 	}
 	return fmt.Errorf("unknown benchmark %q: %w", args[0], errBenchUsage)
 }
