@@ -132,7 +132,7 @@ func (c *SoakConfig) defaults() error {
 		return fmt.Errorf("soak: clients missing: %s (Debian: xrootd-client, curl, python3-xrootd)", strings.Join(missing, ", "))
 	}
 	if out, err := exec.Command(c.Python, "-c", "import XRootD.client").CombinedOutput(); err != nil {
-		return fmt.Errorf("soak: %s has no XRootD bindings: %v %s", c.Python, err, out)
+		return fmt.Errorf("soak: %s has no XRootD bindings: %w: %s", c.Python, err, out)
 	}
 	return nil
 }
@@ -315,7 +315,7 @@ func (s *soakRun) setUp() error {
 		// fills too: the cache must live through that.
 		size := 2*capacity + 16<<20
 		if out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d", size), "tmpfs", cacheRoot).CombinedOutput(); err != nil {
-			return fmt.Errorf("soak: mount a tmpfs for the cache (needs root; --no-tmpfs skips the full disk phase): %v %s", err, out)
+			return fmt.Errorf("soak: mount a tmpfs for the cache (needs root; --no-tmpfs skips the full disk phase): %w: %s", err, out)
 		}
 		s.diskDir = cacheRoot
 	}
