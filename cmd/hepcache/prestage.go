@@ -50,8 +50,8 @@ per line: a path (/store/data/f.root) for the default origin or a URL
 		}
 		for _, j := range js {
 			c := j.Counts
-			fmt.Printf("%s %s %d files: %d done, %d failed, %d cancelled, %d to go\n", j.ID, j.Submitted.UTC().Format(time.RFC3339),
-				j.Total, c[backend.StageDone], c[backend.StageFailed], c[backend.StageCancelled], c[backend.StageQueued]+c[backend.StageRunning])
+			fmt.Printf("%s %s by %s, %d files: %d done, %d failed, %d cancelled, %d to go\n", j.ID, j.Submitted.UTC().Format(time.RFC3339),
+				j.Owner, j.Total, c[backend.StageDone], c[backend.StageFailed], c[backend.StageCancelled], c[backend.StageQueued]+c[backend.StageRunning])
 		}
 		return nil
 	case *status:

@@ -69,6 +69,8 @@ const (
 type StageJob struct {
 	ID        string    `json:"id"`
 	Submitted time.Time `json:"submitted"`
+	// Owner is who submitted the job (Owner.Name).
+	Owner string `json:"owner"`
 	// Total is the job's number of files; Counts how many are in each
 	// state (StageQueued...).
 	Total  int            `json:"total"`

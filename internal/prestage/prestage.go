@@ -323,7 +323,7 @@ func (j *job) status(files bool) backend.StageJob {
 		st.Counts = maps.Clone(j.done.Counts)
 		return st
 	}
-	st := backend.StageJob{ID: j.id, Submitted: j.submitted, Total: len(j.files), Counts: make(map[string]int, 5)}
+	st := backend.StageJob{ID: j.id, Submitted: j.submitted, Owner: j.owner, Total: len(j.files), Counts: make(map[string]int, 5)}
 	if files {
 		st.Files = make([]backend.StageFile, 0, len(j.files))
 	}
