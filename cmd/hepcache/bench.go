@@ -46,6 +46,8 @@ func runBench(ctx context.Context, args []string) error {
 		return benchFloor(args[1:])
 	case "link":
 		return benchLink(args[1:])
+	case "soak":
+		return benchSoak(ctx, args[1:])
 	}
 	return fmt.Errorf("unknown benchmark %q: %w", args[0], errBenchUsage)
 }

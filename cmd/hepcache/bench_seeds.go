@@ -153,7 +153,7 @@ func benchWorkflow(ctx context.Context, args []string) error {
 	return err
 }
 
-var errBenchUsage = errors.New("usage: hepcache bench throughput|wan|floor|link|purge|workflow|resources|scale|layouts|job|generate|cluster [flags]")
+var errBenchUsage = errors.New("usage: hepcache bench throughput|wan|floor|link|soak|purge|workflow|resources|scale|layouts|job|generate|cluster [flags]")
 
 // intList is a comma-separated list flag of ints.
 type intList []int

@@ -29,6 +29,7 @@ var subcommands = map[string]subcommand{
 	"bench":    {"run the benchmarks that reproduce the papers' experiments", runBench},
 	"inspect":  {"show what the cache holds for a file, or a summary", runInspect},
 	"evict":    {"remove a file from the cache, safely while the server runs", runEvict},
+	"disk":     {"take data directories (cache.data_dirs) into service: disk init", runDisk},
 	"prestage": {"fetch a list of files into the cache of a running server", runPrestage},
 	"verify":   {"check cached blocks against their recorded CRC32C", runVerify},
 	"version":  {"print the version", runVersion},

@@ -49,9 +49,9 @@ per line: a path (/store/data/f.root) for the default origin or a URL
 			return err
 		}
 		for _, j := range js {
-			c := j.Counts()
-			fmt.Printf("%s %s %d files: %d done, %d failed, %d cancelled, %d to go\n", j.ID, j.Submitted.UTC().Format(time.RFC3339),
-				len(j.Files), c[backend.StageDone], c[backend.StageFailed], c[backend.StageCancelled], c[backend.StageQueued]+c[backend.StageRunning])
+			c := j.Counts
+			fmt.Printf("%s %s by %s, %d files: %d done, %d failed, %d cancelled, %d to go\n", j.ID, j.Submitted.UTC().Format(time.RFC3339),
+				j.Owner, j.Total, c[backend.StageDone], c[backend.StageFailed], c[backend.StageCancelled], c[backend.StageQueued]+c[backend.StageRunning])
 		}
 		return nil
 	case *status:
@@ -90,8 +90,8 @@ per line: a path (/store/data/f.root) for the default origin or a URL
 		}
 		if j.Finished() {
 			fmt.Print(j.Text())
-			if n := j.Counts()[backend.StageFailed]; n > 0 {
-				return fmt.Errorf("%d of %d files failed", n, len(j.Files))
+			if n := j.Counts[backend.StageFailed]; n > 0 {
+				return fmt.Errorf("%d of %d files failed", n, j.Total)
 			}
 			return nil
 		}

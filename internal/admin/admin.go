@@ -179,7 +179,7 @@ func (s *Server) prestage(w http.ResponseWriter, r *http.Request) {
 	for i := range reqs {
 		reqs[i].User, reqs[i].Protocol = "admin", "admin"
 	}
-	id, err := s.st.Stage(reqs)
+	id, err := s.st.Stage(backend.AdminOwner, reqs)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
@@ -197,16 +197,16 @@ func (s *Server) prestageStatus(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode(s.st.Jobs(0))
 		return
 	}
-	j, ok := s.st.StageStatus(id)
-	if !ok {
-		http.Error(w, "unknown prestage job "+id, http.StatusNotFound)
+	j, err := s.st.StageStatus(backend.AdminOwner, id)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusNotFound)
 		return
 	}
 	json.NewEncoder(w).Encode(j)
 }
 
 func (s *Server) prestageCancel(w http.ResponseWriter, r *http.Request) {
-	if s.st == nil || !s.st.CancelStage(r.FormValue("id")) {
+	if s.st == nil || s.st.CancelStage(backend.AdminOwner, r.FormValue("id")) != nil {
 		http.Error(w, "unknown prestage job "+r.FormValue("id"), http.StatusNotFound)
 		return
 	}

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -50,10 +51,13 @@ func startLinkProc(bin, target string, rtt time.Duration, bw int64) (*linkProc, 
 	}
 	line, err := bufio.NewReader(out).ReadString('\n')
 	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening ")
-	if err != nil || !ok {
+	if err == nil && !ok {
+		err = errors.New("no listening address")
+	}
+	if err != nil {
 		cmd.Process.Kill()
 		cmd.Wait()
-		return nil, fmt.Errorf("the link process did not start: %q %v", line, err)
+		return nil, fmt.Errorf("the link process did not start: %q: %w", line, err)
 	}
 	return &linkProc{cmd: cmd, addr: addr}, nil
 }

@@ -92,6 +92,8 @@ type Cache struct {
 	purgeKick   chan struct{}
 	purgeMu     sync.Mutex
 	sinceStatfs atomic.Int64
+	// lastNoSpaceKick (unix ns) rate-limits the purges that full disks wake.
+	lastNoSpaceKick atomic.Int64
 
 	// ctx is cancelled by Close; every entry's fetches derive from it.
 	ctx    context.Context
@@ -110,16 +112,21 @@ type Cache struct {
 var _ backend.Backend = (*Cache)(nil)
 
 // New creates a cache over cfg.Dir, creating the directory if needed.
-func New(cfg *Config) (*Cache, error) {
+func New(cfg *Config) (_ *Cache, err error) {
 	c := *cfg
 	var confined *disk.Confined
 	if c.FS == nil && c.Dir != "" {
 		// The cache's own trees, closed to symbolic links (disk.Confined).
-		fsys, err := disk.NewConfined(append([]string{c.Dir}, c.DataDirs...)...)
-		if err != nil {
-			return nil, fmt.Errorf("cache dir: %w", err)
+		fsys, cerr := disk.NewConfined(append([]string{c.Dir}, c.DataDirs...)...)
+		if cerr != nil {
+			return nil, fmt.Errorf("cache dir: %w", cerr)
 		}
 		c.FS, confined = fsys, fsys
+		defer func() {
+			if err != nil {
+				confined.Close() // its open directories would keep a disk busy
+			}
+		}()
 	}
 	c.EnsureDefaults()
 	if err := c.Validate(); err != nil {

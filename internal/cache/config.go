@@ -54,6 +54,8 @@ const (
 	// Watermarks as in XCache (pfc.diskusage 0.90 0.95) and seed 002.
 	defaultHighWatermark = 0.95
 	defaultLowWatermark  = 0.90
+	// defaultPinShare leaves half of the cache to what is not pinned.
+	defaultPinShare = 0.5
 	// defaultPurgeInterval is how often usage is re-checked besides the
 	// checks triggered by writes (file-system mode, age purge).
 	defaultPurgeInterval = 30 * time.Second
@@ -150,6 +152,12 @@ type Config struct {
 	// usage; if they alone pass the high watermark, purge can not get
 	// under it and says so. Default none.
 	Pin []string
+	// PinShare is the most of the capacity (or of the file systems) that
+	// pinned files may hold; a file that would pin more is cached unpinned
+	// (purge may evict it), with a warning and PinsRefused counted, so that
+	// pins (prestaged by anyone who may read there) never crowd out the
+	// rest of the cache. Default 0.5.
+	PinShare float64
 	// DirStatsDepth is how many leading path components name a directory
 	// in the per-directory statistics (cached bytes and files, opens,
 	// bytes served): 2 groups /store/mc/... under /store/mc. Default 2;
@@ -267,6 +275,9 @@ func (c *Config) EnsureDefaults() {
 	if c.LowWatermark == 0 {
 		c.LowWatermark = defaultLowWatermark
 	}
+	if c.PinShare == 0 {
+		c.PinShare = defaultPinShare
+	}
 	if c.PurgeInterval == 0 {
 		c.PurgeInterval = defaultPurgeInterval
 	}
@@ -357,6 +368,9 @@ func (c *Config) Validate() error {
 	}
 	if c.LowWatermark <= 0 || c.HighWatermark <= 0 || c.LowWatermark >= c.HighWatermark {
 		bad("Watermarks", fmt.Errorf("watermarks low %v, high %v: want 0 < low < high", c.LowWatermark, c.HighWatermark))
+	}
+	if c.PinShare < 0 || c.PinShare > 1 {
+		bad("PinShare", fmt.Errorf("pin share %v: a fraction of the capacity, more than 0 and at most 1", c.PinShare))
 	}
 	if (c.LowWatermark <= 1) != (c.HighWatermark <= 1) {
 		bad("Watermarks", fmt.Errorf("watermarks low %v, high %v: both fractions or both sizes", c.LowWatermark, c.HighWatermark))

@@ -53,22 +53,35 @@ func (c *Cache) DirectIO() []bool {
 	return out
 }
 
-// fullFor is how long a data disk that refused a write for lack of space
-// is taken as full: blocks fetched meanwhile are served without being
-// written (bypass), until a purge has had time to free space.
+// fullFor is how long at most a data disk that refused a write for lack
+// of space is taken as full: blocks fetched meanwhile are served without
+// being written (bypass), until a purge frees space (which ends it at
+// once) or this long has passed.
 const fullFor = time.Second
 
 // noteWriteError records a failed block write on disk d: out of space
 // marks the disk full for a while and wakes the purger.
 func (c *Cache) noteWriteError(d int, err error) {
-	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+	if noSpace(err) {
 		c.full[d].Store(c.cfg.now().Add(fullFor).UnixNano())
 		c.kickPurge()
 	}
 }
 
+// freedSpace ends every disk's full period: a purge evicted files.
+func (c *Cache) freedSpace() {
+	for i := range c.full {
+		c.full[i].Store(0)
+	}
+}
+
+// noSpace reports whether err is a disk or quota out of space.
+func noSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
 // diskFull reports whether disk d refused a write for lack of space
-// within the last fullFor.
+// within the last fullFor, with no purge since.
 func (c *Cache) diskFull(d int) bool {
 	return c.cfg.now().UnixNano() < c.full[d].Load()
 }

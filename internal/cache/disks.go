@@ -1,8 +1,6 @@
 package cache
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -67,38 +65,78 @@ type DiskUsage struct {
 	DirectIO bool
 }
 
-// openDisks takes the data directories into service: creates their data
-// trees and markers and records their devices. A directory that cannot be
-// prepared is an error: a node should not start with a disk missing
-// unnoticed.
+// openDisks takes the data directories into service and records their
+// devices. Without DataDirs the data lives in Dir with the metadata (a
+// bare Dir is an empty cache) and the marker is written at the first
+// start. Each of DataDirs must carry its marker and sit on its recorded
+// device (diskrecord.go); a directory that does not is an error naming
+// every such directory and the fix: a node should not start with a disk
+// missing unnoticed, nor fill the file system under a bare mount point.
 func openDisks(c *Config) ([]*dataDisk, error) {
-	dirs := c.DataDirs
-	if len(dirs) == 0 {
-		dirs = []string{c.Dir}
+	if len(c.DataDirs) == 0 {
+		d, err := openOwnDisk(c)
+		if err != nil {
+			return nil, err
+		}
+		return []*dataDisk{d}, nil
 	}
+	recs, err := readDiskRecords(c.Dir)
+	if err != nil {
+		return nil, err
+	}
+	// A cache from before the record: the markers it wrote are recorded
+	// once, as found.
+	migrate := len(recs) == 0
 	var disks []*dataDisk
-	for i, dir := range dirs {
-		d := &dataDisk{id: i, root: dir}
+	var refused []error
+	for i, dir := range c.DataDirs {
+		dev, err := deviceOf(dir)
+		if err != nil {
+			refused = append(refused, fmt.Errorf("data dir %s: %w (disk not mounted?)", dir, err))
+			continue
+		}
+		mark, merr := os.ReadFile(filepath.Join(dir, diskMarker))
+		if migrate && merr == nil {
+			recs[dir] = diskRecord{Dir: dir, Marker: string(mark), Device: dev}
+		}
+		if why := checkRecorded(recs, dir, mark, merr, dev); why != "" {
+			refused = append(refused, fmt.Errorf("data dir %s: %s", dir, why))
+			continue
+		}
 		if err := c.FS.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
 			return nil, fmt.Errorf("data dir %s: %w", dir, err)
 		}
-		mark, err := os.ReadFile(filepath.Join(dir, diskMarker))
-		if errors.Is(err, fs.ErrNotExist) {
-			var id [8]byte
-			rand.Read(id[:])
-			mark = []byte(hex.EncodeToString(id[:]) + "\n")
-			err = os.WriteFile(filepath.Join(dir, diskMarker), mark, 0o644)
+		disks = append(disks, &dataDisk{id: i, root: dir, dev: dev, mark: string(mark)})
+	}
+	if len(refused) > 0 {
+		return nil, errors.Join(refused...)
+	}
+	if migrate {
+		if err := writeDiskRecords(c.Dir, recs); err != nil {
+			return nil, err
 		}
-		if err != nil {
-			return nil, fmt.Errorf("data dir %s: %w", dir, err)
-		}
-		d.mark = string(mark)
-		if d.dev, err = deviceOf(dir); err != nil {
-			return nil, fmt.Errorf("data dir %s: %w", dir, err)
-		}
-		disks = append(disks, d)
 	}
 	return disks, nil
+}
+
+// openOwnDisk takes Dir into service as the only data disk.
+func openOwnDisk(c *Config) (*dataDisk, error) {
+	dir := c.Dir
+	if err := c.FS.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
+		return nil, fmt.Errorf("data dir %s: %w", dir, err)
+	}
+	mark, err := os.ReadFile(filepath.Join(dir, diskMarker))
+	if errors.Is(err, fs.ErrNotExist) {
+		mark, err = newMarker(dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("data dir %s: %w", dir, err)
+	}
+	d := &dataDisk{id: 0, root: dir, mark: string(mark)}
+	if d.dev, err = deviceOf(dir); err != nil {
+		return nil, fmt.Errorf("data dir %s: %w", dir, err)
+	}
+	return d, nil
 }
 
 func deviceOf(dir string) (uint64, error) {
@@ -178,6 +216,9 @@ func (c *Cache) diskError(id int, err error) {
 	}
 	d := c.disks[id]
 	d.errors.Add(1)
+	if errors.Is(err, syscall.ENOSPC) {
+		c.noSpaceKick()
+	}
 	if diskFailure(err) {
 		c.takeOut(d, err.Error())
 	}
@@ -282,15 +323,24 @@ func (c *Cache) Disks() []DiskUsage {
 	return out
 }
 
-// diskVictims returns, for every disk in service over its high watermark
-// (the cache's watermark fractions of the disk's size), the closed and
-// unpinned files on it from the least recently used end until the disk
-// would be under its low watermark. Only with several disks: one disk is
-// the cache's own usage, which Purge handles.
+// diskVictims returns, for every disk in service whose file system is short
+// of free space (diskNeed), the closed and unpinned files on it from the
+// least recently used end until enough would be free. With one disk and no
+// capacity, Usage is that disk's file system and Purge handles it alone;
+// with a capacity, the file system may still fill first (it is smaller
+// than the capacity, or shared), and then it is purged too instead of
+// turning every miss into a bypass read.
 func (c *Cache) diskVictims() []Key {
 	r := c.rules.Load()
-	if len(c.disks) < 2 || r.high > 1 {
+	if len(c.disks) < 2 && c.cfg.Capacity == 0 {
 		return nil
+	}
+	high, low := r.high, r.low
+	if high > 1 { // sizes: of the capacity, taken as its fractions
+		if c.cfg.Capacity == 0 {
+			return nil
+		}
+		high, low = high/float64(c.cfg.Capacity), low/float64(c.cfg.Capacity)
 	}
 	var out []Key
 	for _, d := range c.disks {
@@ -300,12 +350,39 @@ func (c *Cache) diskVictims() []Key {
 		if c.measure(d) != nil {
 			continue
 		}
-		total, used := d.total.Load(), d.used.Load()
-		if used > watermark(r.high, total) {
-			out = append(out, c.index.victimsOnDisk(d.id, used-watermark(r.low, total))...)
+		if need := c.diskNeed(d, high, low); need > 0 {
+			out = append(out, c.index.victimsOnDisk(d.id, need)...)
 		}
 	}
 	return out
+}
+
+// diskNeed is how many bytes must be freed on d, 0 if none: the watermarks
+// (fractions) keep free the share 1-high of d's size, or of the capacity
+// where that is smaller (a large file system shared with other data is not
+// emptied for a small cache), and a purge frees up to the share 1-low.
+func (c *Cache) diskNeed(d *dataDisk, high, low float64) int64 {
+	total, used := d.total.Load(), d.used.Load()
+	base := total
+	if cp := c.cfg.Capacity; cp > 0 && cp < base {
+		base = cp
+	}
+	free := total - used
+	if float64(free) >= (1-high)*float64(base) {
+		return 0
+	}
+	return int64((1-low)*float64(base)) - free
+}
+
+// noSpaceKick wakes the purger at most once a second on writes that found
+// their disk full: purge checks every disk's free space (diskVictims).
+func (c *Cache) noSpaceKick() {
+	now := time.Now().UnixNano()
+	last := c.lastNoSpaceKick.Load()
+	if now-last < int64(time.Second) || !c.lastNoSpaceKick.CompareAndSwap(last, now) {
+		return
+	}
+	c.kickPurge()
 }
 
 // relData returns p's path relative to a disk's data tree, or false.

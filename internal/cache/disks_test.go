@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,6 +26,18 @@ func filesUnder(dir string) int {
 	return n
 }
 
+// initDisks takes disks into service for the cache in dir (hepcache disk
+// init) and returns them.
+func initDisks(tb testing.TB, dir string, disks ...string) []string {
+	tb.Helper()
+	for _, d := range disks {
+		if _, err := InitDataDir(dir, d); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return disks
+}
+
 // TestDataDirsPlacementAndRestart: new files spread over the data disks
 // (none under the metadata directory), a restart finds every file on its
 // disk and serves it without the origin, a data file no sidecar claims is
@@ -35,7 +48,7 @@ func TestDataDirsPlacementAndRestart(t *testing.T) {
 		m.Put(fmt.Sprintf("/f%d", i), randomData(uint64(i), 3*testBlock+i), time.Now())
 	}
 	dir := t.TempDir()
-	disks := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	disks := initDisks(t, dir, t.TempDir(), t.TempDir(), t.TempDir())
 	withDisks := func(c *Config) { c.DataDirs = disks }
 	c := newTestCache(t, dir, m, withDisks)
 	for i := range 6 {
@@ -94,7 +107,8 @@ func TestDiskTakenOut(t *testing.T) {
 		m.Put(p, data[p], time.Now())
 	}
 	d0, d1 := realclient.Tmpfs(t, "64m"), realclient.Tmpfs(t, "64m")
-	c := newTestCache(t, t.TempDir(), m, func(c *Config) { c.DataDirs = []string{d0, d1} })
+	dir := t.TempDir()
+	c := newTestCache(t, dir, m, func(c *Config) { c.DataDirs = initDisks(t, dir, d0, d1) })
 	readAll := func() {
 		t.Helper()
 		for p, want := range data {
@@ -156,8 +170,9 @@ func TestPurgePerDisk(t *testing.T) {
 	m := origin.NewMem("mem://o")
 	const size = 1 << 20
 	d0, d1 := realclient.Tmpfs(t, "64m"), realclient.Tmpfs(t, "64m")
-	c := newTestCache(t, t.TempDir(), m, func(c *Config) {
-		c.DataDirs = []string{d0, d1}
+	dir := t.TempDir()
+	c := newTestCache(t, dir, m, func(c *Config) {
+		c.DataDirs = initDisks(t, dir, d0, d1)
 		c.HighWatermark, c.LowWatermark = 0.06, 0.04 // of 64 MiB: 3.84 and 2.56 MiB
 		c.PurgeInterval = time.Hour
 	})
@@ -190,5 +205,67 @@ func TestPurgePerDisk(t *testing.T) {
 		if _, ok := c.index.diskOf(Key{Origin: "mem://o", Path: fmt.Sprintf("/a%d", i)}); ok {
 			t.Fatalf("/a%d (older) survived while newer files were evicted", i)
 		}
+	}
+}
+
+// TestBareMountPointRefused (issue 21, item 3): a data disk (a real tmpfs)
+// not mounted at start-up leaves a bare directory: the cache refuses to
+// start, naming the directory and `hepcache disk init`, and writes nothing
+// there; another file system mounted there, or a marker copied onto the
+// bare directory, are refused too; a directory never initialised is
+// refused; once initialised, it is used. While running, an unmount takes
+// the disk out (TestDiskTakenOut).
+func TestBareMountPointRefused(t *testing.T) {
+	m := origin.NewMem("mem://o")
+	m.Put("/f", randomData(7, 3*testBlock), time.Now())
+	dir := t.TempDir()
+	d0 := realclient.Tmpfs(t, "16m")
+	d1 := t.TempDir()
+	cfg := func(c *Config) { c.DataDirs = []string{d0, d1} }
+	open := func() error {
+		t.Helper()
+		c, err := New(&Config{Dir: dir, Origins: singleOrigin(m), BlockSize: testBlock, PieceSize: testPiece, DataDirs: []string{d0, d1}})
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+	if err := open(); err == nil || !strings.Contains(err.Error(), "hepcache disk init") || !strings.Contains(err.Error(), d0) {
+		t.Fatalf("start with data dirs never initialised: %v", err)
+	}
+	initDisks(t, dir, d0, d1)
+	c := newTestCache(t, dir, m, cfg)
+	readAllVia(t, c, "/f")
+	c.Close()
+
+	if out, err := exec.Command("umount", d0).CombinedOutput(); err != nil {
+		t.Fatalf("umount: %v %s", err, out)
+	}
+	err := open()
+	if err == nil || !strings.Contains(err.Error(), d0) || !strings.Contains(err.Error(), "not mounted") {
+		t.Fatalf("start with a data disk unmounted: %v", err)
+	}
+	t.Logf("refused: %v", err)
+	if ents, _ := os.ReadDir(d0); len(ents) != 0 {
+		t.Fatalf("the cache wrote into the bare mount point: %v", ents)
+	}
+	// A copy of the marker on the bare directory: another device.
+	mark, _ := os.ReadFile(filepath.Join(dir, diskRecordFile))
+	recs, _ := readDiskRecords(dir)
+	os.WriteFile(filepath.Join(d0, diskMarker), []byte(recs[d0].Marker), 0o644)
+	if err := open(); err == nil || !strings.Contains(err.Error(), "recorded on") {
+		t.Fatalf("start with the marker copied onto the bare directory (record %s): %v", mark, err)
+	}
+	os.Remove(filepath.Join(d0, diskMarker))
+	// Another, empty, file system mounted there.
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", d0).CombinedOutput(); err != nil {
+		t.Fatalf("mount: %v %s", err, out)
+	}
+	if err := open(); err == nil || !strings.Contains(err.Error(), "no marker") {
+		t.Fatalf("start with an empty disk mounted in place: %v", err)
+	}
+	initDisks(t, dir, d0)
+	if err := open(); err != nil {
+		t.Fatalf("start after disk init: %v", err)
 	}
 }

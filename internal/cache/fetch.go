@@ -303,7 +303,15 @@ func (e *entry) writeBlock(f *fetch) error {
 	if f.uncached.Load() {
 		return fmt.Errorf("%w: the disk is full", errWriteFailed)
 	}
-	if err := e.data.WriteBlock(f.blk.Buf(), f.off, int(f.n)); err != nil {
+	err := e.data.WriteBlock(f.blk.Buf(), f.off, int(f.n))
+	if noSpace(err) && e.ctx.Err() == nil {
+		// The disk filled before the purge's usage check noticed: purge
+		// now and try once more, rather than leave the block uncached.
+		if files, _ := c.Purge(); files > 0 {
+			err = e.data.WriteBlock(f.blk.Buf(), f.off, int(f.n))
+		}
+	}
+	if err != nil {
 		if e.ctx.Err() == nil {
 			c.stats.WriteErrors.Add(1)
 			c.diskError(e.disk, err)

@@ -124,6 +124,12 @@ func (x *index) classifyLocked(it *item) {
 	}
 	it.pinned = x.rules.pinned(it.key.Path)
 	if it.pinned {
+		// Over the pin share, a new pin is refused: the file is cached
+		// like any other (grow says so for files that grow into it).
+		if lim := x.pinLimitLocked(); lim > 0 && x.pinnedBytes+it.bytes > lim {
+			it.pinned = false
+			return
+		}
 		x.pinnedBytes += it.bytes
 	}
 }
@@ -306,7 +312,9 @@ func (x *index) touch(k Key, now time.Time) {
 
 // grow adds n bytes to k (a block was written). It returns the cache's
 // total and whether k's quota has passed its high watermark.
-func (x *index) grow(k Key, n int64) (total int64, quotaFull bool) {
+// grow adds n bytes to k. A pinned file that grows past the pin share is
+// unpinned (pinRefused): it stays cached, but purge may evict it.
+func (x *index) grow(k Key, n int64) (total int64, quotaFull, pinRefused bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if it := x.items[k]; it != nil {
@@ -314,8 +322,20 @@ func (x *index) grow(k Key, n int64) (total int64, quotaFull bool) {
 		if g := it.grp; g != nil {
 			quotaFull = g.bytes > x.quotaHighLocked(g.quota)
 		}
+		if lim := x.pinLimitLocked(); it.pinned && n > 0 && lim > 0 && x.pinnedBytes > lim {
+			it.pinned = false
+			x.pinnedBytes -= it.bytes
+			pinRefused = true
+		}
 	}
-	return x.bytes, quotaFull
+	return x.bytes, quotaFull, pinRefused
+}
+
+// pinFigures returns the pinned bytes and their limit (0: unknown).
+func (x *index) pinFigures() (pinned, limit int64) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.pinnedBytes, x.pinLimitLocked()
 }
 
 // setBytes corrects k's size (e.g. after the cached copy was reset).

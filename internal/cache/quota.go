@@ -17,11 +17,12 @@ type spaceRules struct {
 	maxFiles  int
 	quotas    []Quota
 	pins      []string
+	pinShare  float64
 }
 
 func rulesOf(c *Config) *spaceRules {
 	return &spaceRules{high: c.HighWatermark, low: c.LowWatermark, maxAge: c.MaxAge, maxFiles: c.MaxFiles,
-		quotas: append([]Quota(nil), c.Quotas...), pins: append([]string(nil), c.Pin...)}
+		quotas: append([]Quota(nil), c.Quotas...), pins: append([]string(nil), c.Pin...), pinShare: c.PinShare}
 }
 
 // quotaOf returns the index of the quota with the longest prefix covering
@@ -68,10 +69,38 @@ func (x *index) quotaLowLocked(q Quota) int64 {
 	return watermark(q.LowWatermark, x.quotaLimitLocked(q))
 }
 
-func (x *index) setTotal(total int64) {
+// setTotal records the capacity; pins over the share of a capacity now
+// known (or smaller) are dropped, least recently used first.
+func (x *index) setTotal(total int64) (unpinned int) {
 	x.mu.Lock()
+	defer x.mu.Unlock()
 	x.total = total
-	x.mu.Unlock()
+	return x.unpinOverLocked()
+}
+
+// pinLimitLocked is the most pinned files may hold: the pin share of the
+// capacity; 0 (no limit) while the capacity is unknown.
+// MUST be called with x.mu held.
+func (x *index) pinLimitLocked() int64 {
+	return int64(x.rules.pinShare * float64(x.total))
+}
+
+// unpinOverLocked unpins the least recently used pinned items until the
+// pinned bytes are within the limit, and returns how many it unpinned.
+// MUST be called with x.mu held.
+func (x *index) unpinOverLocked() (n int) {
+	lim := x.pinLimitLocked()
+	if lim <= 0 {
+		return 0
+	}
+	for it := x.tail; it != nil && x.pinnedBytes > lim; it = it.prev {
+		if it.pinned {
+			it.pinned = false
+			x.pinnedBytes -= it.bytes
+			n++
+		}
+	}
+	return n
 }
 
 // validSpaceRules checks quotas and pins.
@@ -121,6 +150,7 @@ type Space struct {
 	MaxFiles                    int
 	Quotas                      []Quota
 	Pin                         []string
+	PinShare                    float64
 }
 
 // SetSpace replaces the watermarks, age and count limits, quotas and pins
@@ -132,6 +162,7 @@ func (c *Cache) SetSpace(s Space) error {
 	nc.MaxAge, nc.MaxFiles = s.MaxAge, s.MaxFiles
 	nc.Quotas = append([]Quota(nil), s.Quotas...)
 	nc.Pin = append([]string(nil), s.Pin...)
+	nc.PinShare = s.PinShare
 	nc.EnsureDefaults()
 	if err := nc.Validate(); err != nil {
 		return fmt.Errorf("cache space settings: %w", err)
@@ -177,3 +208,7 @@ func (c *Cache) Quotas() []QuotaUsage {
 // errPinnedOverHigh is logged when pinned files alone keep the cache over
 // its high watermark.
 var errPinnedOverHigh = errors.New("cache: pinned files alone exceed the high watermark")
+
+// errPinShareFull is logged when a file in a pinned namespace is not pinned
+// because pinned files already hold their share of the capacity.
+var errPinShareFull = errors.New("cache: pinned files hold space.pin_share of the capacity")

@@ -94,6 +94,7 @@ func TestPinnedFilesAreNeverPurged(t *testing.T) {
 	c, _ := quotaCache(t, func(cfg *Config) {
 		cfg.Capacity = 10 * testBlock
 		cfg.Pin = []string{"/vo/a"}
+		cfg.PinShare = 0.8 // 6 of 10 blocks pinned
 		cfg.Quotas = []Quota{{Prefix: "/vo/", Size: 4 * testBlock}}
 	})
 	for i := 0; i < 3; i++ {
@@ -206,5 +207,37 @@ func TestDirStatsBounded(t *testing.T) {
 	ds := c.DirStats()
 	if len(ds) != 3 || ds[0].Dir != otherDir {
 		t.Fatalf("want 2 named directories and %q, got %+v", otherDir, ds)
+	}
+}
+
+// TestPinShareBounded (issue 21, item 10): files pinned past the pin share
+// of the capacity (here 5 of 10 blocks) are left unpinned, counted and
+// warned about, so that what is not pinned still stays cached.
+func TestPinShareBounded(t *testing.T) {
+	c, _ := quotaCache(t, func(cfg *Config) {
+		cfg.Capacity = 10 * testBlock
+		cfg.Pin = []string{"/vo/a"}
+	})
+	c.Usage() // the capacity the share is of
+	for i := 0; i < 6; i++ {
+		readFile(t, c, fmt.Sprintf("/vo/a/f%d", i)) // 12 blocks into a pinned namespace
+	}
+	waitIdle(t, c)
+	u, _ := c.Usage()
+	if u.Pinned > 5*testBlock {
+		t.Fatalf("pinned %d bytes, over half the capacity (%d)", u.Pinned, 5*testBlock)
+	}
+	if c.Stats().PinsRefused.Load() == 0 {
+		t.Fatal("no pin refused")
+	}
+	readFile(t, c, "/other/f0")
+	waitIdle(t, c)
+	c.Purge()
+	got := cachedKeys(c)
+	if !got["/other/f0"] {
+		t.Fatalf("the newest unpinned file was purged: %v", got)
+	}
+	if u, _ := c.Usage(); u.Used > u.Low || u.Pinned > 5*testBlock {
+		t.Fatalf("after purge: used %d (low %d), pinned %d", u.Used, u.Low, u.Pinned)
 	}
 }

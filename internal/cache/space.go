@@ -83,13 +83,23 @@ func (c *Cache) Usage() (Usage, error) {
 	}
 	u.High = watermark(r.high, u.Total)
 	u.Low = watermark(r.low, u.Total)
-	c.index.setTotal(u.Total)
+	if n := c.index.setTotal(u.Total); n > 0 {
+		c.stats.PinsRefused.Add(int64(n))
+		c.warn("pinned files over space.pin_share of the capacity: the least recently used are no longer pinned",
+			"files", n, "pin_share", r.pinShare, "capacity", u.Total)
+	}
 	return u, nil
 }
 
 // grew records that n bytes of k were written to the cache.
 func (c *Cache) grew(k Key, n int64) {
-	total, quotaFull := c.index.grow(k, n)
+	total, quotaFull, pinRefused := c.index.grow(k, n)
+	if pinRefused {
+		pinned, limit := c.index.pinFigures()
+		c.stats.PinsRefused.Add(1)
+		c.warn("pin refused: pinned files hold space.pin_share of the capacity; the file stays cached unpinned (purge may evict it)",
+			"key", k.String(), "pinned_bytes", pinned, "limit", limit, "err", errPinShareFull)
+	}
 	if quotaFull {
 		c.kickPurge()
 		return
@@ -100,13 +110,12 @@ func (c *Cache) grew(k Key, n int64) {
 // noteGrowth is called after bytes were added to the cache; it wakes the
 // purger as soon as usage may have crossed the high watermark.
 func (c *Cache) noteGrowth(total int64, n int64) {
-	if c.cfg.Capacity > 0 {
-		if total > watermark(c.rules.Load().high, c.cfg.Capacity) {
-			c.kickPurge()
-		}
+	if c.cfg.Capacity > 0 && total > watermark(c.rules.Load().high, c.cfg.Capacity) {
+		c.kickPurge()
 		return
 	}
-	// File-system mode: statfs is a syscall, so check every 64 MiB written.
+	// The file systems may fill before the capacity does (diskVictims):
+	// statfs is a syscall, so check every 64 MiB written.
 	if c.sinceStatfs.Add(n) >= 64<<20 {
 		c.sinceStatfs.Store(0)
 		c.kickPurge()
@@ -142,6 +151,11 @@ func (c *Cache) purgeLoop() {
 func (c *Cache) Purge() (files int, bytes int64) {
 	c.purgeMu.Lock()
 	defer c.purgeMu.Unlock()
+	defer func() {
+		if files > 0 {
+			c.freedSpace()
+		}
+	}()
 	r := c.rules.Load()
 	u, err := c.Usage()
 	if err != nil {
@@ -165,7 +179,7 @@ func (c *Cache) Purge() (files int, bytes int64) {
 	if dv := c.diskVictims(); len(dv) > 0 {
 		df, db := c.evictAll(dv)
 		files, bytes = files+df, bytes+db
-		c.cfg.Logger.Info("purge: disks", "evicted_files", df, "evicted_bytes", db)
+		c.cfg.Logger.Info("purge: data disks short of free space", "evicted_files", df, "evicted_bytes", db)
 		if u, err = c.Usage(); err != nil {
 			c.cfg.Logger.Warn("purge: cannot measure usage", "err", err)
 			return files, bytes

@@ -40,6 +40,9 @@ type Stats struct {
 	// LinksRefused counts symbolic links found in the cache directory
 	// (never followed).
 	LinksRefused atomic.Int64
+	// PinsRefused counts files in pinned namespaces left unpinned because
+	// pinned files held Config.PinShare of the capacity.
+	PinsRefused atomic.Int64
 	// DisksFailed counts data disks taken out of service.
 	DisksFailed atomic.Int64
 	// OpenFiles is the number of files with at least one client.

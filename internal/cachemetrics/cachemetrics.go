@@ -24,7 +24,7 @@ func (s source) CacheFigures() metrics.CacheFigures {
 		WriteErrors: st.WriteErrors.Load(), SyncErrors: st.SyncErrors.Load(),
 		OpenFiles: st.OpenFiles.Load(), Evictions: st.Evictions.Load(), EvictedBytes: st.EvictedBytes.Load(), PurgeRuns: st.PurgeRuns.Load(),
 		ChecksumFailures: st.ChecksumFailures.Load(), Revalidations: st.Revalidations.Load(),
-		BlocksChecked: st.BlocksChecked.Load(), BlocksCorrupt: st.BlocksCorrupt.Load(), LinksRefused: st.LinksRefused.Load(),
+		BlocksChecked: st.BlocksChecked.Load(), BlocksCorrupt: st.BlocksCorrupt.Load(), LinksRefused: st.LinksRefused.Load(), PinsRefused: st.PinsRefused.Load(),
 		DisksFailed:   st.DisksFailed.Load(),
 		FetchInFlight: s.c.FetchInFlight(),
 	}

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -124,6 +125,7 @@ type Stats struct {
 	Queries   int64 // state queries received
 	Haves     int64 // have answers sent
 	Pings     int64 // pings answered
+	Outside   int64 // state queries outside the exported paths (not answered)
 }
 
 // Node is a running subscription.
@@ -139,6 +141,7 @@ type Node struct {
 
 	connected                     atomic.Bool
 	logins, queries, haves, pings atomic.Int64
+	outside                       atomic.Int64 // queries outside Paths
 }
 
 // Start validates cfg and starts subscribing in the background; it
@@ -161,6 +164,7 @@ func (n *Node) Stats() Stats {
 		Queries:   n.queries.Load(),
 		Haves:     n.haves.Load(),
 		Pings:     n.pings.Load(),
+		Outside:   n.outside.Load(),
 	}
 }
 
@@ -354,6 +358,19 @@ func (n *Node) loadData() []byte {
 	return p.b
 }
 
+// exports reports whether p (cleaned: ".." cannot climb out) lies under one
+// of the exported paths.
+func (n *Node) exports(p string) bool {
+	p = path.Clean(p)
+	for _, e := range n.cfg.Paths {
+		e = path.Clean(e)
+		if e == "/" || p == e || strings.HasPrefix(p, e+"/") {
+			return true
+		}
+	}
+	return false
+}
+
 // answerState asks Have in the background and answers have when the
 // node can serve the path; silence means "no" to the manager.
 func (n *Node) answerState(h header, data []byte) {
@@ -363,6 +380,13 @@ func (n *Node) answerState(h header, data []byte) {
 		return
 	}
 	if h.Modifier&modStateNoRsp != 0 {
+		return
+	}
+	// Only what the node exports (its login said so): anything else is
+	// not ours to look up, and each lookup is an origin stat.
+	if !n.exports(path) {
+		n.outside.Add(1)
+		n.cfg.Logger.Debug("cmsd state query outside the exported paths; not answered", "path", path)
 		return
 	}
 	select {

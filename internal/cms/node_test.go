@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -257,4 +258,67 @@ func run(t *testing.T, name string, args ...string) ([]byte, error) {
 	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
 	t.Logf("%s %s: %v in %v", filepath.Base(name), strings.Join(args, " "), err, time.Since(start).Round(time.Millisecond))
 	return out, err
+}
+
+// TestStateQueriesOnlyForExportedPaths (issue 21, item 7): a hostile
+// manager asking about paths outside cmsd.paths (/secret, a ".." climbing
+// out of /store, a sibling prefix /storex) gets no answer and causes no
+// lookup; a path under /store is looked up and answered.
+func TestStateQueriesOnlyForExportedPaths(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	haves := make(chan string, 8)
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		if _, _, err := readMessage(c); err != nil {
+			return
+		}
+		c.Write(message(header{Code: codeLogin}, (&loginData{Version: 3, SID: "m-test"}).marshal()))
+		for i, p := range []string{"/secret/x", "/store/../secret/x", "/storex/y", "/store/a/f.root"} {
+			c.Write(message(header{StreamID: uint32(i + 1), Code: codeState, Modifier: modRaw}, append([]byte(p), 0)))
+		}
+		for {
+			h, data, err := readMessage(c)
+			if err != nil {
+				return
+			}
+			if h.Code == codeHave {
+				haves <- string(data[:indexNUL(data)])
+			}
+		}
+	}()
+	var mu sync.Mutex
+	var asked []string
+	n, err := Start(Config{Manager: l.Addr().String(), DataPort: 2000, Host: "node1", Paths: []string{"/store"},
+		Have: func(_ context.Context, p string) (bool, error) {
+			mu.Lock()
+			asked = append(asked, p)
+			mu.Unlock()
+			return true, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	select {
+	case p := <-haves:
+		if p != "/store/a/f.root" {
+			t.Fatalf("have answered for %s", p)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no have for /store/a/f.root")
+	}
+	eventually.True(t, func() bool { return n.Stats().Queries == 4 }, "the four queries received")
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) != 1 || asked[0] != "/store/a/f.root" || n.Stats().Outside != 3 {
+		t.Fatalf("looked up %v (%d outside), want only /store/a/f.root", asked, n.Stats().Outside)
+	}
 }

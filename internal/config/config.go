@@ -58,6 +58,11 @@ type PrestageConfig struct {
 	// MaxQueued bounds the files waiting to be staged; a request beyond it
 	// is refused (busy). Default 100000.
 	MaxQueued int `toml:"max_queued"`
+	// MaxListMemory bounds the memory of the file lists of unfinished
+	// jobs (names plus about 400 bytes a file); a request beyond it is
+	// refused (busy). Finished jobs keep counts only (at most 2 KiB each,
+	// the newest 1000). Default 64M.
+	MaxListMemory Size `toml:"max_list_memory"`
 }
 
 // QuotaRule is one [[quota]] table: the space the files under a path prefix
@@ -95,6 +100,9 @@ type SpaceConfig struct {
 	VerifyChecksum string `toml:"verify_checksum"`
 	// Pin lists path prefixes whose files purge never evicts. Default none.
 	Pin []string `toml:"pin"`
+	// PinShare is the most of the capacity pinned files may hold; a file
+	// beyond it is cached unpinned, with a warning. Default 0.5.
+	PinShare float64 `toml:"pin_share"`
 	// DirStatsDepth is how many leading path components name a directory in
 	// the per-directory statistics. Default 2; -1 turns them off.
 	DirStatsDepth int `toml:"dir_stats_depth"`
@@ -134,8 +142,14 @@ type ServerConfig struct {
 	// MetricsListen serves /metrics and /health on a separate address;
 	// empty (default) serves them on the HTTP listener if there is one.
 	MetricsListen string `toml:"metrics_listen"`
-	// ShutdownTimeout is how long SIGTERM waits for reads to finish.
-	// Default 30s.
+	// DebugPprof serves Go's profiles under /debug/pprof/ on MetricsListen
+	// (goroutine dumps of a stuck node: /debug/pprof/goroutine?debug=2).
+	// Default false; needs MetricsListen (never on the clients' HTTP
+	// listener). A CPU profile costs CPU while it runs.
+	DebugPprof bool `toml:"debug_pprof"`
+	// ShutdownTimeout is how long SIGTERM waits for reads to finish;
+	// then origin calls are cut and the process exits at most 1s later,
+	// whatever still waits. Default 30s.
 	ShutdownTimeout Duration `toml:"shutdown_timeout"`
 	// HealthWindow is how long an origin or disk error keeps /health
 	// "degraded". Default 5m: long enough for a load balancer polling
@@ -296,13 +310,13 @@ func Default() *Config {
 			SyncInterval: Duration(cd.SyncInterval)},
 		Space: SpaceConfig{Watermarks: fmt.Sprintf("%.2f,%.2f", cd.LowWatermark, cd.HighWatermark),
 			PurgeInterval: Duration(cd.PurgeInterval), VerifyChecksum: cd.VerifyChecksum,
-			Pin: []string{}, DirStatsDepth: cd.DirStatsDepth, DirStatsMax: cd.DirStatsMax},
+			Pin: []string{}, PinShare: cd.PinShare, DirStatsDepth: cd.DirStatsDepth, DirStatsMax: cd.DirStatsMax},
 		Origin: OriginConfig{Timeout: Duration(cd.OriginTimeout), Connections: 16, MaxHops: 4, NotFoundTTL: Duration(30e9),
 			NotFoundTTLByOrigin: map[string]Duration{}, S3Connections: 64},
 		Log:      LogConfig{Level: "info"},
 		Cluster:  defaultCluster(),
 		Security: SecurityConfig{ClockSkew: Duration(60e9)},
-		Prestage: PrestageConfig{Workers: 4, MaxQueued: 100000},
+		Prestage: PrestageConfig{Workers: 4, MaxQueued: 100000, MaxListMemory: Size(64 << 20)},
 		Monitor:  defaultMonitor(),
 		Cmsd:     defaultCmsd(),
 	}
@@ -345,6 +359,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Server.Listen, "listen", c.Server.Listen, "root:// listen address (server.listen)")
 	fs.StringVar(&c.Server.HTTPListen, "http-listen", c.Server.HTTPListen, "http:// listen address, empty for none (server.http_listen)")
 	fs.StringVar(&c.Server.MetricsListen, "metrics-listen", c.Server.MetricsListen, "address for /metrics and /health (server.metrics_listen)")
+	fs.BoolVar(&c.Server.DebugPprof, "debug-pprof", c.Server.DebugPprof, "serve /debug/pprof/ on the metrics listener (server.debug_pprof)")
 	fs.StringVar(&c.Cache.Dir, "cache-dir", c.Cache.Dir, "cache directory (cache.dir)")
 	dataDirsSet := false
 	fs.Func("data-dir", "a data disk's directory, repeatable; the first replaces the file's list (cache.data_dirs)", func(v string) error {
@@ -399,6 +414,9 @@ func (c *Config) Validate() error {
 	addr("server.listen", c.Server.Listen, false)
 	addr("server.http_listen", c.Server.HTTPListen, true)
 	addr("server.metrics_listen", c.Server.MetricsListen, true)
+	if c.Server.DebugPprof && c.Server.MetricsListen == "" {
+		bad("server.debug_pprof", true, "needs server.metrics_listen: profiles are not served on the clients' HTTP listener")
+	}
 	if c.Server.ShutdownTimeout < 0 {
 		bad("server.shutdown_timeout", c.Server.ShutdownTimeout, "must not be negative")
 	}
@@ -532,6 +550,9 @@ func (c *Config) Validate() error {
 	if c.Prestage.MaxQueued < 1 {
 		bad("prestage.max_queued", c.Prestage.MaxQueued, "at least 1")
 	}
+	if c.Prestage.MaxListMemory < 1<<20 {
+		bad("prestage.max_list_memory", c.Prestage.MaxListMemory, "at least 1M")
+	}
 	return errors.Join(errs...)
 }
 
@@ -591,7 +612,7 @@ var cacheKeys = map[string]string{
 	"LocalRedirect": "cache.local_redirect", "DataDirs": "cache.data_dirs", "VerifyChecksum": "space.verify_checksum",
 	"Capacity": "space.capacity", "Watermarks": "space.watermarks", "MaxAge": "space.max_age",
 	"MaxFiles": "space.max_files", "PurgeInterval": "space.purge_interval", "Quotas": "quota",
-	"DirStatsMax": "space.dir_stats_max", "OriginTimeout": "origin.timeout",
+	"DirStatsMax": "space.dir_stats_max", "OriginTimeout": "origin.timeout", "PinShare": "space.pin_share",
 }
 
 // unjoin splits an errors.Join result into its errors.
@@ -636,6 +657,7 @@ func (c *Config) CacheConfig() (*cache.Config, error) {
 		MaxFiles:           sp.MaxFiles,
 		Quotas:             sp.Quotas,
 		Pin:                sp.Pin,
+		PinShare:           sp.PinShare,
 		DirStatsDepth:      c.Space.DirStatsDepth,
 		DirStatsMax:        c.Space.DirStatsMax,
 		VerifyChecksum:     c.Space.VerifyChecksum,
@@ -650,7 +672,7 @@ func (c *Config) SpaceRules() (cache.Space, error) {
 		return cache.Space{}, fmt.Errorf("space.watermarks: %w", err)
 	}
 	sp := cache.Space{HighWatermark: high, LowWatermark: low, MaxAge: time.Duration(c.Space.MaxAge),
-		MaxFiles: c.Space.MaxFiles, Pin: c.Space.Pin}
+		MaxFiles: c.Space.MaxFiles, Pin: c.Space.Pin, PinShare: c.Space.PinShare}
 	for i, q := range c.Quota {
 		cq := cache.Quota{Prefix: q.Prefix, Size: int64(q.Size), Share: q.Share}
 		if q.Watermarks != "" {
@@ -673,7 +695,7 @@ func (c *Config) keyValue(key string) (any, bool) {
 		"cache.data_dirs": c.Cache.DataDirs, "space.verify_checksum": fmt.Sprintf("%q", c.Space.VerifyChecksum),
 		"space.capacity": c.Space.Capacity, "space.watermarks": fmt.Sprintf("%q", c.Space.Watermarks),
 		"space.max_age": c.Space.MaxAge, "space.max_files": c.Space.MaxFiles, "space.purge_interval": c.Space.PurgeInterval,
-		"space.dir_stats_max": c.Space.DirStatsMax, "origin.timeout": c.Origin.Timeout,
+		"space.dir_stats_max": c.Space.DirStatsMax, "origin.timeout": c.Origin.Timeout, "space.pin_share": c.Space.PinShare,
 	}[key]
 	return v, ok
 }

@@ -42,7 +42,9 @@ type SecurityConfig struct {
 	// Audiences are the token "aud" values this cache accepts (its URLs,
 	// or "https://wlcg.cern.ch/jwt/v1/any"), for issuers without their own.
 	Audiences []string `toml:"audiences"`
-	// ClockSkew tolerates clock differences on token times. Default 60s.
+	// ClockSkew tolerates clock differences on token times and on the
+	// expiry of a session's credential (re-checked at every request).
+	// Default 60s.
 	ClockSkew Duration `toml:"clock_skew"`
 	// Issuers are the trusted token issuers ([[security.issuer]]).
 	Issuers []IssuerConfig `toml:"issuer"`

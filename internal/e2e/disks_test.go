@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hepcache/hepcache/internal/cache"
 	"github.com/hepcache/hepcache/internal/config"
 	"github.com/hepcache/hepcache/internal/realclient"
 )
@@ -27,6 +28,11 @@ func TestDataDisksFailAndServe(t *testing.T) {
 	s := startStack(t, data, func(c *config.Config) {
 		withHTTP(c)
 		c.Cache.DataDirs = disks
+		for _, d := range disks {
+			if _, err := cache.InitDataDir(c.Cache.Dir, d); err != nil {
+				t.Fatal(err)
+			}
+		}
 	})
 	env := realclient.Env()
 	readAll := func(how string) {

@@ -266,7 +266,9 @@ func TestS3ReplacedObject(t *testing.T) {
 // over a slow link; the read in flight fails or returns the old object
 // whole, never a mix, and the next read gets the new object.
 func TestS3ReplacedDuringRead(t *testing.T) {
-	s := startS3Stack(t, "", func(l *wan.Config) { l.Bandwidth = 8 << 20 }, nil)
+	// Little in flight, so that most of the object is requested after the
+	// replacement (the link's buffers hold whatever was requested).
+	s := startS3Stack(t, "", func(l *wan.Config) { l.Bandwidth = 8 << 20 }, func(c *config.Config) { c.Cache.FetchMemory = 4 << 20 })
 	env := realclient.Env()
 	const size = 24 << 20
 	oldSum := s.putObject(t, "/store/v/g.root", size, 80, "")
@@ -481,7 +483,9 @@ func TestS3ListingPages(t *testing.T) {
 // store is back the object is read byte-exact, the blocks already cached
 // included.
 func TestS3ServerStoppedMidRead(t *testing.T) {
-	s := startS3Stack(t, "", func(l *wan.Config) { l.Bandwidth = 8 << 20 }, nil)
+	// Little in flight, so that most of the object is requested after the
+	// store went down (the link's buffers hold whatever was requested).
+	s := startS3Stack(t, "", func(l *wan.Config) { l.Bandwidth = 8 << 20 }, func(c *config.Config) { c.Cache.FetchMemory = 4 << 20 })
 	env := realclient.Env()
 	const size = 32 << 20
 	sum := s.putObject(t, "/store/down.root", size, 90, "")

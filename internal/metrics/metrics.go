@@ -46,6 +46,7 @@ type CacheFigures struct {
 	OpenFiles, Evictions, EvictedBytes, PurgeRuns         int64
 	ChecksumFailures, Revalidations                       int64
 	BlocksChecked, BlocksCorrupt, LinksRefused            int64
+	PinsRefused                                           int64
 	DisksFailed                                           int64
 	// FetchInFlight is the fetch memory in use (bytes requested from
 	// origins and not yet on disk).
@@ -359,6 +360,7 @@ func (r *Registry) WriteTo(w io.Writer) (int64, error) {
 		e.counter("hepcache_blocks_checked_total", "Blocks read back from disk and found equal to their recorded CRC32C (every read from disk is checked).", st.BlocksChecked)
 		e.counter("hepcache_blocks_corrupt_total", "Blocks read back from disk that failed their CRC32C check; dropped and fetched again.", st.BlocksCorrupt)
 		e.counter("hepcache_links_refused_total", "Symbolic links found in the cache directory; never followed, removed.", st.LinksRefused)
+		e.counter("hepcache_pins_refused_total", "Files in pinned namespaces left unpinned because pinned files held space.pin_share of the capacity.", st.PinsRefused)
 		e.counter("hepcache_disks_failed_total", "Data disks taken out of service (I/O errors, read-only, unmounted).", st.DisksFailed)
 		e.gauge("hepcache_open_files", "Files with at least one client.", s.OpenFiles)
 		e.gauge("hepcache_fetch_inflight_bytes", "Bytes requested from origins and not yet on disk (fetch memory in use, by design).", st.FetchInFlight)

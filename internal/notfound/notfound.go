@@ -26,8 +26,15 @@ const (
 	// through the cache within half a minute, while a storm of failed
 	// opens for one path reaches the origin twice a minute at most.
 	defaultTTL = 30 * time.Second
-	// defaultMaxEntries bounds memory (about 100 bytes per path).
+	// defaultMaxEntries and defaultMaxBytes bound the memory of one
+	// origin's remembered paths: each costs its length plus
+	// entryOverhead (measured by TestEntryMemory: about 110 bytes of map
+	// entry and queue slot, more with the allocator's rounding), so
+	// 100 000 short paths take some 17 MB, and long ones (4 KB is
+	// allowed) stop at defaultMaxBytes instead of 480 MB.
 	defaultMaxEntries = 100_000
+	defaultMaxBytes   = 32 << 20
+	entryOverhead     = 160
 )
 
 // Config configures negative caching for every origin a resolver returns.
@@ -41,6 +48,10 @@ type Config struct {
 	// MaxEntries bounds the paths remembered per origin; the oldest are
 	// forgotten first. Default 100 000.
 	MaxEntries int
+	// MaxBytes bounds the memory of the paths remembered per origin (each
+	// costs its length plus about 160 bytes); the oldest are forgotten
+	// first. Default 32 MiB.
+	MaxBytes int64
 
 	// now is the clock; a test seam.
 	now func() time.Time
@@ -54,6 +65,9 @@ func (c *Config) EnsureDefaults() {
 	if c.MaxEntries == 0 {
 		c.MaxEntries = defaultMaxEntries
 	}
+	if c.MaxBytes == 0 {
+		c.MaxBytes = defaultMaxBytes
+	}
 	if c.now == nil {
 		c.now = time.Now
 	}
@@ -64,6 +78,9 @@ func (c *Config) Validate() error {
 	var errs []error
 	if c.MaxEntries < 0 {
 		errs = append(errs, fmt.Errorf("max entries %d: must not be negative", c.MaxEntries))
+	}
+	if c.MaxBytes < 0 {
+		errs = append(errs, fmt.Errorf("max bytes %d: must not be negative", c.MaxBytes))
 	}
 	for o, ttl := range c.PerOrigin {
 		if o == "" {
@@ -129,7 +146,7 @@ func (r *Resolver) Resolve(ctx context.Context, url string) (origin.Origin, erro
 	}
 	var w origin.Origin = o
 	if ttl := r.cfg.ttl(o.String()); ttl > 0 {
-		w = &negOrigin{Origin: o, ttl: ttl, max: r.cfg.MaxEntries, now: r.cfg.now, stats: &r.stats, seen: map[string]time.Time{}}
+		w = &negOrigin{Origin: o, ttl: ttl, max: r.cfg.MaxEntries, maxBytes: r.cfg.MaxBytes, now: r.cfg.now, stats: &r.stats, seen: map[string]time.Time{}}
 	}
 	r.wrapped[o] = w
 	return w, nil
@@ -138,15 +155,18 @@ func (r *Resolver) Resolve(ctx context.Context, url string) (origin.Origin, erro
 // negOrigin is an Origin that remembers the paths it answered "not found".
 type negOrigin struct {
 	origin.Origin
-	ttl   time.Duration
-	max   int
-	now   func() time.Time
-	stats *Stats
+	ttl      time.Duration
+	max      int
+	maxBytes int64
+	now      func() time.Time
+	stats    *Stats
 
-	// mu protects seen and order.
+	// mu protects seen, bytes and order.
 	mu sync.Mutex
-	// seen maps a path to when its "not found" expires.
-	seen map[string]time.Time
+	// seen maps a path to when its "not found" expires; bytes is what
+	// its entries cost (entryCost).
+	seen  map[string]time.Time
+	bytes int64
 	// order holds the paths in the order they were remembered (with
 	// duplicates for re-remembered paths), to forget the oldest first.
 	order []string
@@ -162,10 +182,20 @@ func (o *negOrigin) remembered(p string) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	if !o.now().Before(exp) {
-		delete(o.seen, p)
+		o.forgetLocked(p)
 		return time.Time{}, false
 	}
 	return exp, true
+}
+
+func entryCost(p string) int64 { return int64(len(p)) + entryOverhead }
+
+// forgetLocked drops p. MUST be called with o.mu held.
+func (o *negOrigin) forgetLocked(p string) {
+	if _, ok := o.seen[p]; ok {
+		delete(o.seen, p)
+		o.bytes -= entryCost(p)
+	}
 }
 
 // note records the outcome of an origin request for p.
@@ -174,19 +204,25 @@ func (o *negOrigin) note(p string, err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if !notFound {
-		delete(o.seen, p)
+		o.forgetLocked(p)
 		return
+	}
+	if _, ok := o.seen[p]; !ok {
+		o.bytes += entryCost(p)
 	}
 	o.seen[p] = o.now().Add(o.ttl)
 	o.order = append(o.order, p)
 	o.stats.Remembered.Add(1)
-	for len(o.seen) > o.max && len(o.order) > 0 {
-		delete(o.seen, o.order[0])
+	for (len(o.seen) > o.max || o.bytes > o.maxBytes) && len(o.order) > 0 {
+		q := o.order[0]
+		o.order[0] = "" // the array must not keep a forgotten path alive
 		o.order = o.order[1:]
+		o.forgetLocked(q)
 	}
-	if len(o.order) > 2*o.max+16 {
+	if len(o.order) > 2*len(o.seen)+16 {
 		// Compact: drop queue entries of paths already forgotten or
-		// re-remembered later, so the queue stays proportional to seen.
+		// re-remembered later, so the queue (and the paths it keeps
+		// alive) stays proportional to seen.
 		kept := make([]string, 0, len(o.seen))
 		last := make(map[string]int, len(o.seen))
 		for i, q := range o.order {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,13 +35,16 @@ func randomBytes(seed uint64, n int) []byte {
 	return b
 }
 
+// alice and bob are two authenticated submitters.
+var alice, bob = backend.UserOwner("alice"), backend.UserOwner("bob")
+
 func waitFinished(t *testing.T, s *Stager, id string) backend.StageJob {
 	t.Helper()
 	var j backend.StageJob
 	eventually.True(t, func() bool {
-		var ok bool
-		j, ok = s.StageStatus(id)
-		return ok && j.Finished()
+		var err error
+		j, err = s.StageStatus(alice, id)
+		return err == nil && j.Finished()
 	}, "job %s finishes", id)
 	return j
 }
@@ -57,19 +61,19 @@ func TestStageFetchesWholeFiles(t *testing.T) {
 	s := New(c, Config{Workers: 2})
 	defer s.Close()
 
-	id, err := s.Stage([]backend.Request{{Path: "/d/a"}, {Path: "/d/b"}, {Path: "/d/missing"}})
+	id, err := s.Stage(alice, []backend.Request{{Path: "/d/a"}, {Path: "/d/b"}, {Path: "/d/missing"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	j := waitFinished(t, s, id)
-	want := map[string]string{"/d/a": backend.StageDone, "/d/b": backend.StageDone, "/d/missing": backend.StageFailed}
-	for _, f := range j.Files {
-		if f.State != want[f.Path] {
-			t.Errorf("%s: state %s, want %s (%s)", f.Path, f.State, want[f.Path], f.Err)
-		}
-		if f.State == backend.StageDone && f.Bytes != f.Size {
-			t.Errorf("%s: %d of %d bytes", f.Path, f.Bytes, f.Size)
-		}
+	if j.Total != 3 || j.Counts[backend.StageDone] != 2 || j.Counts[backend.StageFailed] != 1 || j.Files != nil {
+		t.Errorf("finished job: %+v", j)
+	}
+	if j.Bytes != int64(len(a)+len(b)) || j.Size != j.Bytes {
+		t.Errorf("finished job: %d of %d bytes, want %d", j.Bytes, j.Size, len(a)+len(b))
+	}
+	if !strings.Contains(j.FirstError, "/d/missing") {
+		t.Errorf("first error %q", j.FirstError)
 	}
 	if got := s.Stats().Done.Load(); got != 2 {
 		t.Errorf("done counter %d", got)
@@ -95,12 +99,12 @@ func TestStageFetchesWholeFiles(t *testing.T) {
 	}
 
 	before := m.BytesRead.Load()
-	id, err = s.Stage([]backend.Request{{Path: "/d/a"}})
+	id, err = s.Stage(alice, []backend.Request{{Path: "/d/a"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j := waitFinished(t, s, id); j.Files[0].State != backend.StageDone {
-		t.Fatalf("second stage: %+v", j.Files[0])
+	if j := waitFinished(t, s, id); j.Counts[backend.StageDone] != 1 {
+		t.Fatalf("second stage: %+v", j)
 	}
 	if m.BytesRead.Load() != before {
 		t.Fatal("staging a complete file read from the origin")
@@ -122,32 +126,30 @@ func TestCancelBusyClose(t *testing.T) {
 	c := newCache(t, m)
 	s := New(c, Config{Workers: 1, MaxQueued: 2})
 
-	id, err := s.Stage([]backend.Request{{Path: "/a"}, {Path: "/b"}})
+	id, err := s.Stage(alice, []backend.Request{{Path: "/a"}, {Path: "/b"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The worker holds /a (blocked at the gate), /b waits: one free slot.
 	eventually.True(t, func() bool { return s.Stats().Running.Load() == 1 }, "a file is staging")
-	if _, err := s.Stage([]backend.Request{{Path: "/b"}, {Path: "/c"}}); !errors.Is(err, backend.ErrBusy) {
+	if _, err := s.Stage(alice, []backend.Request{{Path: "/b"}, {Path: "/c"}}); !errors.Is(err, backend.ErrBusy) {
 		t.Fatalf("over the queue bound: %v", err)
 	}
-	if !s.CancelStage(id) {
-		t.Fatal("cancel of a known job")
+	if err := s.CancelStage(alice, id); err != nil {
+		t.Fatalf("cancel of a known job: %v", err)
 	}
-	if s.CancelStage("nope") {
-		t.Fatal("cancel of an unknown job")
+	if err := s.CancelStage(alice, "nope"); !errors.Is(err, backend.ErrUnknownJob) {
+		t.Fatalf("cancel of an unknown job: %v", err)
 	}
 	j := waitFinished(t, s, id)
-	for _, f := range j.Files {
-		if f.State != backend.StageCancelled {
-			t.Errorf("%s: %s after cancel", f.Path, f.State)
-		}
+	if j.Counts[backend.StageCancelled] != 2 {
+		t.Errorf("after cancel: %+v", j)
 	}
 	if len(s.Jobs(0)) != 1 {
 		t.Fatalf("jobs: %v", s.Jobs(0))
 	}
 	s.Close()
-	if _, err := s.Stage([]backend.Request{{Path: "/c"}}); !errors.Is(err, ErrClosed) {
+	if _, err := s.Stage(alice, []backend.Request{{Path: "/c"}}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("stage after close: %v", err)
 	}
 }

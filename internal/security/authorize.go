@@ -11,12 +11,16 @@ import (
 
 	"github.com/hepcache/hepcache/internal/auth/gsi"
 	"github.com/hepcache/hepcache/internal/auth/token"
+	"github.com/hepcache/hepcache/internal/auth/voms"
 	"github.com/hepcache/hepcache/internal/auth/ztn"
 	"github.com/hepcache/hepcache/internal/authz"
 	"github.com/hepcache/hepcache/internal/backend"
 	httpfront "github.com/hepcache/hepcache/internal/frontend/http"
 	xrdfront "github.com/hepcache/hepcache/internal/frontend/xrootd"
 )
+
+// defaultClockSkew: Config.ClockSkew's default, as tokens'.
+const defaultClockSkew = 60 * time.Second
 
 // ErrUnauthenticated marks a credential that was presented but does not
 // verify (an invalid token or certificate). It is wrapped together with
@@ -29,12 +33,41 @@ func (s *Security) decide(sub *authz.Subject, req *backend.Request, op string) e
 	if sub.Name != "" {
 		req.User = sub.Name
 	}
+	// A session keeps the credential it authenticated with: each request
+	// checks that it has not expired since (a client may keep a connection
+	// for days with kXR_ping).
 	now := time.Now()
-	if sub.Token != nil && now.After(sub.Token.Expiry.Add(time.Minute)) {
+	skew := s.cfg.ClockSkew
+	if skew <= 0 {
+		skew = defaultClockSkew
+	}
+	if sub.Token != nil && now.After(sub.Token.Expiry.Add(skew)) {
 		return s.deny(req, op, sub, fmt.Sprintf("the token of %s expired at %s during the session; reconnect with a fresh token", sub.Token.Name(), sub.Token.Expiry.UTC().Format(time.RFC3339)))
+	}
+	if sub.X509 != nil && now.After(sub.X509.NotAfter.Add(skew)) {
+		return s.deny(req, op, sub, fmt.Sprintf("the certificate chain of %s expired at %s during the session; re-authenticate with a fresh proxy", sub.X509.Subject, sub.X509.NotAfter.UTC().Format(time.RFC3339)))
+	}
+	var expired []string
+	if len(sub.VOMS) > 0 {
+		valid := make([]voms.Attributes, 0, len(sub.VOMS))
+		for _, a := range sub.VOMS {
+			if now.After(a.NotAfter.Add(skew)) {
+				expired = append(expired, fmt.Sprintf("the VOMS attributes of VO %s expired at %s during the session", a.VO, a.NotAfter.UTC().Format(time.RFC3339)))
+				continue
+			}
+			valid = append(valid, a)
+		}
+		if len(expired) > 0 {
+			cp := *sub // sub may be the session's: decide on a copy
+			cp.VOMS = valid
+			sub = &cp
+		}
 	}
 	d := s.authz.Decide(sub, req.Path)
 	if !d.Read {
+		if len(expired) > 0 {
+			d.Reason += " (" + strings.Join(expired, "; ") + "; re-authenticate with a fresh proxy)"
+		}
 		return s.deny(req, op, sub, d.Reason)
 	}
 	if !d.Fetch {
@@ -91,36 +124,62 @@ func (s *Security) verifyToken(ctx context.Context, tok string) (*token.Claims, 
 
 // HTTPAuthorizer returns the HTTP front end's authorizer: it reads a
 // bearer token (Authorization header, or the authz query parameter) and a
-// client certificate chain, and applies the rules.
-func (s *Security) HTTPAuthorizer() httpfront.Authorizer {
-	return httpfront.AuthorizerFunc(func(r *http.Request, req *backend.Request, op string) error {
-		sub := &authz.Subject{}
-		tok := stripAuthz(req)
-		if h := r.Header.Get("Authorization"); h != "" {
-			if !strings.HasPrefix(strings.ToLower(h), "bearer ") {
-				return s.deny(req, op, sub, "only Bearer authorization is accepted")
-			}
-			tok = bearer(h)
+// client certificate chain, and applies the rules. It also implements
+// httpfront.Identifier (who owns a prestage job).
+func (s *Security) HTTPAuthorizer() httpfront.Authorizer { return httpAuthorizer{s} }
+
+type httpAuthorizer struct{ s *Security }
+
+var _ httpfront.Identifier = httpAuthorizer{}
+
+// Authorize implements httpfront.Authorizer.
+func (a httpAuthorizer) Authorize(r *http.Request, req *backend.Request, op string) error {
+	s := a.s
+	sub, why := s.httpSubject(r, stripAuthz(req))
+	if why != "" {
+		return s.deny(req, op, sub, why)
+	}
+	return s.decide(sub, req, op)
+}
+
+// Identify implements httpfront.Identifier: the verified credential's
+// name, "" without one.
+func (a httpAuthorizer) Identify(r *http.Request) (string, error) {
+	sub, why := a.s.httpSubject(r, bearer(r.URL.Query().Get("authz")))
+	if why != "" {
+		return "", fmt.Errorf("%s: %w", why, backend.ErrForbidden)
+	}
+	return sub.Name, nil
+}
+
+// httpSubject verifies the credentials of r (tok: a token from the query);
+// a credential that does not verify gives the reason as why.
+func (s *Security) httpSubject(r *http.Request, tok string) (sub *authz.Subject, why string) {
+	sub = &authz.Subject{}
+	if h := r.Header.Get("Authorization"); h != "" {
+		if !strings.HasPrefix(strings.ToLower(h), "bearer ") {
+			return sub, "only Bearer authorization is accepted"
 		}
-		if tok != "" {
-			c, err := s.verifyToken(r.Context(), tok)
-			if err != nil {
-				return s.deny(req, op, sub, err.Error())
-			}
-			sub.Token, sub.Name = c, c.Name()
+		tok = bearer(h)
+	}
+	if tok != "" {
+		c, err := s.verifyToken(r.Context(), tok)
+		if err != nil {
+			return sub, err.Error()
 		}
-		if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
-			xs, err := s.verifyChain(r.TLS.PeerCertificates)
-			if err != nil {
-				return s.deny(req, op, sub, fmt.Sprintf("client certificate refused: %v", err))
-			}
-			sub.X509, sub.VOMS = xs.X509, xs.VOMS
-			if sub.Name == "" {
-				sub.Name = xs.Name
-			}
+		sub.Token, sub.Name = c, c.Name()
+	}
+	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+		xs, err := s.verifyChain(r.TLS.PeerCertificates)
+		if err != nil {
+			return sub, fmt.Sprintf("client certificate refused: %v", err)
 		}
-		return s.decide(sub, req, op)
-	})
+		sub.X509, sub.VOMS = xs.X509, xs.VOMS
+		if sub.Name == "" {
+			sub.Name = xs.Name
+		}
+	}
+	return sub, ""
 }
 
 // XRootDAuthorizer returns the root:// front end's authorizer. It
@@ -264,6 +323,9 @@ func (a xrdAuthenticator) accepted() string {
 // TLS client certificate is verified.
 func (a xrdAuthenticator) gsiStep(c xrdfront.ConnInfo, cred []byte) (*xrdfront.Identity, []byte, error) {
 	s := a.s
+	// The handshake lives as long as the connection, failures included:
+	// it counts the certificate requests (each costs a signature), which
+	// a fresh state at every failure would let a client multiply.
 	hs, ok := (*c.AuthState).(*gsi.Handshake)
 	if !ok {
 		hs = &gsi.Handshake{}
@@ -271,14 +333,12 @@ func (a xrdAuthenticator) gsiStep(c xrdfront.ConnInfo, cred []byte) (*xrdfront.I
 	}
 	chain, more, err := s.gsi.Step(hs, cred)
 	if err != nil {
-		*c.AuthState = nil
 		s.log.Info("security: gsi refused", "client", c.Remote.String(), "login", c.LoginName, "err", err)
 		return nil, nil, err
 	}
 	if more != nil {
 		return nil, more, nil
 	}
-	*c.AuthState = nil
 	sub, err := s.verifyChain(chain)
 	if err != nil {
 		s.log.Info("security: gsi proxy refused", "client", c.Remote.String(), "login", c.LoginName, "err", err)

@@ -26,6 +26,7 @@ func FromConfig(c *config.SecurityConfig, log *slog.Logger) *Config {
 		CAPaths:     c.CAPaths,
 		VOMSDir:     c.VOMSDir,
 		VOMSTargets: c.VOMSTargets,
+		ClockSkew:   time.Duration(c.ClockSkew),
 		Logger:      log,
 	}
 	if c.TLSCert != "" {

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/hepcache/hepcache/internal/auth/gsi"
 	"github.com/hepcache/hepcache/internal/auth/token"
@@ -52,6 +53,10 @@ type Config struct {
 	VOMSTargets []string
 	// Rules are the authorization rules. Empty: everything is allowed.
 	Rules []authz.Rule
+	// ClockSkew is how long after its expiry a credential that opened a
+	// session (token, proxy chain, VOMS attributes) is still honoured:
+	// every request re-checks it. Default 60 s (as tokens' clock skew).
+	ClockSkew time.Duration
 	// Logger receives denials and reloads. Default: slog.Default().
 	Logger *slog.Logger
 }

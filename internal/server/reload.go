@@ -39,8 +39,10 @@ func (s *Server) Reload(next *config.Config) error {
 	if next == nil {
 		return errors.Join(errs...)
 	}
-	if err := next.Validate(); err != nil {
-		return errors.Join(append(errs, fmt.Errorf("invalid configuration, nothing of it applied:\n%w", err))...)
+	// The same checks as at start-up: a file the next start would refuse
+	// is refused now, not reported reloaded.
+	if err := Check(next); err != nil {
+		return errors.Join(append(errs, fmt.Errorf("configuration refused (as it would be at start-up), nothing of it applied:\n%w", err))...)
 	}
 	sp, err := spaceOf(next)
 	if err == nil {

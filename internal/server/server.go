@@ -28,6 +28,7 @@ import (
 	"github.com/hepcache/hepcache/internal/federation"
 	httpfront "github.com/hepcache/hepcache/internal/frontend/http"
 	"github.com/hepcache/hepcache/internal/frontend/xrootd"
+	"github.com/hepcache/hepcache/internal/logbound"
 	"github.com/hepcache/hepcache/internal/metrics"
 	"github.com/hepcache/hepcache/internal/monitor"
 	"github.com/hepcache/hepcache/internal/notfound"
@@ -82,7 +83,11 @@ type Server struct {
 
 	wg        sync.WaitGroup
 	serveErrs chan error
+	// closeOnce starts closeAll; closeDone is closed when it has ended,
+	// with its result in closeErr.
 	closeOnce sync.Once
+	closeDone chan struct{}
+	closeErr  error
 }
 
 // New builds and starts a server: it validates cfg, takes the cache
@@ -95,7 +100,12 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s = &Server{cfg: cfg, log: log, serveErrs: make(chan error, 4)}
+	// Clients cause many log lines (failed requests, denials, bad
+	// handshakes): each is cut short and each message rate-bounded, with
+	// the count of dropped lines on the next one.
+	lb := logbound.New(log.Handler(), logbound.Config{})
+	log = slog.New(lb)
+	s = &Server{cfg: cfg, log: log, serveErrs: make(chan error, 4), closeDone: make(chan struct{})}
 	// "return nil, err" sets s to nil: close what was built through a copy.
 	built := s
 	defer func() {
@@ -147,6 +157,7 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
+	s.metrics.CounterFunc("hepcache_log_suppressed_total", "Log lines not written because their message came faster than its rate bound.", lb.Stats().Suppressed.Load)
 	s.metrics.CounterFunc("hepcache_origin_not_found_remembered_total", "Origin 'not found' answers remembered (negative caching).", neg.Stats().Remembered.Load)
 	s.metrics.CounterFunc("hepcache_origin_not_found_hits_total", "Stat and open requests answered 'not found' from memory, without the origin.", neg.Stats().Hits.Load)
 	ccfg, err := cfg.CacheConfig()
@@ -187,7 +198,8 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	}
 	be = federation.NewGuard(be, cfg.NodeName(), cfg.Origin.MaxHops)
 	// Prestaging reads through the same chain as the clients.
-	s.stage = prestage.New(be, prestage.Config{Workers: cfg.Prestage.Workers, MaxQueued: cfg.Prestage.MaxQueued, Logger: log})
+	s.stage = prestage.New(be, prestage.Config{Workers: cfg.Prestage.Workers, MaxQueued: cfg.Prestage.MaxQueued,
+		MaxListBytes: int64(cfg.Prestage.MaxListMemory), Logger: log})
 	s.metrics.SetPrestage(s.prestageFigures)
 	if s.admin, err = admin.Listen(s.cache, s.stage); err != nil {
 		return nil, err
@@ -235,7 +247,11 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 		if s.adminLn, err = net.Listen("tcp", cfg.Server.MetricsListen); err != nil {
 			return nil, fmt.Errorf("server.metrics_listen: %w", err)
 		}
-		s.adminHTTP = &http.Server{Handler: dashboard.AdminHandler(s.metrics, s.dash), ReadHeaderTimeout: 10 * time.Second}
+		h := dashboard.AdminHandler(s.metrics, s.dash)
+		if cfg.Server.DebugPprof {
+			h = withPprof(h)
+		}
+		s.adminHTTP = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 		s.serve("metrics", func() error {
 			if err := s.adminHTTP.Serve(s.adminLn); !errors.Is(err, http.ErrServerClosed) {
 				return err
@@ -309,7 +325,8 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 // Shutdown stops accepting connections, lets in-flight requests finish until
-// ctx ends, then closes the cache so that every sidecar is consistent.
+// ctx ends, then closes the cache so that every sidecar is consistent. It
+// returns soon after ctx ends whatever is still waiting (closeWithin).
 func (s *Server) Shutdown(ctx context.Context) error {
 	var errs []error
 	// Leave the redirector and the cluster first: they stop sending
@@ -331,9 +348,18 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			}
 		}()
 	}
-	wg.Wait()
-	errs = append(errs, s.Close())
-	return errors.Join(errs...)
+	// A front end closing at the deadline waits for its connections,
+	// which may wait for the origin: closeWithin deals with that.
+	fronts := make(chan struct{})
+	go func() { wg.Wait(); close(fronts) }()
+	select {
+	case <-fronts:
+	case <-ctx.Done():
+	}
+	err := s.closeWithin(ctx)
+	mu.Lock()
+	defer mu.Unlock()
+	return errors.Join(append(errs, err)...)
 }
 
 func (s *Server) rootShutdown(ctx context.Context) error {
@@ -350,55 +376,102 @@ func (s *Server) httpShutdown(ctx context.Context) error {
 	return s.http.Shutdown(ctx)
 }
 
-// Close stops everything at once (Shutdown without the grace period).
+// Close stops everything at once (Shutdown without the grace period for
+// the front ends); the cache still gets server.shutdown_timeout for its
+// final syncs (closeWithin).
 func (s *Server) Close() error {
-	var errs []error
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(s.cfg.Server.ShutdownTimeout))
+	defer cancel()
+	return s.closeWithin(ctx)
+}
+
+// finalSyncGrace is how long closing may go on after the shutdown deadline
+// once the origins are cut: enough for the cache's last sidecar syncs.
+const finalSyncGrace = time.Second
+
+// closeWithin closes everything (closeAll, once, however many callers) and
+// returns when that is done or soon after ctx ends. At the deadline the
+// origins are closed, which ends every call still waiting for one (a read
+// from an origin that stopped answering, the close of its file: each would
+// otherwise last origin.timeout); closing then gets finalSyncGrace to
+// finish. Past that it is abandoned with an error and the process may exit:
+// blocks are marked present only once durable, so nothing is lost but
+// blocks to fetch again.
+func (s *Server) closeWithin(ctx context.Context) error {
 	s.closeOnce.Do(func() {
-		s.leaveCmsd()
-		if s.root != nil {
-			s.root.Close()
-		} else if s.rootLn != nil {
-			s.rootLn.Close()
-		}
-		if s.http != nil {
-			done, cancel := context.WithCancel(context.Background())
-			cancel()
-			s.http.Shutdown(done) // with an ended context: close at once
-		} else if s.httpLn != nil {
-			s.httpLn.Close()
-		}
-		if s.adminHTTP != nil {
-			s.adminHTTP.Close()
-		}
-		s.wg.Wait()
-		s.cl.close()
-		if s.dash != nil {
-			s.dash.Close()
-		}
-		if s.admin != nil {
-			s.admin.Close()
-		}
-		if s.stage != nil {
-			s.stage.Close() // before the cache its reads go to
-		}
-		if s.cache != nil {
-			errs = append(errs, s.cache.Close())
-		}
-		if s.origins != nil {
-			errs = append(errs, s.origins.Close())
-		}
-		if s.alog != nil {
-			errs = append(errs, s.alog.Close())
-		}
-		s.mon.Close() // after the cache: its last closes are on the g-stream
-		if s.sec != nil {
-			s.sec.Close()
-		}
-		if s.unlock != nil {
-			s.unlock()
-		}
-		s.log.Info("hepcache stopped")
+		go func() {
+			s.closeErr = s.closeAll()
+			close(s.closeDone)
+		}()
 	})
+	select {
+	case <-s.closeDone:
+		return s.closeErr
+	case <-ctx.Done():
+	}
+	if s.origins != nil {
+		s.log.Warn("shutdown: server.shutdown_timeout reached with work in progress; closing the origin connections")
+		s.origins.Close()
+	}
+	t := time.NewTimer(finalSyncGrace)
+	defer t.Stop()
+	select {
+	case <-s.closeDone:
+		return s.closeErr
+	case <-t.C:
+		s.log.Error("shutdown: still closing after server.shutdown_timeout; exiting without waiting (blocks not yet durable will be fetched again)",
+			"shutdown_timeout", time.Duration(s.cfg.Server.ShutdownTimeout).String())
+		return fmt.Errorf("shutdown: not finished within server.shutdown_timeout (%v) plus %v", time.Duration(s.cfg.Server.ShutdownTimeout), finalSyncGrace)
+	}
+}
+
+// closeAll closes every part in order; see closeWithin.
+func (s *Server) closeAll() error {
+	var errs []error
+	s.leaveCmsd()
+	if s.root != nil {
+		s.root.Close()
+	} else if s.rootLn != nil {
+		s.rootLn.Close()
+	}
+	if s.http != nil {
+		done, cancel := context.WithCancel(context.Background())
+		cancel()
+		s.http.Shutdown(done) // with an ended context: close at once
+	} else if s.httpLn != nil {
+		s.httpLn.Close()
+	}
+	if s.adminHTTP != nil {
+		s.adminHTTP.Close()
+	}
+	s.wg.Wait()
+	s.cl.close()
+	if s.dash != nil {
+		s.dash.Close()
+	}
+	if s.admin != nil {
+		s.admin.Close()
+	}
+	if s.stage != nil {
+		s.stage.Close() // before the cache its reads go to
+	}
+	if s.cache != nil {
+		errs = append(errs, s.cache.Close())
+	}
+	if s.origins != nil {
+		errs = append(errs, s.origins.Close())
+	}
+	if s.alog != nil {
+		errs = append(errs, s.alog.Close())
+	}
+	s.mon.Close() // after the cache: its last closes are on the g-stream
+	if s.sec != nil {
+		s.sec.Close()
+	}
+	if s.unlock != nil {
+		s.unlock()
+	}
+	s.log.Info("hepcache stopped")
 	return errors.Join(errs...)
 }
 
@@ -524,14 +597,10 @@ func (s *Server) prestageFigures() metrics.PrestageFigures {
 	f := metrics.PrestageFigures{Queued: st.Queued.Load(), Running: st.Running.Load(), Done: st.Done.Load(),
 		Failed: st.Failed.Load(), Bytes: st.Bytes.Load()}
 	for _, j := range s.stage.Jobs(10) {
-		c := j.Counts()
-		pj := metrics.PrestageJob{ID: j.ID, Submitted: j.Submitted.UTC().Format(time.RFC3339), Files: len(j.Files),
-			Done: c[backend.StageDone], Failed: c[backend.StageFailed], Cancelled: c[backend.StageCancelled]}
-		for _, f := range j.Files {
-			pj.Bytes += f.Bytes
-			pj.Size += f.Size
-		}
-		f.Jobs = append(f.Jobs, pj)
+		c := j.Counts
+		f.Jobs = append(f.Jobs, metrics.PrestageJob{ID: j.ID, Submitted: j.Submitted.UTC().Format(time.RFC3339), Files: j.Total,
+			Done: c[backend.StageDone], Failed: c[backend.StageFailed], Cancelled: c[backend.StageCancelled],
+			Bytes: j.Bytes, Size: j.Size})
 	}
 	return f
 }

@@ -47,9 +47,12 @@ type Set struct {
 	allow   []rule
 	dial    map[string]DialFunc
 
-	// mu protects origins.
+	// mu protects origins and closed.
 	mu      sync.Mutex
 	origins map[string]origin.Origin
+	// closed refuses new dials after Close: a shutdown that cut a stuck
+	// origin must not dial it again for the work it is ending.
+	closed bool
 }
 
 var _ origin.Resolver = (*Set)(nil)
@@ -175,8 +178,11 @@ func (s *Set) Resolve(ctx context.Context, raw string) (origin.Origin, error) {
 		return nil, fmt.Errorf("no default origin configured and the request names none: %w", origin.ErrNotAllowed)
 	}
 	s.mu.Lock()
-	o := s.origins[c]
+	o, closed := s.origins[c], s.closed
 	s.mu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("origin %s: %w", c, errClosed)
+	}
 	if o != nil {
 		return o, nil
 	}
@@ -190,6 +196,10 @@ func (s *Set) Resolve(ctx context.Context, raw string) (origin.Origin, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		o.Close()
+		return nil, fmt.Errorf("origin %s: %w", c, errClosed)
+	}
 	if prev := s.origins[c]; prev != nil {
 		// Lost a race with another dial: keep the first.
 		o.Close()
@@ -199,10 +209,15 @@ func (s *Set) Resolve(ctx context.Context, raw string) (origin.Origin, error) {
 	return o, nil
 }
 
-// Close closes every origin.
+// errClosed answers resolutions after Close.
+var errClosed = fmt.Errorf("upstream: origins closed (shutting down): %w", origin.ErrUnavailable)
+
+// Close closes every origin, ending the calls still waiting for one, and
+// refuses later resolutions. It is idempotent.
 func (s *Set) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.closed = true
 	var errs []error
 	for k, o := range s.origins {
 		if err := o.Close(); err != nil {

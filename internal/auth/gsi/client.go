@@ -195,6 +195,9 @@ func (h *ClientHandshake) verifyHost(b []byte) (*rsa.PublicKey, error) {
 	if !ok {
 		return nil, fmt.Errorf("gsi: the server key is %T, not RSA", c.PublicKey)
 	}
+	if err := checkRSAKey(pub); err != nil {
+		return nil, fmt.Errorf("server key: %w", err)
+	}
 	return pub, nil
 }
 

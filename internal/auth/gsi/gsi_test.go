@@ -1,9 +1,12 @@
 package gsi
 
 import (
+	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
+	"math/big"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -208,5 +211,59 @@ func TestCertRequestsBounded(t *testing.T) {
 		if i == maxStarts && (err == nil || !strings.Contains(err.Error(), "certificate requests")) {
 			t.Fatalf("start %d: err %v, want a refusal", i, err)
 		}
+	}
+}
+
+// TestClientRSAKeyBounded (issue 21, item 6): a client that answers the
+// certificate request (a raw kXGC_cert step) with an RSA key too large, or
+// with a bad exponent, for its signed DH part is refused for its key before
+// the server exponentiates anything.
+func TestClientRSAKeyBounded(t *testing.T) {
+	p := newPKI(t)
+	srv := NewServer(func() *tls.Certificate { return p.host })
+	params, err := srv.Params()
+	if err != nil {
+		t.Fatal(err)
+	}
+	odd := func(bits int) *big.Int {
+		n := new(big.Int).Lsh(big.NewInt(1), uint(bits-1))
+		return n.Add(n, big.NewInt(12345)) // any odd number of that size
+	}
+	for _, tc := range []struct {
+		name string
+		key  rsa.PublicKey
+		want string
+	}{
+		{"56 KB modulus", rsa.PublicKey{N: odd(56 << 13), E: 65537}, "bits"},
+		{"16384-bit modulus", rsa.PublicKey{N: odd(16384), E: 65537}, "bits"},
+		{"512-bit modulus", rsa.PublicKey{N: odd(512), E: 65537}, "bits"},
+		{"even exponent", rsa.PublicKey{N: odd(2048), E: 65536}, "exponent"},
+		{"exponent 1", rsa.PublicKey{N: odd(2048), E: 1}, "exponent"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, first, err := NewClientHandshake(p.clientConfig(p.proxy), "localhost", strings.TrimPrefix(params, "&P=gsi,"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var hs Handshake
+			if _, _, err := srv.Step(&hs, first); err != nil {
+				t.Fatal(err)
+			}
+			der, err := x509.MarshalPKIXPublicKey(&tc.key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			k := (tc.key.N.BitLen() + 7) / 8
+			out := &buffer{step: stepCert}
+			out.set(bkCryptoMod, []byte("ssl"))
+			out.set(bkPuk, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
+			out.set(bkCipher, make([]byte, k)) // one "signed" block: all zero, below N
+			out.set(bkCipherAlg, []byte(sessionCipher+"#16"))
+			out.set(bkMain, []byte("x"))
+			_, _, err = srv.Step(&hs, out.marshal())
+			if err == nil || !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "client public key") || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("key %d bits, e=%d: %v", tc.key.N.BitLen(), tc.key.E, err)
+			}
+		})
 	}
 }

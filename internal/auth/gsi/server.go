@@ -195,6 +195,9 @@ func (s *Server) clientCert(h *Handshake, in *buffer) ([]*x509.Certificate, erro
 		if signer, _ = k.(*rsa.PublicKey); err != nil || signer == nil {
 			return nil, fmt.Errorf("gsi: client public key is not RSA: %w", errors.Join(ErrMalformed, err))
 		}
+		if err := checkRSAKey(signer); err != nil {
+			return nil, fmt.Errorf("client public key: %w", err)
+		}
 		if dhPub, err = recoverChunks(signer, in.get(bkCipher)); err != nil {
 			return nil, fmt.Errorf("gsi: client DH public part: %w", err)
 		}
@@ -222,6 +225,9 @@ func (s *Server) clientCert(h *Handshake, in *buffer) ([]*x509.Certificate, erro
 	pub, ok := chain[0].PublicKey.(*rsa.PublicKey)
 	if !ok {
 		return nil, fmt.Errorf("gsi: the proxy key is %T; gsi needs an RSA key", chain[0].PublicKey)
+	}
+	if err := checkRSAKey(pub); err != nil {
+		return nil, fmt.Errorf("proxy key: %w", err)
 	}
 	if signer != nil && !signer.Equal(pub) {
 		return nil, errors.New("gsi: the DH public part is not signed by the key of the presented certificate")

@@ -63,13 +63,35 @@ func (s *Server) prestageGet(w http.ResponseWriter, r *http.Request) error {
 		io.WriteString(w, prestageForm)
 		return nil
 	}
-	j, ok := s.cfg.Stager.StageStatus(id)
-	if !ok {
+	owner, err := s.stageOwner(r)
+	if err != nil {
+		return err
+	}
+	j, err := s.cfg.Stager.StageStatus(owner, id)
+	if errors.Is(err, backend.ErrUnknownJob) {
 		return &httpError{code: http.StatusNotFound, msg: "unknown prestage job " + html.EscapeString(id)}
+	}
+	if err != nil {
+		return err
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	io.WriteString(w, j.Text())
 	return nil
+}
+
+// stageOwner is who r's prestage jobs belong to: the identity of its
+// verified credential, else its host.
+func (s *Server) stageOwner(r *http.Request) (backend.Owner, error) {
+	if id, ok := s.cfg.Authorizer.(Identifier); ok {
+		name, err := id.Identify(r)
+		if err != nil {
+			return backend.Owner{}, err
+		}
+		if name != "" {
+			return backend.UserOwner(name), nil
+		}
+	}
+	return backend.HostOwner(r.RemoteAddr), nil
 }
 
 func (s *Server) prestagePost(w http.ResponseWriter, r *http.Request) error {
@@ -103,7 +125,11 @@ func (s *Server) prestagePost(w http.ResponseWriter, r *http.Request) error {
 			return fmt.Errorf("prestage of %s: this identity may read cached data but not start downloads: %w", req, backend.ErrForbidden)
 		}
 	}
-	id, err := s.cfg.Stager.Stage(reqs)
+	owner, err := s.stageOwner(r)
+	if err != nil {
+		return err
+	}
+	id, err := s.cfg.Stager.Stage(owner, reqs)
 	if err != nil {
 		if !errors.Is(err, backend.ErrBusy) {
 			err = &httpError{code: http.StatusServiceUnavailable, msg: err.Error(), err: err}

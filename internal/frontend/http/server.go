@@ -46,6 +46,15 @@ type Authorizer interface {
 	Authorize(r *http.Request, req *backend.Request, op string) error
 }
 
+// Identifier names the client of r as the Authorizer sees it: the name of
+// its verified credential, "" for a client without one; an error wrapping
+// backend.ErrForbidden for a credential that does not verify. An
+// Authorizer may implement it; the prestage API gives jobs their owner
+// with it (without one, every client is owned by its host).
+type Identifier interface {
+	Identify(r *http.Request) (string, error)
+}
+
 // AuthorizerFunc adapts a function to Authorizer.
 type AuthorizerFunc func(r *http.Request, req *backend.Request, op string) error
 

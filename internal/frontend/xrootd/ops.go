@@ -308,7 +308,7 @@ func (c *conn) doQuery(ctx context.Context, h proto.RequestHeader, body []byte) 
 		// The space clients could write to: none (xrdfs spaceinfo).
 		c.w.write(proto.AppendOKString(nil, h.StreamID, "oss.cgroup=default&oss.space=0&oss.free=0&oss.maxf=0&oss.used=0&oss.quota=-1"))
 	case proto.QueryPrep:
-		return c.queryPrepare(h.StreamID, r.Args)
+		return c.queryPrepare(ctx, h.StreamID, r.Args)
 	case proto.QueryStats, proto.QueryXattr,
 		proto.QueryVisa, proto.QueryOpaque, proto.QueryOpaquf, proto.QueryOpaqug:
 		return c.fail(h.StreamID, proto.ErrUnsupported, fmt.Sprintf("query type %d is not supported by hepcache", r.Type))

@@ -2,6 +2,7 @@ package xrootd
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	"github.com/hepcache/hepcache/internal/backend"
@@ -24,8 +25,8 @@ func (c *conn) doPrepare(ctx context.Context, h proto.RequestHeader, body []byte
 		return c.fail(h.StreamID, proto.ErrUnsupported, "kXR_prepare is not enabled on this server")
 	}
 	if r.Options&proto.PrepareCancel != 0 {
-		if !st.CancelStage(r.Paths[0]) {
-			return c.fail(h.StreamID, proto.ErrArgInvalid, "unknown prepare request id "+r.Paths[0])
+		if err := st.CancelStage(c.stageOwner(ctx), r.Paths[0]); err != nil {
+			return c.stageErr(h.StreamID, r.Paths[0], err)
 		}
 		return c.sendOK(h.StreamID, nil)
 	}
@@ -43,7 +44,7 @@ func (c *conn) doPrepare(ctx context.Context, h proto.RequestHeader, body []byte
 		}
 		reqs = append(reqs, req)
 	}
-	id, err := st.Stage(reqs)
+	id, err := st.Stage(c.stageOwner(ctx), reqs)
 	if err != nil {
 		return c.sendErr(h.StreamID, err)
 	}
@@ -53,7 +54,7 @@ func (c *conn) doPrepare(ctx context.Context, h proto.RequestHeader, body []byte
 // queryPrepare answers query prepare: args are the request id, then
 // optionally paths (ignored: the answer covers the whole job), one per
 // line. The answer is the job's text (backend.StageJob.Text).
-func (c *conn) queryPrepare(sid proto.StreamID, args string) error {
+func (c *conn) queryPrepare(ctx context.Context, sid proto.StreamID, args string) error {
 	if c.cfg.Stager == nil {
 		return c.fail(sid, proto.ErrUnsupported, "kXR_prepare is not enabled on this server")
 	}
@@ -62,9 +63,28 @@ func (c *conn) queryPrepare(sid proto.StreamID, args string) error {
 	if id == "" {
 		return c.fail(sid, proto.ErrArgMissing, "query prepare needs a request id")
 	}
-	j, ok := c.cfg.Stager.StageStatus(id)
-	if !ok {
-		return c.fail(sid, proto.ErrArgInvalid, "unknown prepare request id "+id)
+	j, err := c.cfg.Stager.StageStatus(c.stageOwner(ctx), id)
+	if err != nil {
+		return c.stageErr(sid, id, err)
 	}
 	return c.sendOK(sid, []byte(j.Text()))
+}
+
+// stageOwner is who this connection's prepare jobs belong to: the
+// authenticated identity, else the client's host (a login name is only
+// what the client claims).
+func (c *conn) stageOwner(ctx context.Context) backend.Owner {
+	if id := IdentityFrom(ctx); id != nil && id.Authenticated && id.Name != "" {
+		return backend.UserOwner(id.Name)
+	}
+	return backend.HostOwner(c.remote)
+}
+
+// stageErr answers a query or cancel of a job that is unknown
+// (kXR_ArgInvalid) or someone else's (kXR_NotAuthorized).
+func (c *conn) stageErr(sid proto.StreamID, id string, err error) error {
+	if errors.Is(err, backend.ErrUnknownJob) {
+		return c.fail(sid, proto.ErrArgInvalid, "unknown prepare request id "+id)
+	}
+	return c.sendErr(sid, err)
 }

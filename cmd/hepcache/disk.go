@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"path/filepath"
+	"slices"
+
+	"github.com/hepcache/hepcache/internal/admin"
+	"github.com/hepcache/hepcache/internal/cache"
+	"github.com/hepcache/hepcache/internal/config"
+)
+
+func runDisk(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("disk", flag.ContinueOnError)
+	dir := fs.String("cache-dir", "", "cache directory (or use --config)")
+	cfgPath := fs.String("config", "", "config file to take cache.dir and cache.data_dirs from")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `usage: hepcache disk init [--cache-dir DIR | --config FILE] DATA-DIR...
+
+Takes data directories (cache.data_dirs) into service: writes the marker that
+identifies each as this cache's disk (or keeps the one found) and records it
+with the device the directory sits on now. The server uses a data directory
+only if both still match, so a disk that is not mounted is refused instead of
+its bare mount point being filled. Run it once per disk: at the first start, for
+a new or replaced disk, or after a disk moved. Files already on a disk are kept.
+The server must be stopped.
+
+`)
+		fs.PrintDefaults()
+	}
+	if len(args) > 0 && args[0] != "init" && args[0] != "-h" && args[0] != "--help" {
+		fs.Usage()
+		return fmt.Errorf("unknown disk command %q (want init)", args[0])
+	}
+	if len(args) > 0 && args[0] == "init" {
+		args = args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return errors.New("disk init needs at least one DATA-DIR")
+	}
+	d, err := cacheDirFrom(*dir, *cfgPath)
+	if err != nil {
+		return err
+	}
+	var known []string
+	if *cfgPath != "" {
+		c, err := config.Load(*cfgPath)
+		if err != nil {
+			return err
+		}
+		known = c.Cache.DataDirs
+	}
+	unlock, err := admin.Lock(d)
+	if err != nil {
+		if errors.Is(err, admin.ErrLocked) {
+			return fmt.Errorf("%w: stop the server first", err)
+		}
+		return err
+	}
+	defer unlock()
+	for _, dd := range fs.Args() {
+		dd = filepath.Clean(dd)
+		if *cfgPath != "" && !slices.Contains(known, dd) {
+			return fmt.Errorf("%s is not one of cache.data_dirs in %s (%v)", dd, *cfgPath, known)
+		}
+		msg, err := cache.InitDataDir(d, dd)
+		if err != nil {
+			return err
+		}
+		fmt.Println(msg)
+	}
+	return nil
+}
