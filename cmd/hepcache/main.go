@@ -32,6 +32,8 @@ var subcommands = map[string]subcommand{
 	"prestage":     {"fetch a list of files into the cache of a running server", runPrestage},
 	"verify":       {"check cached blocks against their recorded CRC32C", runVerify},
 	"version":      {"print the version", runVersion},
+	"check":        {"check a configuration, every problem at once, without serving", runCheck},
+	"from-xcache":  {"translate an XCache configuration into a hepcache.toml", runFromXCache},
 	"adopt-xcache": {"take a warm XCache cache's files into the cache without copying them", runAdoptXCache},
 }
 

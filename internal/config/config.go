@@ -422,6 +422,7 @@ func (c *Config) Validate() error {
 			bad("origin.not_found_ttl_by_origin."+o, d, "0s (off) or a positive duration")
 		}
 	}
+	c.validateSizes(bad)
 	if _, _, err := c.Space.ParseWatermarks(); err != nil {
 		bad("space.watermarks", fmt.Sprintf("%q", c.Space.Watermarks), err.Error())
 	}
