@@ -173,13 +173,35 @@ func (r *reader) file(name string, depth int) error {
 			r.vars[n] = v
 			continue
 		case "continue":
+			// As xrootd: the rest of this file is not read; the continued
+			// file (or a directory's files) takes its place, once.
+			if len(stack) > 0 {
+				return fmt.Errorf("%s: continue inside if-fi (xrootd refuses it)", where)
+			}
+			if depth > 0 {
+				return fmt.Errorf("%s: continue in a continued file (xrootd refuses it)", where)
+			}
 			if len(words) < 2 {
-				return fmt.Errorf("%s: continue needs a path", where)
+				return nil
 			}
-			if err := r.cont(words[1], words[2:], filepath.Dir(name), depth); err != nil {
-				return fmt.Errorf("%s: %w", where, err)
+			var sufs []string
+			rest := words[2:]
+			for len(rest) > 0 && strings.HasPrefix(rest[0], "*") {
+				sufs, rest = append(sufs, rest[0][1:]), rest[1:]
 			}
-			continue
+			if len(rest) > 0 && (rest[0] != "if" || !r.test(rest[1:], where)) {
+				if rest[0] != "if" {
+					return fmt.Errorf("%s: continue: expecting 'if', found %q", where, rest[0])
+				}
+				continue
+			}
+			for sc.Scan() {
+				if len(fields(stripComment(sc.Text()))) > 0 {
+					r.warns = append(r.warns, fmt.Sprintf("%s: lines after continue are not read (as by xrootd)", where))
+					break
+				}
+			}
+			return r.cont(words[1], sufs, filepath.Dir(name), depth)
 		}
 		r.out = append(r.out, Directive{File: name, Line: start, Name: words[0], Args: words[1:]})
 	}
@@ -201,13 +223,19 @@ func (r *reader) substAll(words []string, where string) []string {
 }
 
 // cont reads the file continue names, or a directory's files in name order
-// (those matching the optional patterns; not hidden or backup files).
-func (r *reader) cont(p string, pats []string, base string, depth int) error {
+// (those ending in one of the suffixes, if any; not executable, hidden or
+// backup files). A path starting with "?" may be missing.
+func (r *reader) cont(p string, sufs []string, base string, depth int) error {
+	optional := strings.HasPrefix(p, "?")
+	p = strings.TrimPrefix(p, "?")
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(base, p)
 	}
 	st, err := os.Stat(p)
 	if err != nil {
+		if optional && os.IsNotExist(err) {
+			return nil
+		}
 		return fmt.Errorf("continue: %w", err)
 	}
 	if !st.IsDir() {
@@ -223,10 +251,13 @@ func (r *reader) cont(p string, pats []string, base string, depth int) error {
 		if e.IsDir() || strings.HasPrefix(n, ".") || strings.HasSuffix(n, "~") || strings.Contains(n, ".rpm") || strings.Contains(n, ".dpkg-") {
 			continue
 		}
-		if len(pats) > 0 {
+		if fi, err := e.Info(); err != nil || fi.Mode()&0o111 != 0 {
+			continue
+		}
+		if len(sufs) > 0 {
 			ok := false
-			for _, pat := range pats {
-				if m, _ := path.Match(pat, n); m {
+			for _, s := range sufs {
+				if strings.HasSuffix(n, s) {
 					ok = true
 				}
 			}
