@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -39,6 +40,9 @@ nothing; exit status 1 if anything is wrong. Also: hepcache serve --check.
 		n := len(unjoinErr(err))
 		for _, e := range unjoinErr(err) {
 			fmt.Fprintf(os.Stderr, "  %v\n", e)
+		}
+		if n == 1 {
+			return errors.New("1 problem in the configuration")
 		}
 		return fmt.Errorf("%d problems in the configuration", n)
 	}
