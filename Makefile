@@ -34,9 +34,12 @@ packages: deb rpm
 demo: build
 	./$(BIN) demo
 
-# test runs unit tests and the interop tests that drive the real XRootD clients,
-# Python bindings and uproot against a real C++ xrootd origin on loopback.
+# test installs what is missing (.ci/install: Debian and PyPI packages, the S3
+# server; quick when all is there), then runs unit tests and the interop tests
+# that drive the real XRootD clients, Python bindings and uproot against a real
+# C++ xrootd origin on loopback. SKIP_INSTALL=1 skips the installer.
 test: build
+	[ -n "$(SKIP_INSTALL)" ] || GO=$(GO) .ci/install
 	$(GO) vet $(PKGS)
 	HEPCACHE_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m $(PKGS)
 	GO=$(GO) .ci/fuzz

@@ -13,6 +13,9 @@ if ! getent passwd hepcache >/dev/null 2>&1; then
 		--shell "$nologin" --comment "hepcache caching proxy" hepcache
 fi
 install -d -o hepcache -g hepcache -m 0750 /var/cache/hepcache /var/log/hepcache
+# A run as root (hepcache serve by hand) leaves root-owned files that the
+# service user then cannot open: give them back.
+find /var/cache/hepcache /var/log/hepcache -xdev ! -user hepcache -exec chown hepcache:hepcache {} + 2>/dev/null || true
 if [ -d /run/systemd/system ]; then
 	systemctl daemon-reload >/dev/null 2>&1 || true
 	systemctl try-restart hepcache.service >/dev/null 2>&1 || true

@@ -168,7 +168,7 @@ type cacheTarget struct {
 func targetFlags(fs *flag.FlagSet, originHelp string) cacheTarget {
 	return cacheTarget{
 		dir:     fs.String("cache-dir", "", "cache directory (or use --config)"),
-		cfgPath: fs.String("config", "", "config file to take cache.dir from"),
+		cfgPath: fs.String("config", "", "config file to take cache.dir from (default "+defaultConfigPath+")"),
 		origin:  fs.String("origin", "", originHelp),
 	}
 }
@@ -191,14 +191,16 @@ func cacheDirFrom(dir, cfgPath string) (string, error) {
 	if dir != "" {
 		return dir, nil
 	}
-	if cfgPath != "" {
-		c, err := config.Load(cfgPath)
-		if err != nil {
-			return "", err
-		}
-		if c.Cache.Dir != "" {
-			return c.Cache.Dir, nil
-		}
+	p, err := configPath(cfgPath)
+	if err != nil {
+		return "", err
 	}
-	return "", errors.New("give --cache-dir DIR or --config FILE")
+	c, err := config.Load(p)
+	if err != nil {
+		return "", err
+	}
+	if c.Cache.Dir == "" {
+		return "", fmt.Errorf("%s: cache.dir is empty: set it, or give --cache-dir DIR", p)
+	}
+	return c.Cache.Dir, nil
 }

@@ -23,16 +23,19 @@ type subcommand struct {
 
 // subcommands lists the verbs; each run function lives in a file of its own.
 var subcommands = map[string]subcommand{
-	"serve":    {"run the caching proxy", runServe},
-	"demo":     {"run origin, emulated WAN and cache on an embedded default; read cold and hot with xrdcp", runDemo},
-	"sim":      {"replay access logs against simulated caches and size a cache", runSim},
-	"bench":    {"run the benchmarks that reproduce the papers' experiments", runBench},
-	"inspect":  {"show what the cache holds for a file, or a summary", runInspect},
-	"evict":    {"remove a file from the cache, safely while the server runs", runEvict},
-	"disk":     {"take data directories (cache.data_dirs) into service: disk init", runDisk},
-	"prestage": {"fetch a list of files into the cache of a running server", runPrestage},
-	"verify":   {"check cached blocks against their recorded CRC32C", runVerify},
-	"version":  {"print the version", runVersion},
+	"serve":        {"run the caching proxy", runServe},
+	"demo":         {"run origin, emulated WAN and cache on an embedded default; read cold and hot with xrdcp", runDemo},
+	"sim":          {"replay access logs against simulated caches and size a cache", runSim},
+	"bench":        {"run the benchmarks that reproduce the papers' experiments", runBench},
+	"inspect":      {"show what the cache holds for a file, or a summary", runInspect},
+	"evict":        {"remove a file from the cache, safely while the server runs", runEvict},
+	"disk":         {"take data directories (cache.data_dirs) into service: disk init", runDisk},
+	"prestage":     {"fetch a list of files into the cache of a running server", runPrestage},
+	"verify":       {"check cached blocks against their recorded CRC32C", runVerify},
+	"version":      {"print the version", runVersion},
+	"check":        {"check a configuration, every problem at once, without serving", runCheck},
+	"from-xcache":  {"translate an XCache configuration into a hepcache.toml", runFromXCache},
+	"adopt-xcache": {"take a warm XCache cache's files into the cache without copying them", runAdoptXCache},
 }
 
 func usage() {

@@ -16,7 +16,7 @@ import (
 func runPrestage(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("prestage", flag.ContinueOnError)
 	dir := fs.String("cache-dir", "", "cache directory of the running server (or use --config)")
-	cfgPath := fs.String("config", "", "config file to take cache.dir from")
+	cfgPath := fs.String("config", "", "config file to take cache.dir from (default "+defaultConfigPath+")")
 	wait := fs.Bool("wait", false, "wait until every file is staged; exit 1 if any failed")
 	status := fs.Bool("status", false, "show the job ID (or list the jobs without ID) instead of submitting")
 	cancel := fs.String("cancel", "", "cancel the job with this ID")

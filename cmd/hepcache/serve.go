@@ -18,6 +18,11 @@ import (
 )
 
 func runServe(ctx context.Context, args []string) error {
+	for i, a := range args {
+		if a == "--check" || a == "-check" {
+			return runCheck(ctx, append(append([]string(nil), args[:i]...), args[i+1:]...))
+		}
+	}
 	cfg, err := loadServeConfig(args)
 	if err != nil {
 		return err
@@ -35,9 +40,10 @@ func runServe(ctx context.Context, args []string) error {
 		// Profiling for developers: never on by default, loopback only.
 		go http.ListenAndServe(addr, nil)
 	}
+	warnForeignOwner(log, cfg)
 	s, err := server.New(cfg, log)
 	if err != nil {
-		return err
+		return config.IsPermission(err)
 	}
 	// systemd (Type=notify): started once every listener is open; stopping
 	// as soon as SIGTERM starts the shutdown (reads may take a while).
@@ -99,7 +105,8 @@ func loadServeConfig(args []string) (*config.Config, error) {
 		}
 	}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.String("config", "", "TOML configuration file (every key is documented in docs/hepcache.toml); flags override it")
+	fs.String("config", "", "TOML configuration file (every key: /usr/share/doc/hepcache/hepcache.toml); flags override it")
+	fs.Bool("check", false, "check the configuration and exit (hepcache check)")
 	cfg.Flags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: hepcache serve [--config FILE] [--origin URL] [--cache-dir DIR] [--listen ADDR] [--forward-allow LIST] ...\n\n")
@@ -111,6 +118,7 @@ func loadServeConfig(args []string) (*config.Config, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	cfg.Normalize()
 	return cfg, nil
 }
 

@@ -37,9 +37,11 @@ if any. Safe while the server runs (it only reads), except with --repair.
 	if err != nil {
 		return err
 	}
-	if len(dataDirs) == 0 && *target.cfgPath != "" {
-		if c, err := config.Load(*target.cfgPath); err == nil {
-			dataDirs = c.Cache.DataDirs
+	if len(dataDirs) == 0 && *target.dir == "" {
+		if p, err := configPath(*target.cfgPath); err == nil {
+			if c, err := config.Load(p); err == nil {
+				dataDirs = c.Cache.DataDirs
+			}
 		}
 	}
 	if *repair {

@@ -440,6 +440,7 @@ func (c *Config) Validate() error {
 			bad("origin.not_found_ttl_by_origin."+o, d, "0s (off) or a positive duration")
 		}
 	}
+	c.validateSizes(bad)
 	if _, _, err := c.Space.ParseWatermarks(); err != nil {
 		bad("space.watermarks", fmt.Sprintf("%q", c.Space.Watermarks), err.Error())
 	}
@@ -462,7 +463,15 @@ func (c *Config) Validate() error {
 	}
 	// The rest of [cache], [space] and [[quota]] is the cache's to judge
 	// (cache.Config.Validate), each problem named by its key here.
-	if cc, err := c.CacheConfig(); err == nil {
+	cc, err := c.CacheConfig()
+	if err != nil {
+		// Bad watermarks are reported above; judge the rest of the
+		// cache's settings anyway, so that errors do not come in rounds.
+		rest := *c
+		rest.Space.Watermarks, rest.Quota = Default().Space.Watermarks, nil
+		cc, err = rest.CacheConfig()
+	}
+	if err == nil {
 		cc.Origins = origin.ResolverFunc(func(context.Context, string) (origin.Origin, error) { return nil, nil })
 		cc.EnsureDefaults()
 		var fe *cache.FieldError

@@ -77,14 +77,36 @@ func (s Size) String() string {
 // Set implements flag.Value.
 func (s *Size) Set(v string) error { return s.UnmarshalText([]byte(v)) }
 
-// Duration is a time.Duration written as "300ms", "2s", "1h".
+// Duration is a time.Duration written as "300ms", "2s", "1h", or with
+// days, "30d" or "1d12h" (a day is 24 hours).
 type Duration time.Duration
+
+// ParseDuration parses a Duration.
+func ParseDuration(s string) (time.Duration, error) {
+	t := strings.TrimSpace(s)
+	var days float64
+	if i := strings.IndexByte(t, 'd'); i > 0 {
+		n, err := strconv.ParseFloat(t[:i], 64)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("%q is not a duration (want e.g. 500ms, 2s, 5m, 12h, 30d)", s)
+		}
+		days, t = n, t[i+1:]
+	}
+	var v time.Duration
+	if t != "" || days == 0 {
+		var err error
+		if v, err = time.ParseDuration(t); err != nil {
+			return 0, fmt.Errorf("%q is not a duration (want e.g. 500ms, 2s, 5m, 12h, 30d)", s)
+		}
+	}
+	return v + time.Duration(days*24*float64(time.Hour)), nil
+}
 
 // UnmarshalText implements encoding.TextUnmarshaler.
 func (d *Duration) UnmarshalText(b []byte) error {
-	v, err := time.ParseDuration(strings.TrimSpace(string(b)))
+	v, err := ParseDuration(string(b))
 	if err != nil {
-		return fmt.Errorf("%q is not a duration (want e.g. 500ms, 2s, 5m)", string(b))
+		return err
 	}
 	*d = Duration(v)
 	return nil

@@ -1,6 +1,9 @@
 package units
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // TestOneMeaningOfM: "1M" is 2^20 wherever a size is read.
 func TestOneMeaningOfM(t *testing.T) {
@@ -17,5 +20,20 @@ func TestOneMeaningOfM(t *testing.T) {
 	}
 	if got := Format(3 << 29); got != "1.50 GiB" {
 		t.Errorf("Format = %q", got)
+	}
+}
+
+// TestDays: durations accept days ("30d", "1d12h"), as XRootD's do.
+func TestDays(t *testing.T) {
+	for in, want := range map[string]time.Duration{"30d": 720 * time.Hour, "1d12h": 36 * time.Hour, "1.5d": 36 * time.Hour, "90s": 90 * time.Second, "0s": 0} {
+		got, err := ParseDuration(in)
+		if err != nil || got != want {
+			t.Errorf("ParseDuration(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "d", "xd", "-1d", "3 days", "1d-"} {
+		if _, err := ParseDuration(bad); err == nil {
+			t.Errorf("ParseDuration(%q) accepted", bad)
+		}
 	}
 }

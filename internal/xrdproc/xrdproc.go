@@ -116,6 +116,19 @@ func StartXCache(originAddr, cacheDir string, opts XCacheOptions) (*Server, erro
 	return start("xcache", cacheDir, append(cfg, opts.Config...))
 }
 
+// StartConfigFile starts an xrootd on the site's own configuration file
+// cfgFile (an XCache config, say), its lines following those that give it
+// a free port and admin paths (inline, not by continue: a continued file
+// may not continue itself); dir is the directory it writes
+// (oss.localroot), made the server user's.
+func StartConfigFile(kind, dir, cfgFile string) (*Server, error) {
+	b, err := os.ReadFile(cfgFile)
+	if err != nil {
+		return nil, err
+	}
+	return start(kind, dir, strings.Split(strings.TrimRight(string(b), "\n"), "\n"))
+}
+
 // StartRedirector starts an XRootD redirector: an xrootd and a cmsd in the
 // manager role (all.role manager) exporting "/", with the manager's waits
 // shortened for tests (a node may serve one second after it logs in; the

@@ -63,6 +63,19 @@ func StartXCache(tb testing.TB, originAddr, cacheDir string, opts XCacheOptions)
 	return s
 }
 
+// StartConfigFile starts an xrootd on the configuration file cfgFile.
+// See xrdproc.StartConfigFile.
+func StartConfigFile(tb testing.TB, kind, dir, cfgFile string) *Server {
+	tb.Helper()
+	RequireTool(tb, "xrootd")
+	s, err := xrdproc.StartConfigFile(kind, dir, cfgFile)
+	if err != nil {
+		tb.Fatalf("xrdtest: %v", err)
+	}
+	cleanup(tb, s)
+	return s
+}
+
 // StartRedirector starts a C++ xrootd and cmsd in the manager role, for
 // data servers to subscribe to at CMSAddr. See xrdproc.StartRedirector.
 func StartRedirector(tb testing.TB, extra ...string) *Server {

@@ -1,0 +1,62 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestCheckReportsEverySlipAtOnce: the issue's reproductions, in one file,
+// each refused with its key and fix in one error.
+func TestCheckReportsEverySlipAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	c, err := Parse([]byte(`
+[cache]
+dir = "` + dir + `/cache"
+data_dirs = ["` + dir + `/d1", "` + dir + `/d2"]
+[space]
+capacity = "0.5"
+watermarks = "90,95"
+max_age = "30d"
+[origin]
+default = "127.0.0.1:21094"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Normalize()
+	if c.Origin.Default != "root://127.0.0.1:21094" {
+		t.Errorf("host:port origin normalized to %q", c.Origin.Default)
+	}
+	if c.Space.MaxAge.String() != "720h0m0s" {
+		t.Errorf("max_age 30d = %v", c.Space.MaxAge)
+	}
+	err = c.Check()
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, want := range []string{
+		"space.capacity = 1: below one block",
+		`space.watermarks = "90,95": sizes of 90 and 95 bytes, below one block`,
+		"are on one file system",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("missing %q in:\n%v", want, err)
+		}
+	}
+}
+
+func TestCheckCapacityAboveFileSystem(t *testing.T) {
+	dir := t.TempDir()
+	c := Default()
+	c.Cache.Dir = dir + "/not/yet"
+	c.Origin.Default = "root://o:1094"
+	c.Space.Capacity = 1 << 60
+	err := c.Check()
+	if err == nil || !strings.Contains(err.Error(), "space.capacity = 1024P: more than the file system holding") {
+		t.Fatalf("capacity 1E: %v", err)
+	}
+	c.Space.Capacity = 1 << 30
+	if err := c.Check(); err != nil && strings.Contains(err.Error(), "capacity") {
+		t.Fatalf("capacity 1G refused: %v", err)
+	}
+}

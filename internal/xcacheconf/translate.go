@@ -1,0 +1,866 @@
+package xcacheconf
+
+import (
+	"fmt"
+	"net"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hepcache/hepcache/internal/units"
+)
+
+// Result is a translated configuration.
+type Result struct {
+	// TOML is the hepcache.toml, each key commented with the directive it
+	// came from and the warnings at its top.
+	TOML []byte
+	// Warnings name each directive that has no equivalent or a different
+	// meaning, with what to do.
+	Warnings []string
+	// Mapped counts the directives that became keys.
+	Mapped int
+}
+
+// TranslateOptions tune Translate.
+type TranslateOptions struct {
+	Options
+	// CacheDir is cache.dir. Default: <oss.localroot>/.hepcache, on the
+	// file system holding XCache's files, so that `hepcache adopt-xcache`
+	// can link them.
+	CacheDir string
+}
+
+// Translate reads the XCache configuration at name and returns the
+// equivalent hepcache.toml.
+func Translate(name string, opt TranslateOptions) (*Result, error) {
+	ds, warns, err := Read(name, opt.Options)
+	if err != nil {
+		return nil, err
+	}
+	t := &translator{keys: map[string]*entry{}, grants: map[string][]string{}, warns: warns, cfgDir: filepath.Dir(name)}
+	for _, d := range ds {
+		t.directive(d)
+	}
+	t.finish(opt)
+	return &Result{TOML: t.render(name), Warnings: t.warns, Mapped: t.mapped}, nil
+}
+
+// entry is one key of the output: its TOML value and why it is set.
+type entry struct {
+	val string
+	why []string
+}
+
+type translator struct {
+	keys   map[string]*entry
+	order  []string
+	warns  []string
+	mapped int
+	cfgDir string
+
+	port, httpPort   string
+	httpSamePort     bool
+	localroot        string
+	dataSpaces       []string
+	exports          []string
+	forwarding       bool
+	permits          []string
+	authorize        bool
+	grants           map[string][]string // path -> principals that may read
+	issuers          []issuer
+	audiences        []string
+	role, manager    string
+	managerWhere     string
+	gsi              bool
+	requireAuthProts []string
+}
+
+func (t *translator) set(key, val string, d Directive, why string) {
+	e := t.keys[key]
+	if e == nil {
+		e = &entry{}
+		t.keys[key] = e
+		t.order = append(t.order, key)
+	}
+	e.val = val
+	c := d.Where() + " " + d.Text()
+	if why != "" {
+		c += ": " + why
+	}
+	e.why = append(e.why, c)
+	t.mapped++
+}
+
+func (t *translator) warn(d Directive, format string, args ...any) {
+	t.warns = append(t.warns, d.Where()+" "+d.Text()+": "+fmt.Sprintf(format, args...))
+}
+
+// directive maps one directive.
+func (t *translator) directive(d Directive) {
+	a := d.Args
+	arg := func(i int) string {
+		if i < len(a) {
+			return a[i]
+		}
+		return ""
+	}
+	switch d.Name {
+	case "xrd.port":
+		t.port = arg(0)
+		if _, err := strconv.Atoi(t.port); err != nil {
+			t.warn(d, "not a port number; server.listen left at its default :1094")
+			return
+		}
+		t.set("server.listen", q(":"+t.port), d, "")
+	case "xrd.protocol":
+		t.protocol(d)
+	case "all.export":
+		t.export(d)
+	case "ofs.osslib":
+		lib := strings.TrimPrefix(strings.Join(a, " "), "++ ")
+		switch {
+		case strings.Contains(lib, "XrdPss"):
+			t.note(d)
+		case strings.Contains(lib, "XrdOssStats"):
+			t.note(d) // hepcache's /metrics
+		case strings.Contains(lib, "XrdOssCsi"):
+			t.note(d) // cache.block_checksums
+		default:
+			t.warn(d, "storage plugin without equivalent: hepcache stores its own files; ignored")
+		}
+	case "pss.cachelib":
+		if lib := arg(0); strings.Contains(lib, "XrdPfc") || strings.Contains(lib, "XrdFileCache") || lib == "default" {
+			t.note(d)
+		} else {
+			t.warn(d, "a cache library other than XrdPfc: ignored")
+		}
+	case "pss.origin":
+		t.origin(d)
+	case "pss.permit":
+		for _, h := range a {
+			if h == "/" || strings.HasPrefix(h, "-") {
+				continue
+			}
+			t.permits = append(t.permits, strings.TrimPrefix(h, "*"))
+		}
+		t.mapped++
+	case "pss.setopt":
+		switch strings.ToLower(arg(0)) {
+		case "requesttimeout":
+			if s, err := strconv.Atoi(arg(1)); err == nil && s > 0 {
+				t.set("origin.timeout", q((time.Duration(s) * time.Second).String()), d, "bounds one origin open or read")
+			}
+		case "debuglevel":
+			t.note(d)
+		default:
+			t.warn(d, "XrdCl option without equivalent: ignored")
+		}
+	case "pss.config":
+		t.warn(d, "hepcache pools its own connections to each origin (origin.connections, default 16): ignored")
+	case "pss.namelib", "pss.ccmlib":
+		t.warn(d, "name-to-name plugins do not load into hepcache: write the mapping as [[map]] rules (match/replace regular expressions, docs/hepcache.toml)")
+	case "pss.dca":
+		t.warn(d, "direct cache access: hepcache's equivalent is cache.local_redirect, the path under which clients mount the cache's data/ tree; set it by hand")
+	case "oss.localroot":
+		t.localroot = arg(0)
+		t.mapped++
+	case "oss.space":
+		if arg(0) == "data" && arg(1) != "" {
+			t.dataSpaces = append(t.dataSpaces, arg(1))
+			t.mapped++
+		} else {
+			t.note(d)
+		}
+	case "pfc.spaces", "pfc.acchistorysize", "pfc.writequeue", "pfc.flush", "pfc.allow_xrdpfc_command":
+		t.note(d)
+	case "pfc.ram":
+		t.size(d, "cache.ram", "memory for blocks; in hepcache it also holds a RAM cache of hot blocks (XCache's bounds only blocks in flight)")
+	case "pfc.blocksize":
+		t.blockSize(d)
+	case "pfc.prefetch", "pfc.nramprefetch":
+		n, err := strconv.Atoi(arg(0))
+		if err != nil || n < 0 {
+			t.warn(d, "not a block count: ignored")
+			return
+		}
+		t.set("cache.prefetch", strconv.Itoa(n), d, "blocks read ahead per open file")
+		if n == 0 {
+			t.set("cache.prefetch_max", "0", d, "no read-ahead at all")
+		}
+	case "pfc.diskusage":
+		t.diskusage(d)
+	case "pfc.dirstats":
+		for i := 0; i+1 < len(a); i++ {
+			if a[i] == "maxdepth" {
+				if n, err := strconv.Atoi(a[i+1]); err == nil && n >= 1 && n <= 16 {
+					t.set("space.dir_stats_depth", strconv.Itoa(n), d, "per-directory statistics in /metrics")
+				}
+			}
+		}
+	case "pfc.cschk":
+		switch arg(0) {
+		case "off":
+			t.set("cache.block_checksums", "false", d, "")
+		case "cache", "net", "tls":
+			t.set("cache.block_checksums", "true", d, "every block's CRC32C is recorded when fetched and checked when read back")
+		}
+	case "pfc.decisionlib":
+		t.warn(d, "decision plugins do not load into hepcache: say what is not cached with [[namespace]] rules (action = \"passthrough\")")
+	case "pfc.purgelib":
+		t.warn(d, "purge plugins do not load into hepcache: purge is least recently used within [space] watermarks, [[quota]] tables share space between path prefixes, [space] pin keeps prefixes")
+	case "pfc.trace", "pss.trace", "ofs.trace", "xrd.trace", "xrootd.trace", "cms.trace", "all.trace", "http.trace", "scitokens.trace", "sec.trace", "pss.debug", "oss.trace", "acc.trace":
+		t.trace(d)
+	case "pfc.osslib", "pfc.hdfsmode":
+		t.warn(d, "no equivalent: ignored")
+	case "all.adminpath", "all.pidpath":
+		t.note(d) // hepcache's admin socket lives in cache.dir
+	case "all.sitename":
+		t.set("monitor.site", q(arg(0)), d, "the site name monitoring records carry")
+	case "all.role":
+		t.role = strings.Join(a, " ")
+		t.mapped++
+	case "all.manager":
+		t.allManager(d)
+	case "xrd.report":
+		t.report(d)
+	case "xrootd.monitor":
+		t.monitor(d)
+	case "xrootd.mongstream":
+		t.mongstream(d)
+	case "xrd.tls":
+		t.set("security.tls_cert", q(arg(0)), d, "roots:// and https://")
+		key := arg(1)
+		if key == "" || strings.HasPrefix(key, "detail") || key == "nodetail" {
+			key = arg(0)
+		}
+		t.set("security.tls_key", q(key), d, "")
+	case "http.cert":
+		t.set("security.tls_cert", q(arg(0)), d, "")
+	case "http.key":
+		t.set("security.tls_key", q(arg(0)), d, "")
+	case "xrd.tlsca", "http.cadir", "http.cafile":
+		p := arg(0)
+		if d.Name == "xrd.tlsca" {
+			for i := 0; i+1 < len(a); i++ {
+				if a[i] == "certdir" || a[i] == "certfile" {
+					p = a[i+1]
+				}
+			}
+		}
+		if strings.HasPrefix(p, "/") {
+			t.set("security.ca_paths", qlist([]string{p}), d, "CAs client certificates and proxies must chain to")
+			t.set("security.origin_ca_paths", qlist([]string{p}), d, "CAs of roots:// and https:// origins")
+		}
+	case "xrootd.tls":
+		capable := false
+		for _, w := range a {
+			if w == "capable" {
+				capable = true
+			}
+		}
+		if !capable && (arg(0) == "all" || arg(0) == "login" || arg(0) == "session") {
+			t.set("security.require_tls", "true", d, "root:// logins must switch to TLS")
+		} else {
+			t.note(d) // TLS-capable clients upgrade when hepcache has a certificate
+		}
+	case "sec.protocol":
+		t.secProtocol(d)
+	case "sec.protbind":
+		if len(a) >= 2 && a[1] == "only" {
+			t.requireAuthProts = a[2:]
+		}
+		t.mapped++
+	case "xrootd.seclib", "ofs.authorize", "acc.authrefresh", "acc.audit", "acc.gidlifetime", "acc.gidretran", "acc.pgo":
+		if d.Name == "ofs.authorize" {
+			t.authorize = arg(0) != "0"
+		}
+		t.note(d)
+	case "acc.authdb":
+		p := t.rel(arg(0))
+		g, w, err := authdbGrants(p)
+		t.warns = append(t.warns, w...)
+		if err != nil {
+			t.warn(d, "cannot read it (%v): no [[security.rule]] made from it", err)
+			return
+		}
+		for path, who := range g {
+			for _, p := range who {
+				t.grants[path] = appendNew(t.grants[path], p)
+			}
+		}
+		t.authorize = true
+		t.mapped++
+	case "ofs.authlib":
+		t.authlib(d)
+	case "xrootd.chksum":
+		t.warn(d, "hepcache answers adler32 and crc32c checksum queries from the cache itself (others from the origin); to compare completed files with the origin's, set space.verify_checksum")
+	case "xrootd.fslib":
+		if strings.Contains(strings.Join(a, " "), "throttle") {
+			t.note(d)
+		} else {
+			t.warn(d, "file system plugins do not load into hepcache: ignored")
+		}
+	case "throttle.throttle":
+		t.warn(d, "no throttle: hepcache bounds clients with [limits] (max_connections, max_requests_per_connection); ignored")
+	case "xrootd.prep":
+		t.warn(d, "hepcache stages files itself ([prestage] workers): ignored")
+	case "ofs.tpc", "http.exthandler", "xrootd.redirect", "ofs.persist", "http.secxtractor":
+		t.warn(d, "no equivalent: ignored")
+	case "xrd.network", "xrd.allow", "xrd.sched", "xrd.timeout", "xrd.maxfd", "xrd.buffers", "xrootd.async",
+		"http.header2cgi", "http.staticpreload", "http.tlsclientauth", "http.listingdeny", "http.desthttps",
+		"http.selfhttps2http", "http.gridmap", "oss.defaults", "oss.memfile", "oss.alloc", "oss.spacescan",
+		"ofs.notify", "ofs.forward", "xrd.adminpath", "oss.xfr", "ofs.ckslib":
+		t.note(d)
+	default:
+		if strings.HasPrefix(d.Name, "cms.") {
+			t.note(d) // the cmsd's own settings
+			return
+		}
+		t.warn(d, "no hepcache equivalent: ignored")
+	}
+}
+
+// note counts a directive hepcache needs no key for.
+func (t *translator) note(Directive) { t.mapped++ }
+
+func (t *translator) rel(p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(t.cfgDir, p)
+}
+
+// protocol maps xrd.protocol: http (XrdHttp) gets a listener of its own.
+func (t *translator) protocol(d Directive) {
+	if len(d.Args) == 0 {
+		return
+	}
+	name, port, _ := strings.Cut(d.Args[0], ":")
+	lib := strings.Join(d.Args[1:], " ")
+	if !strings.EqualFold(name, "XrdHttp") && !strings.EqualFold(name, "http") && !strings.Contains(lib, "XrdHttp") {
+		t.warn(d, "protocol without equivalent: ignored")
+		return
+	}
+	t.mapped++
+	t.httpPort = port
+	t.httpSamePort = port == "" || port == "any"
+}
+
+func (t *translator) export(d Directive) {
+	if len(d.Args) == 0 {
+		return
+	}
+	p := d.Args[0]
+	switch {
+	case p == "/" || p == "*":
+		t.exports = append(t.exports, "/")
+	case strings.HasSuffix(p, ":/"):
+		// /root:/, /http:/ ... exports forwarding-mode URLs.
+		t.note(d)
+		return
+	case strings.HasPrefix(p, "/"):
+		t.exports = append(t.exports, p)
+	default:
+		t.warn(d, "not a path: ignored")
+		return
+	}
+	t.mapped++
+}
+
+func (t *translator) origin(d Directive) {
+	a := d.Args
+	if len(a) == 0 {
+		return
+	}
+	o := a[0]
+	if strings.HasPrefix(o, "=") {
+		t.forwarding = true
+		t.mapped++
+		return
+	}
+	if !strings.Contains(o, "://") {
+		host, port := o, "1094"
+		if len(a) > 1 {
+			port = a[1]
+		} else if h, p, err := net.SplitHostPort(o); err == nil {
+			host, port = h, p
+		}
+		o = "root://" + net.JoinHostPort(strings.TrimSuffix(host, "+"), port)
+	}
+	t.set("origin.default", q(o), d, "where misses are read from")
+}
+
+func (t *translator) size(d Directive, key, why string) {
+	if len(d.Args) == 0 {
+		return
+	}
+	s, err := units.ParseSize(d.Args[0])
+	if err != nil {
+		t.warn(d, "%v: ignored", err)
+		return
+	}
+	t.set(key, q(s.String()), d, why)
+}
+
+func (t *translator) blockSize(d Directive) {
+	if len(d.Args) == 0 {
+		return
+	}
+	s, err := units.ParseSize(d.Args[0])
+	if err != nil || s < 4096 {
+		t.warn(d, "not a block size: ignored")
+		return
+	}
+	s = (s + 4095) / 4096 * 4096
+	t.set("cache.block_size", q(s.String()), d, "the unit of caching; adopted XCache files keep their blocks exactly when the sizes match")
+	if s < 128<<10 || s%(128<<10) != 0 {
+		t.set("cache.piece_size", q(units.Size(gcd(int64(s), 128<<10)).String()), d, "the stream-through unit must divide the block")
+	}
+}
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// diskusage maps "pfc.diskusage low high [files base nominal max]
+// [purgeinterval T] [purgecoldfiles AGE PERIOD]".
+func (t *translator) diskusage(d Directive) {
+	a := d.Args
+	if len(a) < 2 {
+		t.warn(d, "needs low and high: ignored")
+		return
+	}
+	lo, hi := wm(a[0]), wm(a[1])
+	if lo == "" || hi == "" {
+		t.warn(d, "watermarks not understood: ignored")
+		return
+	}
+	t.set("space.watermarks", q(lo+","+hi), d, "purge least recently used files from high down to low")
+	for i := 2; i < len(a); i++ {
+		switch a[i] {
+		case "files":
+			if i+3 < len(a) {
+				base, nom, max := wm(a[i+1]), wm(a[i+2]), wm(a[i+3])
+				if base != "" && nom != "" && max != "" && !strings.Contains(max, ".") {
+					t.set("space.capacity", q(max), d, "XCache's 'files' maximum: the space cached files may take")
+					t.set("space.watermarks", q(base+","+nom), d, "XCache's 'files' baseline and nominal")
+					t.warn(d, "XCache purges on both the disk's usage and the files' usage; hepcache on one: the files' (capacity %s, watermarks %s,%s); the disk watermarks %s,%s are not used", max, base, nom, lo, hi)
+				} else {
+					t.warn(d, "files limits not understood: ignored")
+				}
+				i += 3
+			}
+		case "purgeinterval", "sleep":
+			if i+1 < len(a) {
+				if dur, ok := xrdDuration(a[i+1]); ok {
+					t.set("space.purge_interval", q(dur.String()), d, "hepcache also purges as soon as a write crosses the high watermark")
+				}
+				i++
+			}
+		case "purgecoldfiles":
+			if i+1 < len(a) {
+				if dur, ok := xrdDuration(a[i+1]); ok {
+					t.set("space.max_age", q(dur.String()), d, "files untouched this long are evicted")
+				}
+				i += 2
+			}
+		}
+	}
+}
+
+// wm renders an XCache watermark: a fraction stays one, a size ("500g")
+// becomes hepcache's ("500G").
+func wm(s string) string {
+	if f, err := strconv.ParseFloat(s, 64); err == nil && f > 0 && f <= 1 {
+		return strconv.FormatFloat(f, 'f', -1, 64)
+	}
+	if sz, err := units.ParseSize(s); err == nil && sz > 1 {
+		return sz.String()
+	}
+	return ""
+}
+
+// xrdDuration reads XRootD's times: seconds, or a number with s, m, h or d.
+func xrdDuration(s string) (time.Duration, bool) {
+	if s == "" {
+		return 0, false
+	}
+	mult := time.Second
+	switch s[len(s)-1] {
+	case 's':
+		s = s[:len(s)-1]
+	case 'm':
+		mult, s = time.Minute, s[:len(s)-1]
+	case 'h':
+		mult, s = time.Hour, s[:len(s)-1]
+	case 'd':
+		mult, s = 24*time.Hour, s[:len(s)-1]
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	return time.Duration(n) * mult, true
+}
+
+func (t *translator) trace(d Directive) {
+	lvl := ""
+	for _, w := range d.Args {
+		switch strings.TrimPrefix(strings.ToLower(w), "-") {
+		case "all", "debug", "dump", "info+":
+			lvl = "debug"
+		}
+	}
+	if d.Name == "pss.debug" {
+		lvl = "debug"
+	}
+	if lvl != "" {
+		t.set("log.level", q(lvl), d, "")
+		return
+	}
+	t.note(d)
+}
+
+// allManager maps all.manager [meta|all|any] host[+][:port] [port].
+func (t *translator) allManager(d Directive) {
+	a := d.Args
+	if len(a) > 0 && (a[0] == "meta" || a[0] == "all" || a[0] == "any" || a[0] == "peer" || a[0] == "proxy") {
+		a = a[1:]
+	}
+	if len(a) == 0 {
+		return
+	}
+	host, port := strings.TrimSuffix(a[0], "+"), "1213"
+	if len(a) > 1 {
+		port = a[1]
+	} else if h, p, err := net.SplitHostPort(a[0]); err == nil {
+		host, port = strings.TrimSuffix(h, "+"), p
+	}
+	if t.manager != "" {
+		t.manager += ","
+	}
+	t.manager += net.JoinHostPort(host, port)
+	t.managerWhere = d.Where() + " " + d.Text()
+	t.mapped++
+}
+
+func (t *translator) report(d Directive) {
+	if len(d.Args) == 0 {
+		return
+	}
+	dests := strings.Split(d.Args[0], ",")
+	t.set("monitor.summary", q(dests[0]), d, "the summary report (XML over UDP)")
+	if len(dests) > 1 {
+		t.warn(d, "hepcache sends the summary to one collector: %s kept", dests[0])
+	}
+	for i := 1; i+1 < len(d.Args); i++ {
+		if d.Args[i] == "every" {
+			if dur, ok := xrdDuration(d.Args[i+1]); ok {
+				t.set("monitor.summary_interval", q(dur.String()), d, "")
+			}
+		}
+	}
+}
+
+var monEvents = map[string]bool{"all": true, "files": true, "fstat": true, "info": true, "io": true, "iov": true, "ccm": true, "pfc": true, "redir": true, "tcpmon": true, "throttle": true, "user": true, "auth": true}
+
+// monitor maps xrootd.monitor: each "dest EVENTS host:port"; f-stream
+// events to monitor.fstream, pfc to monitor.gstream.
+func (t *translator) monitor(d Directive) {
+	a := d.Args
+	for i := 0; i < len(a); i++ {
+		switch a[i] {
+		case "flush":
+			if i+1 < len(a) && a[i+1] == "io" {
+				i++
+			}
+			if i+1 < len(a) {
+				if dur, ok := xrdDuration(a[i+1]); ok {
+					t.set("monitor.fstream_flush", q(dur.String()), d, "")
+				}
+				i++
+			}
+		case "dest":
+			var ev []string
+			j := i + 1
+			for ; j < len(a) && monEvents[a[j]]; j++ {
+				ev = append(ev, a[j])
+			}
+			if j >= len(a) {
+				return
+			}
+			dest := a[j]
+			i = j
+			for _, e := range ev {
+				switch e {
+				case "files", "fstat", "info", "user", "io", "iov":
+					if _, ok := t.keys["monitor.fstream"]; !ok {
+						t.set("monitor.fstream", q(dest), d, "the f-stream (opens, transfers, closes, user mapping)")
+					}
+				case "pfc":
+					if _, ok := t.keys["monitor.gstream"]; !ok {
+						t.set("monitor.gstream", q(dest), d, "the cache g-stream")
+					}
+				}
+			}
+		}
+	}
+}
+
+func (t *translator) mongstream(d Directive) {
+	a := d.Args
+	if len(a) == 0 || a[0] != "pfc" {
+		t.note(d)
+		return
+	}
+	dest := a[len(a)-1]
+	t.set("monitor.gstream", q(dest), d, "the cache g-stream")
+	for _, w := range a {
+		if w == "json" {
+			t.set("monitor.gstream_header", q("json"), d, "")
+		}
+	}
+}
+
+func (t *translator) secProtocol(d Directive) {
+	a := d.Args
+	if len(a) > 0 && strings.HasPrefix(a[0], "/") {
+		a = a[1:] // a library path
+	}
+	if len(a) == 0 {
+		return
+	}
+	switch a[0] {
+	case "ztn":
+		t.note(d) // tokens over root:// (ztn) are accepted with [[security.issuer]] tables
+	case "gsi":
+		t.gsi = true
+		t.set("security.gsi", "true", d, "X.509 proxies over root://")
+		for _, o := range a[1:] {
+			k, v, _ := strings.Cut(strings.TrimPrefix(o, "-"), ":")
+			switch k {
+			case "certdir":
+				t.set("security.ca_paths", qlist([]string{v}), d, "")
+			case "cert":
+				t.set("security.gsi_cert", q(v), d, "")
+			case "key":
+				t.set("security.gsi_key", q(v), d, "")
+			case "vomsdir":
+				t.set("security.vomsdir", q(v), d, "")
+			case "gridmap":
+				t.warn(d, "no gridmap files: rules name DNs (dn:...) and VOMS attributes directly")
+			case "vomsfun", "vomsfunparms", "gmapfun", "gmapopt", "authzfun", "authzfunparms":
+				t.warn(d, "option %s: plugins do not load into hepcache; VOMS attributes are verified against security.vomsdir", k)
+			}
+		}
+	default:
+		t.warn(d, "hepcache does not speak %s: clients without a token or a proxy are anonymous", a[0])
+	}
+}
+
+func (t *translator) authlib(d Directive) {
+	a := d.Args
+	if len(a) > 0 && a[0] == "++" {
+		a = a[1:]
+	}
+	if len(a) == 0 {
+		return
+	}
+	switch {
+	case strings.Contains(a[0], "SciTokens"):
+		cfg := "/etc/xrootd/scitokens.cfg"
+		for _, p := range a[1:] {
+			if v, ok := strings.CutPrefix(p, "config="); ok {
+				cfg = v
+			}
+		}
+		aud, iss, err := readSciTokens(t.rel(cfg))
+		if err != nil {
+			t.warn(d, "cannot read %s (%v): no [[security.issuer]] made from it", cfg, err)
+			return
+		}
+		t.audiences = append(t.audiences, aud...)
+		t.issuers = append(t.issuers, iss...)
+		t.authorize = true
+		t.mapped++
+	case strings.Contains(a[0], "Macaroons"):
+		t.warn(d, "macaroons are not accepted: clients need WLCG/SciTokens or X.509")
+	default:
+		t.warn(d, "authorization plugins do not load into hepcache: write [[security.rule]] tables")
+	}
+}
+
+// finish sets the keys that depend on several directives.
+func (t *translator) finish(opt TranslateOptions) {
+	// cache.dir on the file system of XCache's files, for adopt-xcache.
+	switch {
+	case opt.CacheDir != "":
+		t.setDerived("cache.dir", q(opt.CacheDir), "given on the command line")
+	case t.localroot != "":
+		t.setDerived("cache.dir", q(filepath.Join(t.localroot, ".hepcache")), "inside XCache's oss.localroot "+t.localroot+", on its file system, so `hepcache adopt-xcache "+t.localroot+"` can link its files instead of copying them")
+	default:
+		t.warns = append(t.warns, "no oss.localroot: set cache.dir")
+	}
+	if len(t.dataSpaces) > 0 {
+		var dirs []string
+		for _, s := range t.dataSpaces {
+			dirs = append(dirs, filepath.Join(s, ".hepcache"))
+		}
+		t.setDerived("cache.data_dirs", qlist(dirs), "one per oss.space data directory (each its own disk), on the file system of the XCache files there")
+	}
+	if t.httpPort != "" || t.httpSamePort {
+		if t.httpSamePort || t.httpPort == t.port || (t.port == "" && t.httpPort == "1094") {
+			t.warns = append(t.warns, "XrdHttp shares the root:// port; hepcache serves HTTP on a port of its own: set server.http_listen (e.g. \":8443\") and point HTTP clients there")
+		} else {
+			t.setDerived("server.http_listen", q(":"+t.httpPort), "xrd.protocol XrdHttp:"+t.httpPort)
+		}
+	}
+	if t.forwarding {
+		if len(t.permits) > 0 {
+			t.setDerived("origin.forward_allow", qlist(t.permits), "pss.origin = (forwarding mode) with pss.permit")
+		} else {
+			t.warns = append(t.warns, "pss.origin = (forwarding mode) without pss.permit: XCache forwards to any host, hepcache never does; list the sites clients may name in origin.forward_allow (host, host:port or .domain)")
+		}
+	}
+	if t.manager != "" {
+		if strings.Contains(t.role, "manager") || strings.Contains(t.role, "supervisor") {
+			t.warns = append(t.warns, "all.role "+t.role+": a redirector; keep running the C++ xrootd/cmsd redirector and subscribe hepcache nodes to it with cmsd.manager")
+		} else {
+			t.setDerived("cmsd.manager", q(t.manager), t.managerWhere+": subscribe to the redirector's cmsd as a data server")
+		}
+	}
+	if len(t.requireAuthProts) > 0 {
+		strong := true
+		for _, p := range t.requireAuthProts {
+			if p == "none" || p == "unix" || p == "host" {
+				strong = false
+			}
+		}
+		if strong && (t.gsi || len(t.issuers) > 0) {
+			t.setDerived("security.require_auth", "true", "sec.protbind * only "+strings.Join(t.requireAuthProts, " "))
+		}
+	}
+	// Tokens: issuers and audiences; each base path readable with a token
+	// whose scope allows it.
+	var auds []string
+	for _, a := range t.audiences {
+		auds = appendNew(auds, a)
+	}
+	if len(auds) > 0 {
+		t.setDerived("security.audiences", qlist(auds), "scitokens.cfg audience")
+	}
+	for _, is := range t.issuers {
+		if is.issuer == "" {
+			t.warns = append(t.warns, fmt.Sprintf("scitokens.cfg [Issuer %s] has no issuer: skipped", is.name))
+			continue
+		}
+		if len(is.extra) > 0 {
+			t.warns = append(t.warns, fmt.Sprintf("scitokens.cfg [Issuer %s]: %s not mapped (hepcache maps token subjects and groups itself, docs/security.md)", is.name, strings.Join(is.extra, ", ")))
+		}
+		for _, bp := range is.basePaths {
+			t.grants[bp] = appendNew(t.grants[bp], "scope")
+		}
+	}
+	// Exports: without authorization every exported path is readable by
+	// anyone; with it, the grants decide. Either way a path outside the
+	// exports has no rule, which refuses it once any rule exists.
+	onlyRoot := len(t.exports) == 0 || (len(t.exports) == 1 && t.exports[0] == "/")
+	if !t.authorize && !onlyRoot {
+		for _, e := range t.exports {
+			t.grants[e] = appendNew(t.grants[e], "anonymous")
+		}
+	}
+	if t.authorize && len(t.grants) == 0 {
+		t.warns = append(t.warns, "ofs.authorize without readable grants found: no [[security.rule]] written, so hepcache lets everyone read; write the rules by hand")
+	}
+}
+
+func (t *translator) setDerived(key, val, why string) {
+	e := t.keys[key]
+	if e == nil {
+		e = &entry{}
+		t.keys[key] = e
+		t.order = append(t.order, key)
+	}
+	e.val = val
+	e.why = append(e.why, why)
+}
+
+// sections in the order hepcache's docs/hepcache.toml has them.
+var sections = []string{"server", "cache", "space", "origin", "log", "security", "monitor", "cmsd"}
+
+func (t *translator) render(name string) []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# hepcache configuration translated from the XCache configuration %s\n", name)
+	fmt.Fprintf(&b, "# by `hepcache from-xcache`. Each key names the directive it came from. Check it\n")
+	fmt.Fprintf(&b, "# with `hepcache check --config FILE`; every key: /usr/share/doc/hepcache/hepcache.toml.\n")
+	if len(t.warns) > 0 {
+		fmt.Fprintf(&b, "#\n# Not translated, or with another meaning in hepcache (%d):\n", len(t.warns))
+		for _, w := range t.warns {
+			fmt.Fprintf(&b, "#   - %s\n", w)
+		}
+	}
+	for _, sec := range sections {
+		var keys []string
+		for _, k := range t.order {
+			if strings.HasPrefix(k, sec+".") {
+				keys = append(keys, k)
+			}
+		}
+		if len(keys) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "\n[%s]\n", sec)
+		for _, k := range keys {
+			e := t.keys[k]
+			for _, w := range e.why {
+				fmt.Fprintf(&b, "# %s\n", w)
+			}
+			fmt.Fprintf(&b, "%s = %s\n", strings.TrimPrefix(k, sec+"."), e.val)
+		}
+	}
+	for _, is := range t.issuers {
+		if is.issuer == "" {
+			continue
+		}
+		fmt.Fprintf(&b, "\n# scitokens.cfg [Issuer %s]\n[[security.issuer]]\nissuer = %s\n", is.name, q(is.issuer))
+		if len(is.audiences) > 0 {
+			fmt.Fprintf(&b, "audiences = %s\n", qlist(is.audiences))
+		}
+		if len(is.basePaths) > 0 {
+			fmt.Fprintf(&b, "base_path = %s\n", q(is.basePaths[0]))
+			if len(is.basePaths) > 1 {
+				fmt.Fprintf(&b, "# further base paths %s: a token's scopes are read relative to the first; give each its own issuer table if they differ\n", strings.Join(is.basePaths[1:], ", "))
+			}
+		}
+	}
+	paths := make([]string, 0, len(t.grants))
+	for p := range t.grants {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		fmt.Fprintf(&b, "\n# from the exports, acc.authdb and scitokens.cfg base paths\n[[security.rule]]\npath = %s\nread = %s\n", q(p), qlist(t.grants[p]))
+	}
+	return []byte(b.String())
+}
+
+// q quotes s as a TOML basic string.
+func q(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\t", `\t`)
+	return `"` + r.Replace(s) + `"`
+}
+
+func qlist(l []string) string {
+	out := make([]string, len(l))
+	for i, s := range l {
+		out[i] = q(s)
+	}
+	return "[" + strings.Join(out, ", ") + "]"
+}
