@@ -60,6 +60,12 @@ type FileInfo struct {
 	ETag string
 	// Offline is set when the origin reports the file is not on disk (tape).
 	Offline bool
+	// VersionPinned, on an open File's Info, says every read is pinned to
+	// the version opened (an HTTP or S3 ETag checked by the server): a read
+	// of a replaced file fails with ErrChanged instead of returning new
+	// bytes. Without it (XRootD, POSIX) a file rewritten in place is read
+	// as it is now, and the cache confirms the file's identity itself.
+	VersionPinned bool
 }
 
 // IsDir reports whether the entry is a directory.

@@ -45,6 +45,10 @@ type entry struct {
 	cancel  context.CancelFunc
 	fetchWG sync.WaitGroup
 
+	// ident confirms the origin file is unchanged before blocks fetched
+	// from an origin that does not pin its reads are published (confirm.go).
+	ident confirmer
+
 	// ofMu protects of, the lazily opened origin file, and opening, its
 	// open in progress (never held across the open itself).
 	ofMu    sync.Mutex

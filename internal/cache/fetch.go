@@ -206,9 +206,17 @@ func (e *entry) runFetch(f *fetch, win *fetchwindow.Window, werr error) {
 		}
 	} else {
 		sums = f.sums
+		arrived := time.Now()
 		done := make(chan error, 1)
 		c.diskWrites.do(func() { done <- e.writeBlock(f) })
-		if f.err = <-done; f.err == nil {
+		var cerr error
+		if !of.Info().VersionPinned {
+			cerr = e.confirm(c.ctx, arrived)
+		}
+		if f.err = <-done; f.err == nil && cerr != nil {
+			f.err = cerr // written, but of a file that changed: not published
+		}
+		if f.err == nil {
 			written = true
 			e.mu.Lock()
 			r, shared := f.reader, f.shared

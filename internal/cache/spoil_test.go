@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/hepcache/hepcache/internal/backend"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -99,5 +100,62 @@ func TestChecksumMismatchFailsReadersInFlight(t *testing.T) {
 	}
 	if m.BytesRead.Load() == before {
 		t.Fatal("the copy that failed its checksum was served again")
+	}
+}
+
+// TestRewriteInPlaceDuringSession: the origin's file is rewritten in place
+// (same size, new content and modification time) while a client reads it
+// with read-ahead on, from an origin that does not pin reads to the version
+// opened (XRootD, POSIX; here origin.Mem): the reader gets the old file
+// whole or an error, never a mix with success, nothing mixed stays cached,
+// and the next open reads the new file.
+func TestRewriteInPlaceDuringSession(t *testing.T) {
+	ctx := context.Background()
+	const blocks = 12
+	old := randomData(41, blocks*testBlock)
+	renewed := randomData(42, blocks*testBlock)
+	m := origin.NewMem("mem://o")
+	m.Put("/f", old, time.Unix(1700000000, 0))
+	release := make(chan struct{})
+	var once sync.Once
+	// The origin holds back every block from the fourth on until the file
+	// has been rewritten.
+	m.OnDeliver(func(ctx context.Context, _ string, off int64, _ int) error {
+		if off < 4*testBlock {
+			return nil
+		}
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	c := newTestCache(t, t.TempDir(), m, func(c *Config) { c.Prefetch = 4 })
+	f := openTest(t, c, "/f")
+	got := make([]byte, len(old))
+	done := make(chan error, 1)
+	go func() { _, err := f.ReadAt(ctx, got, 0); done <- err }()
+	waitBlocks(t, c, 3)
+	once.Do(func() {
+		m.Put("/f", renewed, time.Unix(1700000100, 0))
+		close(release)
+	})
+	err := <-done
+	f.Close()
+	switch {
+	case err == nil && bytes.Equal(got, old):
+		t.Log("the read in flight got the old file whole")
+	case err == nil:
+		t.Fatal("a read across the rewrite succeeded with a mix of versions")
+	case !errors.Is(err, syscall.EIO):
+		t.Fatalf("a read across the rewrite failed with %v, want an I/O error", err)
+	}
+	waitIdle(t, c)
+	if all := readAllVia(t, c, "/f"); !bytes.Equal(all, renewed) {
+		t.Fatal("the open after the rewrite does not read the new file")
+	}
+	if c.Stats().Revalidations.Load() == 0 {
+		t.Fatal("the rewrite was not noticed")
 	}
 }

@@ -46,9 +46,16 @@ func startStack(tb testing.TB, dataDir string, mut func(*config.Config)) *stack 
 // delay line: a far origin).
 func startStackRTT(tb testing.TB, dataDir string, rtt time.Duration, mut func(*config.Config)) *stack {
 	tb.Helper()
+	return startStackLink(tb, dataDir, wan.Config{RTT: rtt}, mut)
+}
+
+// startStackLink is startStack with the link lc (its Target is set here).
+func startStackLink(tb testing.TB, dataDir string, lc wan.Config, mut func(*config.Config)) *stack {
+	tb.Helper()
 	realclient.Require(tb, "xrdcp")
 	o := xrdtest.StartOrigin(tb, dataDir)
-	link, err := wan.New(&wan.Config{Target: o.Addr, RTT: rtt})
+	lc.Target = o.Addr
+	link, err := wan.New(&lc)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -332,6 +332,7 @@ func (o *Origin) Open(ctx context.Context, p string) (origin.File, error) {
 	if fi.Size < 0 {
 		return nil, fmt.Errorf("open %s: no Content-Length in the HEAD response: %w", o.url(p), origin.ErrUnsupported)
 	}
+	fi.VersionPinned = fi.ETag != "" && !strings.HasPrefix(fi.ETag, "W/") || !fi.ModTime.IsZero()
 	return &file{o: o, path: p, info: fi}, nil
 }
 

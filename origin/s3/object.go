@@ -113,6 +113,7 @@ func (o *Origin) Open(ctx context.Context, p string) (origin.File, error) {
 	if fi.Size < 0 {
 		return nil, fmt.Errorf("open s3 %s: no Content-Length in the HEAD answer: %w", o.objectName(o.key(p)), origin.ErrUnsupported)
 	}
+	fi.VersionPinned = fi.ETag != ""
 	return &file{o: o, key: o.key(p), info: fi}, nil
 }
 
