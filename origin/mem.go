@@ -36,7 +36,7 @@ type Mem struct {
 	gate      chan struct{}
 	onRead    ReadHook
 	onDeliver ReadHook
-	sums    map[string]string // "algo path" -> forced checksum
+	sums      map[string]string // "algo path" -> forced checksum
 }
 
 // ReadHook runs before every read of n bytes at off of path. It may block
@@ -307,7 +307,6 @@ func (h *memHandle) read(ctx context.Context, p []byte, off int64, step int, pro
 	}
 	return done, nil
 }
-
 
 func (h *memHandle) ReadV(ctx context.Context, segs []Segment) error {
 	return ReadVByReadAt(ctx, h, segs)

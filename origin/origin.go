@@ -8,6 +8,7 @@ package origin
 import (
 	"context"
 	"errors"
+	"io"
 	"io/fs"
 	"time"
 )
@@ -141,6 +142,32 @@ func ReadAtProgress(ctx context.Context, f File, p []byte, off int64, progress f
 		progress(n)
 	}
 	return n, err
+}
+
+// progressStep is how often ReadFullProgress reports: a fraction of the
+// cache's pieces.
+const progressStep = 64 << 10
+
+// ReadFullProgress is io.ReadFull that calls progress (if not nil) with
+// the bytes of p filled so far, at least every progressStep bytes: for
+// origins whose answer is a stream (an HTTP body) to implement
+// ProgressReader.
+func ReadFullProgress(r io.Reader, p []byte, progress func(int)) (int, error) {
+	if progress == nil {
+		return io.ReadFull(r, p)
+	}
+	n := 0
+	for n < len(p) {
+		k, err := io.ReadFull(r, p[n:min(len(p), n+progressStep)])
+		n += k
+		if k > 0 {
+			progress(n)
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // Resolver maps an origin URL ("root://host:port", "file:///dir",

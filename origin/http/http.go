@@ -366,6 +366,18 @@ func (f *file) identity() http.Header {
 
 // ReadAt implements origin.File with one ranged GET.
 func (f *file) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	return f.readAt(ctx, p, off, nil)
+}
+
+var _ origin.ProgressReader = (*file)(nil)
+
+// ReadAtProgress implements origin.ProgressReader: the body is read into
+// p as it arrives.
+func (f *file) ReadAtProgress(ctx context.Context, p []byte, off int64, progress func(int)) (int, error) {
+	return f.readAt(ctx, p, off, progress)
+}
+
+func (f *file) readAt(ctx context.Context, p []byte, off int64, progress func(int)) (int, error) {
 	if off < 0 {
 		return 0, fmt.Errorf("read %s at %d: negative offset: %w", f.o.url(f.path), off, origin.ErrInvalid)
 	}
@@ -402,7 +414,7 @@ func (f *file) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	default:
 		return 0, fmt.Errorf("read %d@%d: %w", len(p), off, statusError(http.MethodGet, u, resp))
 	}
-	n, err := io.ReadFull(resp.Body, p[:want])
+	n, err := origin.ReadFullProgress(resp.Body, p[:want], progress)
 	if err != nil {
 		return n, fmt.Errorf("GET %s range %d-%d: body after %d bytes: %w: %w", u, off, off+want-1, n, err, origin.ErrUnavailable)
 	}

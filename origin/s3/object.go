@@ -136,6 +136,18 @@ func (f *file) Close() error { return nil }
 // object's ETag at open. A replaced object answers 412 (or, from a server
 // ignoring If-Match, another ETag): errChanged, never the new bytes.
 func (f *file) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	return f.readAt(ctx, p, off, nil)
+}
+
+var _ origin.ProgressReader = (*file)(nil)
+
+// ReadAtProgress implements origin.ProgressReader: the body is read into
+// p as it arrives.
+func (f *file) ReadAtProgress(ctx context.Context, p []byte, off int64, progress func(int)) (int, error) {
+	return f.readAt(ctx, p, off, progress)
+}
+
+func (f *file) readAt(ctx context.Context, p []byte, off int64, progress func(int)) (int, error) {
 	name := f.o.objectName(f.key)
 	if off < 0 {
 		return 0, fmt.Errorf("s3 GET %s at %d: negative offset: %w", name, off, origin.ErrInvalid)
@@ -184,7 +196,7 @@ func (f *file) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	if et := resp.Header.Get("ETag"); et != "" && f.info.ETag != "" && et != f.info.ETag {
 		return 0, fmt.Errorf("s3 GET %s %s: ETag %s, opened with %s: %w", name, rng, et, f.info.ETag, errChanged)
 	}
-	n, err := io.ReadFull(resp.Body, p[:want])
+	n, err := origin.ReadFullProgress(resp.Body, p[:want], progress)
 	if err != nil {
 		return n, fmt.Errorf("s3 GET %s %s: body after %d bytes: %w: %w", name, rng, n, err, origin.ErrUnavailable)
 	}
