@@ -13,7 +13,6 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"path"
@@ -21,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hepcache/hepcache/internal/originhttp"
 	"github.com/hepcache/hepcache/origin"
 )
 
@@ -139,22 +139,7 @@ func New(cfg *Config) (*Origin, error) {
 	o := &Origin{cfg: c, base: base, name: base.Scheme + "://" + base.Host + base.Path}
 	rt := c.transport
 	if rt == nil {
-		d := &net.Dialer{Timeout: c.DialTimeout, KeepAlive: 30 * time.Second}
-		o.tr = &http.Transport{
-			Proxy:               nil, // an origin is reached directly, never via $http_proxy
-			DialContext:         d.DialContext,
-			TLSClientConfig:     c.TLSConfig,
-			TLSHandshakeTimeout: c.DialTimeout,
-			ForceAttemptHTTP2:   true,
-			// Keep as many idle connections as may be busy, so a burst of
-			// piece reads reuses them instead of redialling.
-			MaxConnsPerHost:     c.MaxConns,
-			MaxIdleConns:        c.MaxConns,
-			MaxIdleConnsPerHost: c.MaxConns,
-			IdleConnTimeout:     c.IdleConnTimeout,
-			// Byte ranges of a compressed representation are not the file's.
-			DisableCompression: true,
-		}
+		o.tr = originhttp.Transport(c.DialTimeout, c.TLSConfig, c.MaxConns, c.IdleConnTimeout)
 		rt = o.tr
 	}
 	o.client = &http.Client{Transport: rt, CheckRedirect: checkRedirect}
@@ -398,7 +383,7 @@ func (f *file) readAt(ctx context.Context, p []byte, off int64, progress func(in
 	u := f.o.url(f.path)
 	switch resp.StatusCode {
 	case http.StatusPartialContent:
-		start, _, _, err := parseContentRange(resp.Header.Get("Content-Range"))
+		start, _, _, err := originhttp.ParseContentRange(resp.Header.Get("Content-Range"))
 		if err != nil || start != off {
 			resp.Body.Close()
 			return 0, fmt.Errorf("GET %s range %d-%d: answered Content-Range %q: %w", u, off, off+want-1, resp.Header.Get("Content-Range"), origin.ErrInvalid)
@@ -422,30 +407,4 @@ func (f *file) readAt(ctx context.Context, p []byte, off int64, progress func(in
 		return n, io.EOF
 	}
 	return n, nil
-}
-
-// parseContentRange parses "bytes first-last/size" (size may be "*").
-func parseContentRange(s string) (first, last, size int64, err error) {
-	rest, ok := strings.CutPrefix(s, "bytes ")
-	if !ok {
-		return 0, 0, 0, fmt.Errorf("content-range %q: not bytes", s)
-	}
-	rng, total, ok := strings.Cut(strings.TrimSpace(rest), "/")
-	a, b, ok2 := strings.Cut(rng, "-")
-	if !ok || !ok2 {
-		return 0, 0, 0, fmt.Errorf("content-range %q: malformed", s)
-	}
-	if first, err = strconv.ParseInt(a, 10, 64); err != nil {
-		return 0, 0, 0, fmt.Errorf("content-range %q: %w", s, err)
-	}
-	if last, err = strconv.ParseInt(b, 10, 64); err != nil || last < first {
-		return 0, 0, 0, fmt.Errorf("content-range %q: bad last byte", s)
-	}
-	size = -1
-	if total != "*" {
-		if size, err = strconv.ParseInt(total, 10, 64); err != nil {
-			return 0, 0, 0, fmt.Errorf("content-range %q: %w", s, err)
-		}
-	}
-	return first, last, size, nil
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/hepcache/hepcache/internal/originhttp"
 	"github.com/hepcache/hepcache/origin"
 )
 
@@ -91,7 +92,7 @@ func (f *file) readMulti(ctx context.Context, segs []origin.Segment) (bool, erro
 		if err != nil {
 			return false, fmt.Errorf("GET %s multipart: %w: %w", u, err, origin.ErrUnavailable)
 		}
-		first, last, _, err := parseContentRange(part.Header.Get("Content-Range"))
+		first, last, _, err := originhttp.ParseContentRange(part.Header.Get("Content-Range"))
 		if err != nil {
 			return false, fmt.Errorf("GET %s multipart part: %w: %w", u, err, origin.ErrInvalid)
 		}

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hepcache/hepcache/internal/originhttp"
 	"github.com/hepcache/hepcache/origin"
 )
 
@@ -174,7 +175,7 @@ func (f *file) readAt(ctx context.Context, p []byte, off int64, progress func(in
 	defer resp.Body.Close()
 	switch resp.StatusCode {
 	case http.StatusPartialContent:
-		start, _, total, err := parseContentRange(resp.Header.Get("Content-Range"))
+		start, _, total, err := originhttp.ParseContentRange(resp.Header.Get("Content-Range"))
 		if err != nil || start != off {
 			return 0, fmt.Errorf("s3 GET %s %s: answered Content-Range %q: %w", name, rng, resp.Header.Get("Content-Range"), origin.ErrInvalid)
 		}
@@ -222,32 +223,6 @@ func (f *file) ReadV(ctx context.Context, segs []origin.Segment) error {
 		}
 	}
 	return nil
-}
-
-// parseContentRange parses "bytes first-last/size" (size may be "*").
-func parseContentRange(s string) (first, last, size int64, err error) {
-	rest, ok := strings.CutPrefix(s, "bytes ")
-	if !ok {
-		return 0, 0, 0, fmt.Errorf("content-range %q: not bytes", s)
-	}
-	rng, total, ok := strings.Cut(strings.TrimSpace(rest), "/")
-	a, b, ok2 := strings.Cut(rng, "-")
-	if !ok || !ok2 {
-		return 0, 0, 0, fmt.Errorf("content-range %q: malformed", s)
-	}
-	if first, err = strconv.ParseInt(a, 10, 64); err != nil {
-		return 0, 0, 0, fmt.Errorf("content-range %q: %w", s, err)
-	}
-	if last, err = strconv.ParseInt(b, 10, 64); err != nil || last < first {
-		return 0, 0, 0, fmt.Errorf("content-range %q: bad last byte", s)
-	}
-	size = -1
-	if total != "*" {
-		if size, err = strconv.ParseInt(total, 10, 64); err != nil {
-			return 0, 0, 0, fmt.Errorf("content-range %q: %w", s, err)
-		}
-	}
-	return first, last, size, nil
 }
 
 // listResult is a ListObjectsV2 answer.

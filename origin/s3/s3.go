@@ -15,7 +15,6 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/url"
 	"path"
@@ -23,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hepcache/hepcache/internal/originhttp"
 	"github.com/hepcache/hepcache/internal/sigv4"
 	"github.com/hepcache/hepcache/origin"
 )
@@ -238,20 +238,7 @@ func New(cfg *Config) (*Origin, error) {
 	case "":
 		o.virtual = strings.HasSuffix(ep.Hostname(), ".amazonaws.com") && !strings.Contains(bucket, ".")
 	}
-	d := &net.Dialer{Timeout: c.DialTimeout, KeepAlive: 30 * time.Second}
-	o.tr = &http.Transport{
-		Proxy:               nil, // an origin is reached directly, never via $http_proxy
-		DialContext:         d.DialContext,
-		TLSClientConfig:     c.TLSConfig,
-		TLSHandshakeTimeout: c.DialTimeout,
-		ForceAttemptHTTP2:   true,
-		MaxConnsPerHost:     c.MaxConns,
-		MaxIdleConns:        c.MaxConns,
-		MaxIdleConnsPerHost: c.MaxConns,
-		IdleConnTimeout:     c.IdleConnTimeout,
-		// Byte ranges of a compressed representation are not the object's.
-		DisableCompression: true,
-	}
+	o.tr = originhttp.Transport(c.DialTimeout, c.TLSConfig, c.MaxConns, c.IdleConnTimeout)
 	o.client = &http.Client{Transport: o.tr, CheckRedirect: func(*http.Request, []*http.Request) error {
 		// S3 redirects only to another region's endpoint, where the
 		// signature (scoped to a region) is invalid anyway.
