@@ -245,31 +245,21 @@ func (f *floor) bufReadUncached(name string) error {
 	if err := dropFile(p); err != nil {
 		return err
 	}
-	buf, free, err := alignedBuf(1 << 20)
-	if err != nil {
-		return err
-	}
-	defer free()
-	fd, err := os.Open(p)
-	if err != nil {
-		return err
-	}
-	defer fd.Close()
-	for off := int64(0); off < f.cfg.Size; off += int64(len(buf)) {
-		if _, err := fd.ReadAt(buf, off); err != nil && err != io.EOF {
-			return err
-		}
-	}
-	return nil
+	return f.readFile(p, os.O_RDONLY)
 }
 
 func (f *floor) directRead(name string) error {
+	return f.readFile(f.path(name), os.O_RDONLY|syscall.O_DIRECT)
+}
+
+// readFile reads Size bytes of p, opened with flag, 1 MiB at a time.
+func (f *floor) readFile(p string, flag int) error {
 	buf, free, err := alignedBuf(1 << 20)
 	if err != nil {
 		return err
 	}
 	defer free()
-	fd, err := os.OpenFile(f.path(name), os.O_RDONLY|syscall.O_DIRECT, 0)
+	fd, err := os.OpenFile(p, flag, 0)
 	if err != nil {
 		return err
 	}
