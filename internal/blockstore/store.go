@@ -310,6 +310,13 @@ func (s *Store) accessLocked(sl *slot, r Reader) {
 	}
 }
 
+// Has reports whether block k is in RAM or being read into it.
+func (s *Store) Has(k Key) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cached[k] != nil || s.loading[k] != nil
+}
+
 // Fill returns a pinned, unfindable slot for a block being fetched. It
 // waits for a slot while every one is pinned, until ctx ends.
 func (s *Store) Fill(ctx context.Context) (*Block, error) {

@@ -85,6 +85,9 @@ func (e *entry) block(ctx context.Context, b int, r blockstore.Reader) (*blockst
 	case err == nil:
 		if got.FromDisk {
 			e.c.stats.BlocksChecked.Add(1)
+			if r != blockstore.Internal {
+				e.readAheadFromDisk(b)
+			}
 			if !known && !e.c.cfg.NoBlockChecksums {
 				e.mu.Lock()
 				if e.st.has(b) && !e.crcs.known.Test(b) {
@@ -103,6 +106,32 @@ func (e *entry) block(ctx context.Context, b int, r blockstore.Reader) (*blockst
 	default:
 		e.c.diskError(e.disk, err)
 		return nil, fmt.Errorf("read cache file %s block %d: %w: %w", e.key, b, errDiskRead, err)
+	}
+}
+
+// diskAhead is how many present blocks after one a client read from disk
+// are read into RAM ahead of it: a sequential reader of a cached file then
+// finds them there instead of waiting for each read from disk in turn.
+const diskAhead = 4
+
+// readAheadFromDisk starts reading into RAM the present blocks after b
+// that are not there yet (blockstore.Internal: no access counted; they
+// stay until their reader comes, as blocks read ahead from the origin).
+func (e *entry) readAheadFromDisk(b int) {
+	for nb := b + 1; nb <= b+diskAhead && nb < e.nblocks; nb++ {
+		e.mu.Lock()
+		present := e.st.has(nb)
+		e.mu.Unlock()
+		if !present || e.c.store.Has(e.blockKey(nb)) {
+			continue
+		}
+		e.fetchWG.Add(1)
+		go func() {
+			defer e.fetchWG.Done()
+			if blk, err := e.block(e.ctx, nb, blockstore.Internal); err == nil {
+				blk.Release()
+			}
+		}()
 	}
 }
 
