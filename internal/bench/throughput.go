@@ -207,9 +207,9 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) (*ThroughputResult, e
 		targets = append(targets, "xcache")
 	}
 	run := 0
-	start := func(target string) (*cacheProc, error) {
+	start := func(target string, extra ...string) (*cacheProc, error) {
 		run++
-		return startCacheProc(target, cfg.HepcacheBin, filepath.Join(cfg.Dir, fmt.Sprintf("cache-%s-%d", target, run)), origin.Addr, cfg.CacheFlags)
+		return startCacheProc(target, cfg.HepcacheBin, filepath.Join(cfg.Dir, fmt.Sprintf("cache-%s-%d", target, run)), origin.Addr, append(append([]string(nil), cfg.CacheFlags...), extra...))
 	}
 	for _, target := range targets {
 		res.Seconds[target] = map[string]float64{}
@@ -263,7 +263,16 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) (*ThroughputResult, e
 		}
 		res.MemoryGrowth[target] = map[int]int64{}
 		for _, n := range cfg.MemClients {
-			cu, err := start(target)
+			var flags []string
+			metricsURL := ""
+			if target == "hepcache" {
+				addr, err := freeAddr()
+				if err != nil {
+					return nil, err
+				}
+				flags, metricsURL = []string{"--metrics-listen", addr}, "http://"+addr+"/metrics"
+			}
+			cu, err := start(target, flags...)
 			if err != nil {
 				return nil, err
 			}
@@ -276,11 +285,18 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) (*ThroughputResult, e
 			time.Sleep(300 * time.Millisecond)
 			idle, _ := procstat.RSS(cu.pid)
 			s := procstat.Start(cu.pid, 20*time.Millisecond)
+			outside := sampleOutsideRAM(cu.pid, metricsURL)
 			_, err = xrdcpAll(ctx, cu.url(), mem[1:min(n+1, len(mem))])
 			peak, _, _ := s.Stop()
+			peakOutside, _ := outside()
 			cu.stop()
 			if err != nil {
 				return nil, fmt.Errorf("%s memory with %d clients: %w", target, n, err)
+			}
+			if metricsURL != "" {
+				// The RAM arena (cache.ram) is the configured block memory,
+				// as XCache's pfc.ram: what grows with clients is the rest.
+				peak = peakOutside
 			}
 			res.MemoryGrowth[target][n] = peak - idle
 			progress("%s memory: %d cold clients: idle %.1f MB, peak %.1f MB", target, n, float64(idle)/1e6, float64(peak)/1e6)
@@ -366,7 +382,7 @@ func printThroughput(w io.Writer, r *ThroughputResult, targets []string) {
 	if !r.DroppedCaches {
 		fmt.Fprintln(w, "(the page cache could not be dropped before hot-disk: not root; XCache's hot-disk reads may have come from it)")
 	}
-	fmt.Fprintf(w, "\nMemory: peak resident memory above the idle cache with N concurrent cold clients (own file of %d MiB each).\n\n", cfg.MemSize>>20)
+	fmt.Fprintf(w, "\nMemory: peak resident memory above the idle cache with N concurrent cold clients (own file of %d MiB each); for hepcache, outside its RAM arena (cache.ram: the blocks in flight and cached, a configured amount as XCache's pfc.ram).\n\n", cfg.MemSize>>20)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "N\t")
 	for _, t := range targets {
