@@ -31,13 +31,17 @@ var errBadBlock = errors.New("cache: block failed its CRC32C check")
 type blockCRCs struct {
 	crc   []uint32
 	known *bitmap.Bitmap
+	// epoch counts each block's fetches in this process: a read from disk
+	// that fails its check drops the block only if it was not fetched
+	// again meanwhile (a stale read must not drop the good copy).
+	epoch []uint32
 	// fresh marks CRCs learnt in this process (a legacy block read back)
 	// that the sidecar does not have yet.
 	fresh bool
 }
 
 func crcsOf(side *sidecar.Info, n int) blockCRCs {
-	a := blockCRCs{crc: make([]uint32, n), known: bitmap.New(n)}
+	a := blockCRCs{crc: make([]uint32, n), known: bitmap.New(n), epoch: make([]uint32, n)}
 	if side.CRCKnown != nil && side.CRCKnown.Len() == n && len(side.BlockCRC) == n {
 		copy(a.crc, side.BlockCRC)
 		a.known = side.CRCKnown.Clone()
@@ -48,6 +52,7 @@ func crcsOf(side *sidecar.Info, n int) blockCRCs {
 func (a *blockCRCs) set(b int, crc uint32) {
 	a.crc[b] = crc
 	a.known.Set(b)
+	a.epoch[b]++
 }
 
 func (a *blockCRCs) forget(b int) {
@@ -74,7 +79,7 @@ func (e *entry) block(ctx context.Context, b int, r blockstore.Reader) (*blockst
 		e.mu.Unlock()
 		return nil, errBadBlock
 	}
-	crc, known := e.crcs.crc[b], e.crcs.known.Test(b)
+	crc, known, epoch := e.crcs.crc[b], e.crcs.known.Test(b), e.crcs.epoch[b]
 	e.mu.Unlock()
 	if e.c.cfg.NoBlockChecksums {
 		known = false
@@ -99,7 +104,7 @@ func (e *entry) block(ctx context.Context, b int, r blockstore.Reader) (*blockst
 		}
 		return blk, nil
 	case errors.As(err, &ce):
-		e.badBlock(b, ce.Got, ce.Want)
+		e.badBlock(b, epoch, ce.Got, ce.Want)
 		return nil, errBadBlock
 	case ctx.Err() != nil || errors.Is(err, blockstore.ErrClosed):
 		return nil, fmt.Errorf("read %s block %d: %w", e.key, b, err)
@@ -161,16 +166,19 @@ func (e *entry) readPresent(ctx context.Context, r blockstore.Reader, off, n int
 
 // badBlock drops block b, found corrupt on disk.
 // Readers that waited for the same read of it all come here; the first
-// does the work.
-func (e *entry) badBlock(b int, got, want uint32) {
+// does the work, and none if the block was fetched again since epoch (the
+// read that failed was of the bad copy, the good one stays).
+func (e *entry) badBlock(b int, epoch, got, want uint32) {
 	c := e.c
 	_, n := e.blockRange(b)
-	c.store.Drop(e.blockKey(b))
 	e.syncMu.Lock()
 	e.mu.Lock()
-	had := e.st.has(b)
-	e.st.drop(b)
-	e.crcs.forget(b)
+	had := e.st.has(b) && e.crcs.epoch[b] == epoch
+	if had {
+		c.store.Drop(e.blockKey(b))
+		e.st.drop(b)
+		e.crcs.forget(b)
+	}
 	e.mu.Unlock()
 	if had {
 		e.side.ForgetBlock(b)
