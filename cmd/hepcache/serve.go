@@ -43,7 +43,7 @@ func runServe(ctx context.Context, args []string) error {
 	warnForeignOwner(log, cfg)
 	s, err := server.New(cfg, log)
 	if err != nil {
-		return config.IsPermission(err)
+		return config.ExplainPermission(err, ownedDirs(cfg)...)
 	}
 	// systemd (Type=notify): started once every listener is open; stopping
 	// as soon as SIGTERM starts the shutdown (reads may take a while).
