@@ -238,6 +238,11 @@ type OriginConfig struct {
 	// NotFoundTTLByOrigin overrides NotFoundTTL per origin URL
 	// ("root://host:1094" = "5m"; "0s" turns it off for that origin).
 	NotFoundTTLByOrigin map[string]Duration `toml:"not_found_ttl_by_origin"`
+	// FailureLogInterval is the least time between two log lines about
+	// one origin's failures (down, timing out, refusing the cache): the
+	// first is logged at once, the next carries the count left out.
+	// Default 1m.
+	FailureLogInterval Duration `toml:"failure_log_interval"`
 	// S3Endpoint is the object store that s3://bucket/prefix origins are
 	// read from ("https://s3.example.org", "http://rgw.site:7480").
 	// Default "": AWS, https://s3.<s3_region>.amazonaws.com.
@@ -312,7 +317,7 @@ func Default() *Config {
 			PurgeInterval: Duration(cd.PurgeInterval), VerifyChecksum: cd.VerifyChecksum,
 			Pin: []string{}, PinShare: cd.PinShare, DirStatsDepth: cd.DirStatsDepth, DirStatsMax: cd.DirStatsMax},
 		Origin: OriginConfig{Timeout: Duration(cd.OriginTimeout), Connections: 16, MaxHops: 4, NotFoundTTL: Duration(30e9),
-			NotFoundTTLByOrigin: map[string]Duration{}, S3Connections: 64},
+			NotFoundTTLByOrigin: map[string]Duration{}, S3Connections: 64, FailureLogInterval: Duration(60e9)},
 		Log:      LogConfig{Level: "info"},
 		Cluster:  defaultCluster(),
 		Security: SecurityConfig{ClockSkew: Duration(60e9)},
@@ -431,6 +436,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Cache.SyncInterval <= 0 {
 		bad("cache.sync_interval", c.Cache.SyncInterval, "a positive duration")
+	}
+	if c.Origin.FailureLogInterval < 0 {
+		bad("origin.failure_log_interval", c.Origin.FailureLogInterval, "a positive duration, or 0s for the default (1m)")
 	}
 	if c.Origin.NotFoundTTL < 0 {
 		bad("origin.not_found_ttl", c.Origin.NotFoundTTL, "0s (off) or a positive duration")

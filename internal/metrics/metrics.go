@@ -27,6 +27,9 @@ const (
 	// defaultProbeInterval: the cache directory is probed for writability
 	// at most this often, however often /health is polled.
 	defaultProbeInterval = 5 * time.Second
+	// defaultOriginLogInterval: an origin's failures make a log line at
+	// most this often.
+	defaultOriginLogInterval = time.Minute
 )
 
 // CacheSource is what the registry reads from the cache at each scrape:
@@ -98,6 +101,11 @@ type Config struct {
 	ProbeInterval time.Duration
 	// Logger receives operational messages. Default slog.Default().
 	Logger *slog.Logger
+	// OriginLogInterval is the least time between two log lines about one
+	// origin's failures: the first failure is logged at once, the next
+	// line comes with the count of failures not logged meanwhile. Default
+	// 1 min (a dead origin fails every request of every client).
+	OriginLogInterval time.Duration
 
 	// Now is the clock (health windows, snapshots). Default time.Now.
 	Now func() time.Time
@@ -110,6 +118,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.ProbeInterval == 0 {
 		c.ProbeInterval = defaultProbeInterval
+	}
+	if c.OriginLogInterval == 0 {
+		c.OriginLogInterval = defaultOriginLogInterval
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -127,6 +138,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ProbeInterval < 0 {
 		errs = append(errs, fmt.Errorf("probe interval %v: must not be negative", c.ProbeInterval))
+	}
+	if c.OriginLogInterval < 0 {
+		errs = append(errs, fmt.Errorf("origin log interval %v: must not be negative", c.OriginLogInterval))
 	}
 	return errors.Join(errs...)
 }

@@ -327,3 +327,43 @@ func TestOutcome(t *testing.T) {
 		}
 	}
 }
+
+// TestOriginFailuresLoggedPerInterval: a failing origin makes one line
+// per OriginLogInterval, the next with the count left out; the first
+// success after it one line; answers about files (not found) none.
+func TestOriginFailuresLoggedPerInterval(t *testing.T) {
+	clk := &clock{t: time.Unix(1700000000, 0)}
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	r, err := New(&Config{Now: clk.now, Logger: log, OriginLogInterval: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := origin.NewMem("mem://a")
+	m.Put("/f", []byte("x"), time.Unix(1, 0))
+	o := r.WrapOrigin(m)
+	ctx := context.Background()
+	lines := func() int { return strings.Count(buf.String(), "\n") }
+	o.Stat(ctx, "/missing")
+	if lines() != 0 {
+		t.Fatalf("a not-found answer was logged:\n%s", &buf)
+	}
+	m.Fail(fmt.Errorf("connect: %w", origin.ErrUnavailable))
+	for i := 0; i < 5; i++ {
+		o.Stat(ctx, "/f")
+	}
+	if lines() != 1 || !strings.Contains(buf.String(), `msg="origin failing" origin=mem://a op=stat`) {
+		t.Fatalf("5 failures in an interval:\n%s", &buf)
+	}
+	clk.add(time.Minute)
+	o.Open(ctx, "/f")
+	if lines() != 2 || !strings.Contains(buf.String(), "op=open") || !strings.Contains(buf.String(), "failures_not_logged=4") {
+		t.Fatalf("a failure an interval later:\n%s", &buf)
+	}
+	m.Fail(nil)
+	o.Stat(ctx, "/f")
+	o.Stat(ctx, "/f")
+	if lines() != 3 || !strings.Contains(buf.String(), `msg="origin answers again" origin=mem://a`) {
+		t.Fatalf("recovery:\n%s", &buf)
+	}
+}

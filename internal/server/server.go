@@ -141,7 +141,8 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	}); err != nil {
 		return nil, fmt.Errorf("origins: %w", err)
 	}
-	if s.metrics, err = metrics.New(&metrics.Config{CacheDir: cfg.Cache.Dir, HealthWindow: time.Duration(cfg.Server.HealthWindow), Logger: log}); err != nil {
+	if s.metrics, err = metrics.New(&metrics.Config{CacheDir: cfg.Cache.Dir, HealthWindow: time.Duration(cfg.Server.HealthWindow), Logger: log,
+		OriginLogInterval: time.Duration(cfg.Origin.FailureLogInterval)}); err != nil {
 		return nil, err
 	}
 	if s.dash, err = dashboard.New(&dashboard.Config{Metrics: s.metrics, Logger: log}); err != nil {
