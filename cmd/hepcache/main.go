@@ -35,6 +35,7 @@ var subcommands = map[string]subcommand{
 	"version":      {"print the version", runVersion},
 	"check":        {"check a configuration, every problem at once, without serving", runCheck},
 	"from-xcache":  {"translate an XCache configuration into a hepcache.toml", runFromXCache},
+	"reload":       {"make the running server reload (as SIGHUP), with or without systemd", runReload},
 	"adopt-xcache": {"take a warm XCache cache's files into the cache without copying them", runAdoptXCache},
 }
 

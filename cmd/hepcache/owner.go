@@ -36,7 +36,7 @@ func ownedDirs(cfg *config.Config) []string {
 			dirs = append(dirs, d)
 		}
 	}
-	for _, f := range []string{cfg.Log.AccessLog} {
+	for _, f := range []string{cfg.Log.AccessLog, cfg.Log.File} {
 		if f != "" && f != "-" {
 			dirs = append(dirs, filepath.Dir(f))
 		}

@@ -2,17 +2,21 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	_ "net/http/pprof"
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"sync"
 	"syscall"
 
 	"github.com/hepcache/hepcache/internal/config"
+	"github.com/hepcache/hepcache/internal/logfile"
 	"github.com/hepcache/hepcache/internal/sdnotify"
 	"github.com/hepcache/hepcache/internal/server"
 )
@@ -27,9 +31,18 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	var level slog.Level
+	var level slog.LevelVar
 	level.UnmarshalText([]byte(cfg.Log.Level))
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	var out io.Writer = os.Stderr
+	var logFile *logfile.File
+	if cfg.Log.File != "" {
+		if logFile, err = logfile.Open(cfg.Log.File); err != nil {
+			return config.ExplainPermission(err, ownedDirs(cfg)...)
+		}
+		defer logFile.Close()
+		out = logFile
+	}
+	log := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: &level}))
 	if os.Getenv("GOGC") == "" {
 		// The heap is mostly I/O buffers that are reused, not garbage;
 		// collecting at 25 % growth instead of 100 % keeps the resident
@@ -57,8 +70,40 @@ func runServe(ctx context.Context, args []string) error {
 			<-stopped
 		}
 	}()
-	// SIGHUP re-reads the TLS certificate, CAs and vomsdir, and the config
-	// file's space, quota and limits settings.
+	// A reload (SIGHUP, or `hepcache reload` through the admin socket)
+	// reopens the log files, re-reads the TLS certificate, CAs and vomsdir,
+	// and applies what the config file now says (server.Reload).
+	var reloadMu sync.Mutex
+	reload := func(how string) error {
+		reloadMu.Lock()
+		defer reloadMu.Unlock()
+		sdnotify.Notify(sdnotify.Reloading())
+		defer sdnotify.Notify(sdnotify.Ready)
+		var errs []error
+		if logFile != nil {
+			if err := logFile.Reopen(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		next, err := loadServeConfig(args)
+		if err != nil {
+			// Logs and certificates are still reloaded; the rest stays.
+			errs = append(errs, fmt.Errorf("cannot read the configuration, none of it applied: %w", err))
+			next = nil
+		} else {
+			level.UnmarshalText([]byte(next.Log.Level))
+		}
+		if err := s.Reload(next); err != nil {
+			errs = append(errs, err)
+		}
+		if err := errors.Join(errs...); err != nil {
+			log.Error("reload "+how+" failed; keeping what was loaded before", "err", err)
+			return err
+		}
+		log.Info("reloaded " + how)
+		return nil
+	}
+	s.SetReload(func() error { return reload("by hepcache reload") })
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -70,18 +115,7 @@ func runServe(ctx context.Context, args []string) error {
 			case <-done:
 				return
 			case <-hup:
-				sdnotify.Notify(sdnotify.Reloading())
-				next, err := loadServeConfig(args)
-				if err != nil {
-					log.Error("reload on SIGHUP: cannot read the configuration; reloading only certificates", "err", err)
-					next = nil
-				}
-				if err := s.Reload(next); err != nil {
-					log.Error("reload on SIGHUP failed; keeping what was loaded before", "err", err)
-				} else {
-					log.Info("reloaded on SIGHUP")
-				}
-				sdnotify.Notify(sdnotify.Ready)
+				reload("on SIGHUP")
 			}
 		}
 	}()

@@ -54,7 +54,7 @@ func (e *entry) scheduleVerify() {
 // alone.
 func (c *Cache) verify(o origin.Origin, k Key, created time.Time, sums checksum.Sums) {
 	state := sidecar.ChecksumComputed
-	if algo := c.cfg.VerifyChecksum; algo != "none" {
+	if algo := c.rules.Load().verifyChecksum; algo != "none" {
 		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.OriginTimeout)
 		want, err := o.Checksum(ctx, k.Path, algo)
 		cancel()

@@ -302,6 +302,10 @@ type LogConfig struct {
 	// AccessLog is a file receiving one JSON line per closed file
 	// (docs/access-log.md), "-" for stdout; empty (default) disables it.
 	AccessLog string `toml:"access_log"`
+	// File receives the server's own log (XCache's xrootd -l), reopened
+	// on SIGHUP and `hepcache reload` (logrotate). Default "": standard
+	// error (journald under systemd).
+	File string `toml:"file"`
 }
 
 // Default returns the defaults of every key. Those of [cache] and [space]
@@ -393,6 +397,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.Var(&c.Space.Capacity, "capacity", "space the cache may fill, e.g. 500G; default: the whole file system (space.capacity)")
 	fs.StringVar(&c.Space.Watermarks, "watermarks", c.Space.Watermarks, "low,high purge watermarks, fractions or sizes (space.watermarks)")
 	fs.StringVar(&c.Log.AccessLog, "access-log", c.Log.AccessLog, "access log file, - for stdout (log.access_log)")
+	fs.StringVar(&c.Log.File, "log-file", c.Log.File, "server log file, reopened on SIGHUP; default standard error (log.file)")
 	fs.StringVar(&c.Log.Level, "log-level", c.Log.Level, "debug, info, warn, error (log.level)")
 	c.Monitor.flags(fs)
 	c.Cmsd.flags(fs)
@@ -689,7 +694,8 @@ func (c *Config) SpaceRules() (cache.Space, error) {
 		return cache.Space{}, fmt.Errorf("space.watermarks: %w", err)
 	}
 	sp := cache.Space{HighWatermark: high, LowWatermark: low, MaxAge: time.Duration(c.Space.MaxAge),
-		MaxFiles: c.Space.MaxFiles, Pin: c.Space.Pin, PinShare: c.Space.PinShare}
+		MaxFiles: c.Space.MaxFiles, Pin: c.Space.Pin, PinShare: c.Space.PinShare,
+		Capacity: int64(c.Space.Capacity), VerifyChecksum: c.Space.VerifyChecksum, PurgeInterval: time.Duration(c.Space.PurgeInterval)}
 	for i, q := range c.Quota {
 		cq := cache.Quota{Prefix: q.Prefix, Size: int64(q.Size), Share: q.Share}
 		if q.Watermarks != "" {

@@ -155,6 +155,9 @@ type Registry struct {
 	space   atomic.Pointer[func() SpaceFigures]
 	// prestage reports the prestager (prestage.go).
 	prestage atomic.Pointer[func() PrestageFigures]
+	// originLogEvery is Config.OriginLogInterval (nanoseconds), replaced
+	// by SetOriginLogInterval.
+	originLogEvery atomic.Int64
 
 	// mu protects requests, origins and funcs (the maps, not the atomics
 	// they point to).
@@ -195,10 +198,19 @@ func New(cfg *Config) (*Registry, error) {
 		origins:  map[string]*originStats{},
 	}
 	r.clients.now = c.Now
+	r.originLogEvery.Store(int64(c.OriginLogInterval))
 	if c.Cache != nil {
 		r.SetCache(c.Cache)
 	}
 	return r, nil
+}
+
+// SetOriginLogInterval replaces Config.OriginLogInterval (a reload);
+// d <= 0 keeps the one in force.
+func (r *Registry) SetOriginLogInterval(d time.Duration) {
+	if d > 0 {
+		r.originLogEvery.Store(int64(d))
+	}
 }
 
 // SetCache sets (or replaces) the cache whose counters are exported.

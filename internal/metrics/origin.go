@@ -147,9 +147,9 @@ func (r *Registry) observeOrigin(s *originStats, op int, start time.Time, err er
 // OriginLogInterval ago; the next line carries the count left out. Both
 // front ends rely on it: a failed client request is not logged there.
 func (r *Registry) logFailure(s *originStats, op int, err error) {
-	now := r.cfg.Now()
+	now, every := r.cfg.Now(), time.Duration(r.originLogEvery.Load())
 	s.logMu.Lock()
-	if !s.logged.IsZero() && now.Sub(s.logged) < r.cfg.OriginLogInterval {
+	if !s.logged.IsZero() && now.Sub(s.logged) < every {
 		s.unlogged++
 		s.logMu.Unlock()
 		return
@@ -159,7 +159,7 @@ func (r *Registry) logFailure(s *originStats, op int, err error) {
 	s.failing.Store(true)
 	s.logMu.Unlock()
 	r.cfg.Logger.Warn("origin failing", "origin", s.name, "op", opNames[op], "err", err,
-		"failures_not_logged", n, "next_line_after", r.cfg.OriginLogInterval.String())
+		"failures_not_logged", n, "next_line_after", every.String())
 }
 
 // logRecovered logs the first success of s's origin after a failure was

@@ -32,6 +32,7 @@ import (
 	"github.com/hepcache/hepcache/internal/metrics"
 	"github.com/hepcache/hepcache/internal/monitor"
 	"github.com/hepcache/hepcache/internal/notfound"
+	"github.com/hepcache/hepcache/internal/origintimeout"
 	"github.com/hepcache/hepcache/internal/policy"
 	"github.com/hepcache/hepcache/internal/prestage"
 	"github.com/hepcache/hepcache/internal/security"
@@ -50,7 +51,9 @@ type Server struct {
 	unlock func()
 
 	origins *upstream.Set
-	cache   *cache.Cache
+	// otimeout bounds every origin call by origin.timeout (reloadable).
+	otimeout *origintimeout.Timeout
+	cache    *cache.Cache
 	alog    *accesslog.Log
 	admin   *admin.Server
 	// stage fetches whole files on request (kXR_prepare, hepcache
@@ -154,7 +157,8 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	}
 	// Negative caching sits outside the metrics wrapper: the origin
 	// request metrics count only requests that reached an origin.
-	neg, err := notFoundResolver(cfg, s.metrics.WrapResolver(s.origins))
+	s.otimeout = origintimeout.New(time.Duration(cfg.Origin.Timeout))
+	neg, err := notFoundResolver(cfg, s.metrics.WrapResolver(s.otimeout.Resolver(s.origins)))
 	if err != nil {
 		return nil, err
 	}
@@ -166,6 +170,9 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 		return nil, err
 	}
 	ccfg.Origins, ccfg.Policy, ccfg.Logger = neg, pol, log
+	// origin.timeout is enforced around every origin call (otimeout), so
+	// that a reload changes it; the cache's own bound is only a backstop.
+	ccfg.OriginTimeout = originTimeoutBackstop
 	s.cl = newClusterNode(cfg, log)
 	if ccfg.Origins, err = s.cl.resolver(ccfg.Origins); err != nil {
 		return nil, err
@@ -475,6 +482,10 @@ func (s *Server) closeAll() error {
 	s.log.Info("hepcache stopped")
 	return errors.Join(errs...)
 }
+
+// originTimeoutBackstop is the cache's own bound on an origin call; the
+// bound in force is origin.timeout, applied by otimeout.
+const originTimeoutBackstop = 24 * time.Hour
 
 // dialers creates origins per URL scheme. Origins get the cache's own
 // credential (cred), never a client's: the token only over TLS (https://,
