@@ -54,8 +54,8 @@ type Server struct {
 	// otimeout bounds every origin call by origin.timeout (reloadable).
 	otimeout *origintimeout.Timeout
 	cache    *cache.Cache
-	alog    *accesslog.Log
-	admin   *admin.Server
+	alog     *accesslog.Log
+	admin    *admin.Server
 	// stage fetches whole files on request (kXR_prepare, hepcache
 	// prestage, the HTTP form).
 	stage   *prestage.Stager
