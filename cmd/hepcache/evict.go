@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 
 	"github.com/hepcache/hepcache/internal/admin"
@@ -11,12 +10,8 @@ import (
 )
 
 func runEvict(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("evict", flag.ContinueOnError)
+	fs := newFlagSet("evict", "Removes a file from the cache; safe while the server runs (it asks the server,\nwhich refuses files open by a client). A file the cache does not hold is\nreported as such, exit status 1.", "hepcache evict [--config FILE | --cache-dir DIR] [--origin URL] PATH")
 	target := targetFlags(fs, "only this origin's copy; default: every origin's copy of PATH")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: hepcache evict [--cache-dir DIR] [--origin URL] PATH\n\nRemoves a file from the cache; safe while the server runs (it asks the server).\n\n")
-		fs.PrintDefaults()
-	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

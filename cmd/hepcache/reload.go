@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"syscall"
 
@@ -11,15 +10,9 @@ import (
 )
 
 func runReload(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("reload", flag.ContinueOnError)
+	fs := newFlagSet("reload", "Asks the running server through its admin socket to reload as on SIGHUP: it\nreopens the access log and log.file, re-reads the certificates and the\nreloadable keys, and names the keys that need a restart; failures are reported\n(exit status 1). With or without systemd (logrotate's postrotate runs it). No\nserver running: nothing to do, exit status 0.", "hepcache reload [--config FILE | --cache-dir DIR]")
 	dir := fs.String("cache-dir", "", "cache directory of the server (or use --config)")
 	cfgPath := fs.String("config", "", "config file to take cache.dir from (default "+defaultConfigPath+")")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "hepcache reload: make the running server reload, as on SIGHUP, with or without systemd (logrotate's postrotate)\n\n")
-		fmt.Fprintf(fs.Output(), "usage: hepcache reload [--config FILE | --cache-dir DIR]\n\n")
-		fmt.Fprintf(fs.Output(), "Reopens the access log and log.file, re-reads certificates and the reloadable keys; asks the server\nthrough its admin socket and reports what failed. No server running: nothing to do, exit status 0.\n\nflags:\n")
-		fs.PrintDefaults()
-	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -122,6 +122,15 @@ func runServe(ctx context.Context, args []string) error {
 	return s.Run(ctx)
 }
 
+// serveHelp is serve's description in its -h and man page.
+const serveHelp = `Serves root:// (and https://, with server.http_listen) clients from a disk
+cache in front of origins (root://, https://, file://, s3://): a file is cached
+block by block on first read, served from disk afterwards and evicted least
+recently used when space runs low. Reads /etc/hepcache/hepcache.toml under
+systemd (the packaged unit passes --config); flags override the file. SIGHUP
+or 'hepcache reload' reloads what may change while serving; SIGTERM stops
+within server.shutdown_timeout.`
+
 // loadServeConfig reads --config (if given) and applies the other flags on
 // top, whatever their order on the command line.
 func loadServeConfig(args []string) (*config.Config, error) {
@@ -138,14 +147,10 @@ func loadServeConfig(args []string) (*config.Config, error) {
 			return nil, err
 		}
 	}
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.String("config", "", "TOML configuration file (every key: /usr/share/doc/hepcache/hepcache.toml); flags override it")
+	fs := newFlagSet("serve", serveHelp, "hepcache serve [--config FILE] [flags]")
+	fs.String("config", "", "TOML configuration `FILE`; every key with its default: /usr/share/doc/hepcache/hepcache.toml; flags override it")
 	fs.Bool("check", false, "check the configuration and exit (hepcache check)")
 	cfg.Flags(fs)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: hepcache serve [--config FILE] [--origin URL] [--cache-dir DIR] [--listen ADDR] [--forward-allow LIST] ...\n\n")
-		fs.PrintDefaults()
-	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
