@@ -367,3 +367,25 @@ func TestOriginFailuresLoggedPerInterval(t *testing.T) {
 		t.Fatalf("recovery:\n%s", &buf)
 	}
 }
+
+// TestIdleClientsHaveSamples: hepcache_clients has a 0 sample for each
+// protocol a front end serves before any client comes and after the
+// last one left (the Grafana panel over it had no data on an idle cache).
+func TestIdleClientsHaveSamples(t *testing.T) {
+	r, err := New(&Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Clients().Declare("root", "https")
+	text := scrape(t, r)
+	for _, p := range []string{"root", "https"} {
+		if got := value(t, text, `hepcache_clients{protocol="`+p+`"}`); got != "0" {
+			t.Errorf("idle %s clients = %q; want 0", p, got)
+		}
+	}
+	c := r.Clients().Add("roots", "127.0.0.1:1")
+	r.Clients().Remove(c)
+	if got := value(t, scrape(t, r), `hepcache_clients{protocol="roots"}`); got != "0" {
+		t.Errorf("roots clients after the last left = %q; want 0", got)
+	}
+}
