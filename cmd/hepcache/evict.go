@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	iofs "io/fs"
 
 	"github.com/hepcache/hepcache/internal/admin"
 	"github.com/hepcache/hepcache/internal/cache"
@@ -24,6 +25,9 @@ func runEvict(ctx context.Context, args []string) error {
 		return err
 	}
 	infos, err := cache.Inspect(d, o, fs.Arg(0))
+	if errors.Is(err, iofs.ErrNotExist) {
+		return fmt.Errorf("%s is not in the cache %s: nothing to evict", fs.Arg(0), d)
+	}
 	if err != nil {
 		return err
 	}
