@@ -170,3 +170,29 @@ func TestOriginWithoutChecksumsLoggedOnce(t *testing.T) {
 		t.Errorf("%d lines about the origin without checksums, want 1:\n%s", n, p.log.String())
 	}
 }
+
+// TestFailedPrestageNamesPlainPath: a prestage that fails at a root://
+// origin reports the path as given, not with the via list the cache adds
+// for loop detection (the issue: "open root://o//f.root?hc.via=vm: ...").
+func TestFailedPrestageNamesPlainPath(t *testing.T) {
+	data := t.TempDir()
+	org := xrdtest.StartOrigin(t, data)
+	cacheDir := filepath.Join(t.TempDir(), "cache")
+	startProc(t, "--cache-dir", cacheDir, "--origin", "root://"+org.Addr)
+	list := filepath.Join(t.TempDir(), "list")
+	os.WriteFile(list, []byte("/store/missing.root\n"), 0o644)
+	r := realclient.Run(t, realclient.Env(), hepcacheBin, "prestage", "--cache-dir", cacheDir, "--wait", list)
+	if r.Err == nil || !strings.Contains(string(r.Stdout)+string(r.Stderr), "/store/missing.root") {
+		t.Fatalf("prestage of a missing file: %s", r)
+	}
+	id := strings.Fields(string(r.Stdout))[0]
+	r2 := realclient.Run(t, realclient.Env(), hepcacheBin, "prestage", "--cache-dir", cacheDir, "--status", id)
+	for _, out := range []realclient.Result{r, r2} {
+		if strings.Contains(string(out.Stdout)+string(out.Stderr), "hc.via") {
+			t.Errorf("the failure shows the via list: %s", out)
+		}
+	}
+	if !strings.Contains(string(r2.Stdout), "first error: /store/missing.root: open root://") {
+		t.Errorf("prestage --status: %s", r2)
+	}
+}
