@@ -46,6 +46,7 @@ func (s *Security) decide(sub *authz.Subject, req *backend.Request, op, note str
 	if sub.Name != "" {
 		req.User = sub.Name
 	}
+	req.VO, req.Role, req.Group = voRole(sub)
 	// A session keeps the credential it authenticated with: each request
 	// checks that it has not expired since (a client may keep a connection
 	// for days with kXR_ping).
@@ -96,6 +97,27 @@ func (s *Security) decide(sub *authz.Subject, req *backend.Request, op, note str
 func (s *Security) deny(req *backend.Request, op string, sub *authz.Subject, reason string) error {
 	s.log.Info("authz: denied", "client", req.Client, "user", sub.String(), "path", req.Path, "origin", req.Origin, "op", op, "protocol", req.Protocol, "reason", reason)
 	return fmt.Errorf("%s: %w", reason, backend.ErrForbidden)
+}
+
+// voRole is what sub's credential says of its VO, role and group: the
+// first VOMS attribute's VO and its first FQAN, else a token's first
+// wlcg.groups group ("/cms/uscms": VO cms).
+func voRole(sub *authz.Subject) (vo, role, group string) {
+	for _, a := range sub.VOMS {
+		vo = a.VO
+		for _, f := range a.FQANs {
+			if q, err := voms.ParseFQAN(f); err == nil {
+				return vo, q.Role, q.Group
+			}
+		}
+		return vo, "", ""
+	}
+	if sub.Token != nil && len(sub.Token.Groups) > 0 {
+		g := sub.Token.Groups[0]
+		vo, _, _ = strings.Cut(strings.TrimPrefix(g, "/"), "/")
+		return vo, "", g
+	}
+	return "", "", ""
 }
 
 // stripAuthz removes an "authz" token from the opaque data so that a
