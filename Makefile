@@ -9,7 +9,7 @@ ARCH     ?= $(shell $(GO) env GOARCH)
 LDFLAGS  := -s -w -X github.com/hepcache/hepcache/internal/buildinfo.Version=$(VERSION) -X github.com/hepcache/hepcache/internal/buildinfo.Revision=$(REVISION)
 NFPM     := $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
 
-.PHONY: all build demo test unit interop bench lint clean fuzz deb rpm packages
+.PHONY: all build man demo test unit interop bench lint clean fuzz deb rpm packages
 
 all: build
 
@@ -19,13 +19,19 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/hepcache
 
+# man writes the man pages (packaging/man/*.1) from the commands' own -h.
+man: build
+	rm -rf packaging/man
+	./$(BIN) help --man packaging/man
+
 # deb and rpm package the static binary with the systemd unit, the default
-# /etc/hepcache/hepcache.toml, logrotate and the Grafana dashboard (packaging/).
-deb: build
+# /etc/hepcache/hepcache.toml, logrotate, the man pages and the Grafana
+# dashboard (packaging/).
+deb: build man
 	mkdir -p dist
 	VERSION=$(VERSION) ARCH=$(ARCH) $(NFPM) pkg --packager deb --config packaging/nfpm.yaml --target dist/
 
-rpm: build
+rpm: build man
 	mkdir -p dist
 	VERSION=$(VERSION) ARCH=$(ARCH) $(NFPM) pkg --packager rpm --config packaging/nfpm.yaml --target dist/
 
@@ -55,4 +61,4 @@ bench: build
 	./$(BIN) bench throughput
 
 clean:
-	rm -rf bin dist results demo-out
+	rm -rf bin dist results demo-out packaging/man

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -16,7 +15,13 @@ import (
 )
 
 func runAdoptXCache(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("adopt-xcache", flag.ContinueOnError)
+	fs := newFlagSet("adopt-xcache", `Takes the files of a warm XCache (XrdPfc) cache, its oss.localroot XCACHE_DIR,
+into the hepcache cache without copying data: each data file is hard-linked
+into hepcache's data tree and described by a sidecar made from its .cinfo
+(blocks present, access records) and, with pfc.cschk cache, the CRC32C of each
+block from XCache's page checksums. Then XCache's names of the file are removed
+(unless --keep-xcache). Files are adopted for one origin (the default origin).
+Stop XCache and hepcache first. Rerunning continues an interrupted adoption.`, "hepcache adopt-xcache [--config FILE | --cache-dir DIR --origin URL] [--space DIR]... [--keep-xcache] XCACHE_DIR")
 	cfgPath := fs.String("config", "", "hepcache config file: cache.dir, cache.data_dirs, cache.block_size and origin.default (default "+defaultConfigPath+" when no --cache-dir)")
 	dir := fs.String("cache-dir", "", "hepcache cache directory (cache.dir), instead of --config")
 	orig := fs.String("origin", "", "origin the files are adopted for, root://host:port (default: origin.default of the config)")
@@ -32,20 +37,6 @@ func runAdoptXCache(ctx context.Context, args []string) error {
 		return nil
 	})
 	keep := fs.Bool("keep-xcache", false, "keep XCache's names of the adopted files (XCache can serve again; the space is shared until its tree is removed)")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), `usage: hepcache adopt-xcache [--config FILE | --cache-dir DIR --origin URL] [--space DIR]... [--keep-xcache] XCACHE_DIR
-
-Takes the files of a warm XCache (XrdPfc) cache, its oss.localroot XCACHE_DIR,
-into the hepcache cache without copying data: each data file is hard-linked
-into hepcache's data tree and described by a sidecar made from its .cinfo
-(blocks present, access records) and, with pfc.cschk cache, the CRC32C of each
-block from XCache's page checksums. Then XCache's names of the file are removed
-(unless --keep-xcache). Files are adopted for one origin (the default origin).
-Stop XCache and hepcache first. Rerunning continues an interrupted adoption.
-
-`)
-		fs.PrintDefaults()
-	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

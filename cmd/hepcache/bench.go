@@ -20,7 +20,7 @@ func runBench(ctx context.Context, args []string) error {
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
-		fmt.Fprintln(os.Stderr, errBenchUsage.Error()+"\n\nRun 'hepcache bench NAME -h' for the flags of a benchmark.")
+		writeHelp(nil, "bench", verbList("bench")+"\n\nRun 'hepcache bench NAME -h' for the flags of a benchmark; BENCHMARKS.md\ndescribes each and its results.", "hepcache bench NAME [flags]")
 		return flag.ErrHelp
 	case "throughput":
 		return benchThroughput(ctx, args[1:])
@@ -53,7 +53,7 @@ func runBench(ctx context.Context, args []string) error {
 }
 
 func benchThroughput(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench throughput", flag.ContinueOnError)
+	fs := newFlagSet("bench throughput", "")
 	var cfg bench.ThroughputConfig
 	big, par, mem := config.Size(1<<30), config.Size(64<<20), config.Size(16<<20)
 	fs.StringVar(&cfg.Dir, "dir", "results/throughput", "work and results directory")
@@ -80,7 +80,7 @@ func benchThroughput(ctx context.Context, args []string) error {
 }
 
 func benchFloor(args []string) error {
-	fs := flag.NewFlagSet("bench floor", flag.ContinueOnError)
+	fs := newFlagSet("bench floor", "")
 	var cfg bench.FloorConfig
 	size := config.Size(1 << 30)
 	fs.StringVar(&cfg.Dir, "dir", "results/floor", "scratch directory, on the file system a cache would use")
@@ -94,7 +94,7 @@ func benchFloor(args []string) error {
 }
 
 func benchLink(args []string) error {
-	fs := flag.NewFlagSet("bench link", flag.ContinueOnError)
+	fs := newFlagSet("bench link", "")
 	var cfg wan.Config
 	fs.StringVar(&cfg.Target, "target", "", "host:port every connection is forwarded to (required)")
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:0", "address to listen on")
@@ -107,7 +107,7 @@ func benchLink(args []string) error {
 }
 
 func benchPurge(args []string) error {
-	fs := flag.NewFlagSet("bench purge", flag.ContinueOnError)
+	fs := newFlagSet("bench purge", "")
 	var cfg bench.PurgeConfig
 	fs.StringVar(&cfg.Dir, "dir", "results/purge-cache", "cache directory to fill (removed first)")
 	fs.IntVar(&cfg.Files, "files", 100_000, "number of cached files")
@@ -119,7 +119,7 @@ func benchPurge(args []string) error {
 }
 
 func benchWAN(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench wan", flag.ContinueOnError)
+	fs := newFlagSet("bench wan", "")
 	var cfg bench.WANConfig
 	size := config.Size(64 << 20)
 	fs.StringVar(&cfg.Dir, "dir", "results/wan", "work and results directory")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"os"
 
 	"github.com/hepcache/hepcache/internal/clusterrun"
@@ -12,7 +11,7 @@ import (
 // benchCluster runs `hepcache bench cluster`: real hepcache nodes on
 // loopback (this binary), a C++ xrootd origin and xrdcp clients.
 func benchCluster(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench cluster", flag.ContinueOnError)
+	fs := newFlagSet("bench cluster", "")
 	var cfg clusterrun.BenchConfig
 	size := config.Size(32 << 20)
 	nodes := intList{1, 2, 4}

@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"strconv"
@@ -60,7 +59,7 @@ func splitList(s string) []string {
 // benchJob runs one pseudo-analysis job and prints its timings as JSON: the
 // child process of `hepcache bench workflow`, usable on its own.
 func benchJob(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench job", flag.ContinueOnError)
+	fs := newFlagSet("bench job", "")
 	var cfg ttbar.JobConfig
 	fs.StringVar(&cfg.Input, "input", "", "input ROOT file: a local path or root://host:port//path")
 	fs.Int64Var(&cfg.Events, "events", 0, "events to process (0: all)")
@@ -80,7 +79,7 @@ func benchJob(ctx context.Context, args []string) error {
 
 // benchGenerate writes an input file of the workflow benchmark.
 func benchGenerate(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench generate", flag.ContinueOnError)
+	fs := newFlagSet("bench generate", "")
 	var cfg ttbar.GenConfig
 	out := fs.String("o", "ttbar.root", "output ROOT file")
 	fs.IntVar(&cfg.Events, "events", 2000, "events (the paper: 50000, 200000, 500000)")
@@ -101,7 +100,7 @@ func benchGenerate(ctx context.Context, args []string) error {
 }
 
 func benchWorkflow(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench workflow", flag.ContinueOnError)
+	fs := newFlagSet("bench workflow", "")
 	var cfg bench.WorkflowConfig
 	events := int64List{}
 	sites, modes, caches, cacheFlags := "", "", "", ""
@@ -179,7 +178,7 @@ func (l *intList) Set(v string) error {
 }
 
 func benchResources(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench resources", flag.ContinueOnError)
+	fs := newFlagSet("bench resources", "")
 	var cfg bench.ResourcesConfig
 	clients := intList{10, 25, 50, 75, 100, 128}
 	size, rate := config.Size(16<<20), config.Size(2e6)
@@ -207,7 +206,7 @@ func benchResources(ctx context.Context, args []string) error {
 }
 
 func benchScale(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench scale", flag.ContinueOnError)
+	fs := newFlagSet("bench scale", "")
 	var cfg bench.ScaleConfig
 	rates := int64List{}
 	totalClients := intList{}
@@ -240,7 +239,7 @@ func benchScale(ctx context.Context, args []string) error {
 }
 
 func benchLayouts(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench layouts", flag.ContinueOnError)
+	fs := newFlagSet("bench layouts", "")
 	var cfg bench.LayoutsConfig
 	bw := config.Size(50e6)
 	caches, cacheFlags := "", ""

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -13,11 +12,7 @@ import (
 )
 
 func benchSoak(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench soak", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `usage: hepcache bench soak [flags]
-
-Reads through a hepcache for a long time with every kind of real client
+	fs := newFlagSet("bench soak", `Reads through a hepcache for a long time with every kind of real client
 (xrdcp with and without pgread, Python ranged reads and readv, curl whole
 files and ranges, clients killed mid-way) while faults come on a schedule
 (SIGHUP, kill -9 and restart, the origin stopped, the cache's disk full),
@@ -25,11 +20,7 @@ checks every byte against the origin, and follows the cache's memory, open
 files and goroutines. Prints a table of operations, errors by phase and
 resources; exits non-zero on a wrong byte, a read stuck past its timeout,
 a resource that grows, or a bad block found by hepcache verify at the end.
-The cache's disk is a tmpfs (needs root; --no-tmpfs skips the full disk).
-
-`)
-		fs.PrintDefaults()
-	}
+The cache's disk is a tmpfs (needs root; --no-tmpfs skips the full disk).`)
 	var cfg bench.SoakConfig
 	minSize, maxSize := config.Size(4<<20), config.Size(36<<20)
 	fs.StringVar(&cfg.Dir, "dir", "results/soak", "work and results directory")

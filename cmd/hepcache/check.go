@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/hepcache/hepcache/internal/config"
 )
 
 // runCheck validates a configuration the way serve would read it, and
@@ -15,15 +17,14 @@ import (
 func runCheck(ctx context.Context, args []string) error {
 	for _, a := range args {
 		if a == "-h" || a == "--help" || a == "-help" {
-			fmt.Fprintf(os.Stderr, `usage: hepcache check [--config FILE] [serve's flags...]
-
-Reads the configuration as 'hepcache serve' would (the file, default %s,
+			fs := newFlagSet("check", fmt.Sprintf(`Reads the configuration as 'hepcache serve' would (the file, default %s,
 then the flags), and reports every problem at once, each with its key and its
 fix: values serve refuses, sizes below one block, a capacity larger than the
 file system, data directories sharing a file system. Binds no port, sends
-nothing; exit status 1 if anything is wrong. Also: hepcache serve --check.
-
-`, defaultConfigPath)
+nothing; exit status 1 if anything is wrong. Also: hepcache serve --check.`, defaultConfigPath), "hepcache check [--config FILE] [serve's flags]")
+			fs.String("config", "", "TOML configuration `FILE` (default "+defaultConfigPath+")")
+			config.Default().Flags(fs)
+			fs.Usage()
 			return flag.ErrHelp
 		}
 	}

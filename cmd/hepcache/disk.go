@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -14,23 +13,15 @@ import (
 )
 
 func runDisk(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("disk", flag.ContinueOnError)
-	dir := fs.String("cache-dir", "", "cache directory (or use --config)")
-	cfgPath := fs.String("config", "", "config file to take cache.dir and cache.data_dirs from")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), `usage: hepcache disk init [--cache-dir DIR | --config FILE] DATA-DIR...
-
-Takes data directories (cache.data_dirs) into service: writes the marker that
+	fs := newFlagSet("disk", `Takes data directories (cache.data_dirs) into service: writes the marker that
 identifies each as this cache's disk (or keeps the one found) and records it
 with the device the directory sits on now. The server uses a data directory
 only if both still match, so a disk that is not mounted is refused instead of
 its bare mount point being filled. Run it once per disk: at the first start, for
 a new or replaced disk, or after a disk moved. Files already on a disk are kept.
-The server must be stopped.
-
-`)
-		fs.PrintDefaults()
-	}
+The server must be stopped.`, "hepcache disk init [--cache-dir DIR | --config FILE] DATA-DIR...")
+	dir := fs.String("cache-dir", "", "cache directory (or use --config)")
+	cfgPath := fs.String("config", "", "config file to take cache.dir and cache.data_dirs from")
 	if len(args) > 0 && args[0] != "init" && args[0] != "-h" && args[0] != "--help" {
 		fs.Usage()
 		return fmt.Errorf("unknown disk command %q (want init)", args[0])

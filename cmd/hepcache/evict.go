@@ -3,20 +3,16 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
+	iofs "io/fs"
 
 	"github.com/hepcache/hepcache/internal/admin"
 	"github.com/hepcache/hepcache/internal/cache"
 )
 
 func runEvict(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("evict", flag.ContinueOnError)
+	fs := newFlagSet("evict", "Removes a file from the cache; safe while the server runs (it asks the server,\nwhich refuses files open by a client). A file the cache does not hold is\nreported as such, exit status 1.", "hepcache evict [--config FILE | --cache-dir DIR] [--origin URL] PATH")
 	target := targetFlags(fs, "only this origin's copy; default: every origin's copy of PATH")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: hepcache evict [--cache-dir DIR] [--origin URL] PATH\n\nRemoves a file from the cache; safe while the server runs (it asks the server).\n\n")
-		fs.PrintDefaults()
-	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -29,6 +25,9 @@ func runEvict(ctx context.Context, args []string) error {
 		return err
 	}
 	infos, err := cache.Inspect(d, o, fs.Arg(0))
+	if errors.Is(err, iofs.ErrNotExist) {
+		return fmt.Errorf("%s is not in the cache %s: nothing to evict", fs.Arg(0), d)
+	}
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 
@@ -11,25 +10,17 @@ import (
 )
 
 func runFromXCache(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("from-xcache", flag.ContinueOnError)
-	out := fs.String("o", "", "write the hepcache.toml to this file (default: standard output)")
-	cacheDir := fs.String("cache-dir", "", "cache.dir to write (default: <oss.localroot>/.hepcache, on the file system of XCache's files, for adopt-xcache)")
-	instance := fs.String("instance", "", "the xrootd instance name (-n) that 'if named' tests (default anon)")
-	host := fs.String("host", "", "the host name that 'if HOST' tests (default: this host's)")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), `usage: hepcache from-xcache [-o FILE] [--cache-dir DIR] [--instance NAME] [--host NAME] XCACHE.cfg
-
-Translates an XCache (xrootd with XrdPss and XrdPfc) configuration into a
+	fs := newFlagSet("from-xcache", `Translates an XCache (xrootd with XrdPss and XrdPfc) configuration into a
 hepcache.toml: set variables, if/else/fi (for the xrootd program, the
 instance and the host), continue into further files, and the acc.authdb and
 scitokens.cfg it names are read as xrootd reads them. Each key written names
 the directive it came from; each directive without an equivalent is a warning
 (on standard error and at the top of the file). docs/from-xcache.md lists
-every directive. Then: hepcache check --config FILE.
-
-`)
-		fs.PrintDefaults()
-	}
+every directive. Then: hepcache check --config FILE.`, "hepcache from-xcache [-o FILE] [--cache-dir DIR] [--instance NAME] [--host NAME] XCACHE.cfg")
+	out := fs.String("o", "", "write the hepcache.toml to this file (default: standard output)")
+	cacheDir := fs.String("cache-dir", "", "cache.dir to write (default: <oss.localroot>/.hepcache, on the file system of XCache's files, for adopt-xcache)")
+	instance := fs.String("instance", "", "the xrootd instance name (-n) that 'if named' tests (default anon)")
+	host := fs.String("host", "", "the host name that 'if HOST' tests (default: this host's)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

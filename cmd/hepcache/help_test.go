@@ -52,3 +52,88 @@ func TestHelpEverywhere(t *testing.T) {
 		}
 	}
 }
+
+// TestHelpLayout: every command and verb prints the one layout (its
+// summary, its usage lines, a description where it has one, its flags),
+// the admin commands list --config, and no default is printed twice (the
+// issue: serve had no description, inspect/evict no --config, demo
+// "(default 64M) (default 64M)").
+func TestHelpLayout(t *testing.T) {
+	bin := os.Getenv("HEPCACHE_BIN")
+	if bin == "" {
+		if realclient.InCI() {
+			t.Fatal("HEPCACHE_BIN not set")
+		}
+		t.Skip("HEPCACHE_BIN not set (make test sets it)")
+	}
+	for name := range summaries {
+		if name == "help" {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			out, _ := exec.Command(bin, append(strings.Fields(name), "-h")...).CombinedOutput()
+			h := string(out)
+			if !strings.HasPrefix(h, "hepcache "+name+": "+summaries[name]+"\n\nusage: hepcache "+name) {
+				t.Fatalf("help does not start with its summary and usage:\n%s", h)
+			}
+			if strings.Contains(h, "-") && !strings.Contains(h, "\nflags:\n  -") && name != "bench" && name != "sim" {
+				t.Errorf("no flags section:\n%s", h)
+			}
+			for _, l := range strings.Split(h, "\n") {
+				if strings.Count(l, "(default ") > 1 {
+					t.Errorf("a default printed twice: %q", l)
+				}
+			}
+			switch name {
+			case "serve", "inspect", "evict", "verify", "prestage", "reload", "disk", "check":
+				if !strings.Contains(h, "  -config ") {
+					t.Errorf("no --config flag:\n%s", h)
+				}
+			}
+			if name == "serve" && !strings.Contains(h, "\n\nServes root://") {
+				t.Errorf("serve has no description:\n%s", h)
+			}
+		})
+	}
+}
+
+// TestManPages: `hepcache help --man DIR` writes hepcache.1 and a page per
+// command from its -h text, each rendering without a groff warning.
+func TestManPages(t *testing.T) {
+	bin := os.Getenv("HEPCACHE_BIN")
+	if bin == "" {
+		if realclient.InCI() {
+			t.Fatal("HEPCACHE_BIN not set")
+		}
+		t.Skip("HEPCACHE_BIN not set (make test sets it)")
+	}
+	groff := realclient.Require(t, "groff")
+	dir := t.TempDir()
+	if out, err := exec.Command(bin, "help", "--man", dir).CombinedOutput(); err != nil {
+		t.Fatalf("help --man: %v\n%s", err, out)
+	}
+	pages := []string{"hepcache.1"}
+	for _, n := range commandNames() {
+		pages = append(pages, "hepcache-"+n+".1")
+	}
+	for _, p := range pages {
+		b, err := os.ReadFile(dir + "/" + p)
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+			continue
+		}
+		if !strings.HasPrefix(string(b), ".TH HEPCACHE") || !strings.Contains(string(b), ".SH NAME\n") {
+			t.Errorf("%s is not a man page:\n%s", p, b)
+		}
+		out, err := exec.Command(groff, "-man", "-Tutf8", "-ww", "-z", dir+"/"+p).CombinedOutput()
+		if err != nil || len(out) > 0 {
+			t.Errorf("groff %s: %v %s", p, err, out)
+		}
+	}
+	b, _ := os.ReadFile(dir + "/hepcache-serve.1")
+	for _, want := range []string{".SH SYNOPSIS", ".SH DESCRIPTION", ".SH OPTIONS", `\-cache\-dir`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("hepcache-serve.1 lacks %q", want)
+		}
+	}
+}

@@ -16,14 +16,10 @@ import (
 )
 
 func runInspect(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
+	fs := newFlagSet("inspect", "Shows what the cache holds for a file (size, blocks present, percent complete,\nchecksum state, recent accesses), or with --summary the whole cache. Safe while\nthe server runs (it only reads).", "hepcache inspect [--config FILE | --cache-dir DIR] [--origin URL] PATH", "hepcache inspect [--config FILE | --cache-dir DIR] --summary [--depth N]")
 	target := targetFlags(fs, "only this origin (root://host:port); default: every origin holding the path")
 	summary := fs.Bool("summary", false, "summarise the whole cache instead of one path")
 	depth := fs.Int("depth", 2, "with --summary: group files by this many leading path components")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: hepcache inspect [--cache-dir DIR] [--origin URL] PATH\n       hepcache inspect [--cache-dir DIR] --summary [--depth N]\n\n")
-		fs.PrintDefaults()
-	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

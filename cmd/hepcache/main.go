@@ -11,44 +11,35 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"sort"
 	"syscall"
 )
 
-// subcommand is one verb of the command line.
-type subcommand struct {
-	summary string
-	run     func(ctx context.Context, args []string) error
-}
-
-// subcommands lists the verbs; each run function lives in a file of its own.
-var subcommands = map[string]subcommand{
-	"serve":        {"run the caching proxy", runServe},
-	"demo":         {"run origin, emulated WAN and cache on an embedded default; read cold and hot with xrdcp", runDemo},
-	"sim":          {"replay access logs against simulated caches and size a cache", runSim},
-	"bench":        {"run the benchmarks that reproduce the papers' experiments", runBench},
-	"inspect":      {"show what the cache holds for a file, or a summary", runInspect},
-	"evict":        {"remove a file from the cache, safely while the server runs", runEvict},
-	"disk":         {"take data directories (cache.data_dirs) into service: disk init", runDisk},
-	"prestage":     {"fetch a list of files into the cache of a running server", runPrestage},
-	"verify":       {"check cached blocks against their recorded CRC32C", runVerify},
-	"version":      {"print the version", runVersion},
-	"check":        {"check a configuration, every problem at once, without serving", runCheck},
-	"from-xcache":  {"translate an XCache configuration into a hepcache.toml", runFromXCache},
-	"adopt-xcache": {"take a warm XCache cache's files into the cache without copying them", runAdoptXCache},
+// subcommands lists the verbs; each run function lives in a file of its
+// own, each summary in summaries (help.go).
+var subcommands = map[string]func(ctx context.Context, args []string) error{
+	"serve":        runServe,
+	"demo":         runDemo,
+	"sim":          runSim,
+	"bench":        runBench,
+	"inspect":      runInspect,
+	"evict":        runEvict,
+	"disk":         runDisk,
+	"prestage":     runPrestage,
+	"verify":       runVerify,
+	"version":      runVersion,
+	"check":        runCheck,
+	"from-xcache":  runFromXCache,
+	"adopt-xcache": runAdoptXCache,
+	"reload":       runReload,
+	"help":         runHelp,
 }
 
 func usage() {
 	fmt.Fprintf(os.Stderr, "usage: hepcache COMMAND [flags]\n\ncommands:\n")
-	names := make([]string, 0, len(subcommands))
-	for n := range subcommands {
-		names = append(names, n)
+	for _, n := range commandNames() {
+		fmt.Fprintf(os.Stderr, "  %-12s %s\n", n, summaries[n])
 	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(os.Stderr, "  %-10s %s\n", n, subcommands[n].summary)
-	}
-	fmt.Fprintf(os.Stderr, "\nRun 'hepcache COMMAND -h' for the flags of a command.\n")
+	fmt.Fprintf(os.Stderr, "\nRun 'hepcache COMMAND -h' for the flags of a command; man hepcache-COMMAND.\n")
 }
 
 func main() {
@@ -57,14 +48,14 @@ func main() {
 		os.Exit(2)
 	}
 	name := os.Args[1]
-	if name == "-h" || name == "--help" || name == "help" {
+	if name == "-h" || name == "--help" || name == "help" && len(os.Args) == 2 {
 		usage()
 		return
 	}
 	if name == "--version" || name == "-version" {
 		name = "version"
 	}
-	cmd, ok := subcommands[name]
+	run, ok := subcommands[name]
 	if !ok {
 		fmt.Fprintf(os.Stderr, "hepcache: unknown command %q\n\n", name)
 		usage()
@@ -72,7 +63,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := cmd.run(ctx, os.Args[2:]); err != nil {
+	if err := run(ctx, os.Args[2:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return
 		}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -147,6 +148,12 @@ summary_interval = "1s"
 	}, "the f-stream's close records and a summary")
 	if err := col.Err(); err != nil {
 		t.Error(err)
+	}
+	// The records name the version `hepcache version` prints, not the
+	// module's pseudo-version (v0.0.0-2026...).
+	vout, _, _ := hepcache(t, bin, "version")
+	if f := strings.Fields(vout); len(f) < 2 || col.Summaries()[0].Attr["ver"] != f[1] {
+		t.Errorf("summary ver=%q; hepcache version says %q", col.Summaries()[0].Attr["ver"], vout)
 	}
 	files := col.Files()
 	if len(files) != len(reads) {

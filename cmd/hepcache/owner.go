@@ -16,16 +16,30 @@ func warnForeignOwner(log *slog.Logger, cfg *config.Config) {
 	if os.Geteuid() != 0 {
 		return
 	}
-	dirs := append([]string{cfg.Cache.Dir}, cfg.Cache.DataDirs...)
-	if al := cfg.Log.AccessLog; al != "" && al != "-" {
-		dirs = append(dirs, filepath.Dir(al))
-	}
-	for _, d := range dirs {
+	for _, d := range ownedDirs(cfg) {
 		var st syscall.Stat_t
-		if d == "" || syscall.Stat(d, &st) != nil || st.Uid == 0 {
+		if syscall.Stat(d, &st) != nil || st.Uid == 0 {
 			continue
 		}
-		log.Warn("running as root on a directory of another user: files created now will be root's and that user's service will not be able to use them; stop and run as that user (systemctl start hepcache), or afterwards: chown -R",
-			"dir", d, "owner_uid", st.Uid)
+		owner := config.UserName(int(st.Uid))
+		log.Warn("running as root on a directory of another user: what is created now will be root's and "+owner+"'s service will fail on it with permission denied; stop and run as "+owner+" (systemctl start hepcache), or afterwards run the fix",
+			"dir", d, "owner", owner, "fix", "chown -R "+owner+":"+config.GroupName(int(st.Gid))+" "+d)
 	}
+}
+
+// ownedDirs are the directories serve writes into: the cache's, the data
+// disks' and those of the log files.
+func ownedDirs(cfg *config.Config) []string {
+	var dirs []string
+	for _, d := range append([]string{cfg.Cache.Dir}, cfg.Cache.DataDirs...) {
+		if d != "" {
+			dirs = append(dirs, d)
+		}
+	}
+	for _, f := range []string{cfg.Log.AccessLog, cfg.Log.File} {
+		if f != "" && f != "-" {
+			dirs = append(dirs, filepath.Dir(f))
+		}
+	}
+	return dirs
 }

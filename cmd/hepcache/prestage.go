@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -14,25 +13,15 @@ import (
 )
 
 func runPrestage(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("prestage", flag.ContinueOnError)
+	fs := newFlagSet("prestage", `Asks the running server to fetch whole files into the cache in the background
+([prestage] workers at a time). FILE-LIST ("-": standard input) names one file
+per line: a path (/store/data/f.root) for the default origin or a URL
+(root://origin.example:1094//store/f.root). Prints the job's ID.`, "hepcache prestage [--cache-dir DIR | --config FILE] [--wait] FILE-LIST|-", "hepcache prestage [--cache-dir DIR | --config FILE] --status [ID]", "hepcache prestage [--cache-dir DIR | --config FILE] --cancel ID")
 	dir := fs.String("cache-dir", "", "cache directory of the running server (or use --config)")
 	cfgPath := fs.String("config", "", "config file to take cache.dir from (default "+defaultConfigPath+")")
 	wait := fs.Bool("wait", false, "wait until every file is staged; exit 1 if any failed")
 	status := fs.Bool("status", false, "show the job ID (or list the jobs without ID) instead of submitting")
 	cancel := fs.String("cancel", "", "cancel the job with this ID")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), `usage: hepcache prestage [--cache-dir DIR | --config FILE] [--wait] FILE-LIST|-
-       hepcache prestage [--cache-dir DIR | --config FILE] --status [ID]
-       hepcache prestage [--cache-dir DIR | --config FILE] --cancel ID
-
-Asks the running server to fetch whole files into the cache in the background
-([prestage] workers at a time). FILE-LIST ("-": standard input) names one file
-per line: a path (/store/data/f.root) for the default origin or a URL
-(root://origin.example:1094//store/f.root). Prints the job's ID.
-
-`)
-		fs.PrintDefaults()
-	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

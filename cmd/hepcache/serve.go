@@ -2,17 +2,21 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	_ "net/http/pprof"
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"sync"
 	"syscall"
 
 	"github.com/hepcache/hepcache/internal/config"
+	"github.com/hepcache/hepcache/internal/logfile"
 	"github.com/hepcache/hepcache/internal/sdnotify"
 	"github.com/hepcache/hepcache/internal/server"
 )
@@ -27,9 +31,18 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	var level slog.Level
+	var level slog.LevelVar
 	level.UnmarshalText([]byte(cfg.Log.Level))
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	var out io.Writer = os.Stderr
+	var logFile *logfile.File
+	if cfg.Log.File != "" {
+		if logFile, err = logfile.Open(cfg.Log.File); err != nil {
+			return config.ExplainPermission(err, ownedDirs(cfg)...)
+		}
+		defer logFile.Close()
+		out = logFile
+	}
+	log := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: &level}))
 	if os.Getenv("GOGC") == "" {
 		// The heap is mostly I/O buffers that are reused, not garbage;
 		// collecting at 25 % growth instead of 100 % keeps the resident
@@ -43,7 +56,7 @@ func runServe(ctx context.Context, args []string) error {
 	warnForeignOwner(log, cfg)
 	s, err := server.New(cfg, log)
 	if err != nil {
-		return config.IsPermission(err)
+		return config.ExplainPermission(err, ownedDirs(cfg)...)
 	}
 	// systemd (Type=notify): started once every listener is open; stopping
 	// as soon as SIGTERM starts the shutdown (reads may take a while).
@@ -57,8 +70,40 @@ func runServe(ctx context.Context, args []string) error {
 			<-stopped
 		}
 	}()
-	// SIGHUP re-reads the TLS certificate, CAs and vomsdir, and the config
-	// file's space, quota and limits settings.
+	// A reload (SIGHUP, or `hepcache reload` through the admin socket)
+	// reopens the log files, re-reads the TLS certificate, CAs and vomsdir,
+	// and applies what the config file now says (server.Reload).
+	var reloadMu sync.Mutex
+	reload := func(how string) error {
+		reloadMu.Lock()
+		defer reloadMu.Unlock()
+		sdnotify.Notify(sdnotify.Reloading())
+		defer sdnotify.Notify(sdnotify.Ready)
+		var errs []error
+		if logFile != nil {
+			if err := logFile.Reopen(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		next, err := loadServeConfig(args)
+		if err != nil {
+			// Logs and certificates are still reloaded; the rest stays.
+			errs = append(errs, fmt.Errorf("cannot read the configuration, none of it applied: %w", err))
+			next = nil
+		} else {
+			level.UnmarshalText([]byte(next.Log.Level))
+		}
+		if err := s.Reload(next); err != nil {
+			errs = append(errs, err)
+		}
+		if err := errors.Join(errs...); err != nil {
+			log.Error("reload "+how+" failed; keeping what was loaded before", "err", err)
+			return err
+		}
+		log.Info("reloaded " + how)
+		return nil
+	}
+	s.SetReload(func() error { return reload("by hepcache reload") })
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -70,23 +115,21 @@ func runServe(ctx context.Context, args []string) error {
 			case <-done:
 				return
 			case <-hup:
-				sdnotify.Notify(sdnotify.Reloading())
-				next, err := loadServeConfig(args)
-				if err != nil {
-					log.Error("reload on SIGHUP: cannot read the configuration; reloading only certificates", "err", err)
-					next = nil
-				}
-				if err := s.Reload(next); err != nil {
-					log.Error("reload on SIGHUP failed; keeping what was loaded before", "err", err)
-				} else {
-					log.Info("reloaded on SIGHUP")
-				}
-				sdnotify.Notify(sdnotify.Ready)
+				reload("on SIGHUP")
 			}
 		}
 	}()
 	return s.Run(ctx)
 }
+
+// serveHelp is serve's description in its -h and man page.
+const serveHelp = `Serves root:// (and https://, with server.http_listen) clients from a disk
+cache in front of origins (root://, https://, file://, s3://): a file is cached
+block by block on first read, served from disk afterwards and evicted least
+recently used when space runs low. Reads /etc/hepcache/hepcache.toml under
+systemd (the packaged unit passes --config); flags override the file. SIGHUP
+or 'hepcache reload' reloads what may change while serving; SIGTERM stops
+within server.shutdown_timeout.`
 
 // loadServeConfig reads --config (if given) and applies the other flags on
 // top, whatever their order on the command line.
@@ -104,14 +147,10 @@ func loadServeConfig(args []string) (*config.Config, error) {
 			return nil, err
 		}
 	}
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.String("config", "", "TOML configuration file (every key: /usr/share/doc/hepcache/hepcache.toml); flags override it")
+	fs := newFlagSet("serve", serveHelp, "hepcache serve [--config FILE] [flags]")
+	fs.String("config", "", "TOML configuration `FILE`; every key with its default: /usr/share/doc/hepcache/hepcache.toml; flags override it")
 	fs.Bool("check", false, "check the configuration and exit (hepcache check)")
 	cfg.Flags(fs)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: hepcache serve [--config FILE] [--origin URL] [--cache-dir DIR] [--listen ADDR] [--forward-allow LIST] ...\n\n")
-		fs.PrintDefaults()
-	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}

@@ -20,20 +20,9 @@ import (
 	"github.com/hepcache/hepcache/internal/sim/trace"
 )
 
-const simUsage = `usage: hepcache sim VERB [flags]
-
-verbs:
-  generate   write a synthetic trace (CMS-like defaults) as CSV
-  run        replay a trace against one cache size and policy
-  sweep      size a cache: exact LRU at every size, other policies, a recommendation
-  bench      measure replay and sweep speed
-
-Run 'hepcache sim VERB -h' for the flags of a verb. Documentation: docs/sim.md.
-`
-
 func runSim(ctx context.Context, args []string) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(os.Stderr, simUsage)
+		writeHelp(nil, "sim", verbList("sim")+"\n\nRun 'hepcache sim VERB -h' for the flags of a verb. Documentation: docs/sim.md.", "hepcache sim VERB [flags]")
 		if len(args) == 0 {
 			return errors.New("missing verb")
 		}
@@ -44,8 +33,7 @@ func runSim(ctx context.Context, args []string) error {
 	}
 	v, ok := verbs[args[0]]
 	if !ok {
-		fmt.Fprint(os.Stderr, simUsage)
-		return fmt.Errorf("unknown verb %q", args[0])
+		return fmt.Errorf("unknown verb %q (hepcache sim -h lists them)", args[0])
 	}
 	return v(ctx, args[1:])
 }
@@ -130,7 +118,7 @@ func parseFlags(fs *flag.FlagSet, args []string, after ...func() error) error {
 }
 
 func simGenerate(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("sim generate", flag.ContinueOnError)
+	fs := newFlagSet("sim generate", "")
 	var cfg sim.GenerateConfig
 	fs.StringVar(&cfg.Out, "out", "", "CSV file to write (- for stdout, .gz to compress)")
 	done := genFlags(fs, &cfg.Gen)
@@ -148,7 +136,7 @@ func simGenerate(ctx context.Context, args []string) error {
 }
 
 func simRun(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("sim run", flag.ContinueOnError)
+	fs := newFlagSet("sim run", "")
 	var cfg sim.RunConfig
 	srcDone := sourceFlags(fs, &cfg.Source)
 	size := fs.String("size", "", "cache size, e.g. 200TB (not needed for infinite)")
@@ -183,7 +171,7 @@ func simRun(ctx context.Context, args []string) error {
 }
 
 func simSweep(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("sim sweep", flag.ContinueOnError)
+	fs := newFlagSet("sim sweep", "")
 	var cfg sim.SweepConfig
 	srcDone := sourceFlags(fs, &cfg.Source)
 	sizes := fs.String("sizes", "", "comma-separated cache sizes for the table (default: 1-2-5 series up to the footprint)")
@@ -243,7 +231,7 @@ func printResult(w io.Writer, asJSON bool, v any, text func(io.Writer) error, di
 }
 
 func simBench(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("sim bench", flag.ContinueOnError)
+	fs := newFlagSet("sim bench", "")
 	cfg := simbench.DefaultConfig()
 	fs.IntVar(&cfg.Accesses, "accesses", cfg.Accesses, "accesses of the generated CMS-like trace")
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "random seed of the trace")

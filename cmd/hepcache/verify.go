@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 
 	"github.com/hepcache/hepcache/internal/admin"
@@ -12,7 +11,9 @@ import (
 )
 
 func runVerify(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
+	fs := newFlagSet("verify", `Checks every durable block of the cached files (of PATH, or of the whole cache)
+against the CRC32C recorded when it was written; reports bad blocks and exits 1
+if any. Safe while the server runs (it only reads), except with --repair.`, "hepcache verify [--cache-dir DIR | --config FILE] [--origin URL] [--repair] [PATH...]")
 	target := targetFlags(fs, "only this origin's copy; default: every origin's copy of PATH")
 	var dataDirs []string
 	fs.Func("data-dir", "a data disk's directory, repeatable (default: cache.data_dirs of --config, else the cache directory)", func(v string) error {
@@ -20,16 +21,6 @@ func runVerify(ctx context.Context, args []string) error {
 		return nil
 	})
 	repair := fs.Bool("repair", false, "clear the bad blocks from their sidecars so that they are fetched again (needs the server stopped)")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), `usage: hepcache verify [--cache-dir DIR | --config FILE] [--origin URL] [--repair] [PATH...]
-
-Checks every durable block of the cached files (of PATH, or of the whole cache)
-against the CRC32C recorded when it was written; reports bad blocks and exits 1
-if any. Safe while the server runs (it only reads), except with --repair.
-
-`)
-		fs.PrintDefaults()
-	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

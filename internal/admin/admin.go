@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -53,6 +54,41 @@ type Server struct {
 	st  *prestage.Stager
 	srv *http.Server
 	ln  net.Listener
+	// reload is what SIGHUP does (SetReload); nil until set.
+	reload atomic.Pointer[func() error]
+}
+
+// SetReload sets what a reload request runs: the server's SIGHUP reload,
+// so that `hepcache reload` (logrotate's postrotate) works with or
+// without systemd and reports the outcome.
+func (s *Server) SetReload(fn func() error) { s.reload.Store(&fn) }
+
+func (s *Server) doReload(w http.ResponseWriter, r *http.Request) {
+	fn := s.reload.Load()
+	if fn == nil {
+		http.Error(w, "this server reloads on SIGHUP only", http.StatusNotImplemented)
+		return
+	}
+	if err := (*fn)(); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	fmt.Fprintln(w, "reloaded")
+}
+
+// Reload asks the server running on dir to reload as on SIGHUP (reopen
+// its logs, re-read its configuration and certificates).
+func Reload(dir string) error {
+	resp, err := client(dir).Post("http://admin/reload", "text/plain", nil)
+	if err != nil {
+		return fmt.Errorf("admin socket: %w", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("reload: %s", strings.TrimSpace(string(b)))
+	}
+	return nil
 }
 
 // Listen starts the admin socket of c in its cache directory; st (nil:
@@ -68,6 +104,7 @@ func Listen(c *cache.Cache, st *prestage.Stager) (*Server, error) {
 	s := &Server{c: c, st: st, ln: ln}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /evict", s.evict)
+	mux.HandleFunc("POST /reload", s.doReload)
 	mux.HandleFunc("GET /usage", s.usage)
 	mux.HandleFunc("GET /space", s.space)
 	mux.HandleFunc("POST /prestage", s.prestage)

@@ -37,6 +37,11 @@ type Request struct {
 	// Auth is the security protocol that authenticated User on root://
 	// ("ztn", "gsi"), "" if none.
 	Auth string
+	// VO, Role and Group are what User's credential says (the first VOMS
+	// attribute's VO and its first FQAN's role and group; a token's first
+	// wlcg.groups group and its VO); "" when it says nothing. Set by the
+	// authorizer, for the monitoring f-stream's user records.
+	VO, Role, Group string
 	// NoFetch forbids contacting the origin for file data on this
 	// request's behalf: the client may read what the cache already holds
 	// (and join a download another client started) but not start one. The

@@ -514,7 +514,7 @@ func (c *Cache) Stat(ctx context.Context, req backend.Request) (origin.FileInfo,
 			// Stale-if-error: the origin cannot be asked, answer with
 			// the cached copy that an open would serve.
 			if in := c.readSidecar(k); in != nil {
-				c.cfg.Logger.Warn("origin unreachable, answering stat from the cached copy", "key", k.String(), "err", err)
+				c.warn("origin unreachable, answering stat from the cached copy", "key", k.String(), "err", err)
 				return origin.FileInfo{Name: k.Path, Size: in.FileSize, ModTime: in.ModTime, Mode: 0o444, ETag: in.ETag}, nil
 			}
 		}

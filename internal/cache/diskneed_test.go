@@ -20,11 +20,11 @@ func TestDiskNeed(t *testing.T) {
 		{"large shared disk, small capacity, nearly full", 20 * G, 4096 * G, 4096*G - 512*M, 2*G - 512*M},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &Cache{cfg: Config{Capacity: tc.capacity}}
+			c := &Cache{}
 			d := &dataDisk{}
 			d.total.Store(tc.total)
 			d.used.Store(tc.used)
-			got := c.diskNeed(d, 0.95, 0.90)
+			got := c.diskNeed(d, 0.95, 0.90, tc.capacity)
 			// Float rounding: within a few bytes.
 			if diff := got - tc.want; diff < -16 || diff > 16 {
 				t.Fatalf("diskNeed = %d, want %d", got, tc.want)

@@ -332,15 +332,15 @@ func (c *Cache) Disks() []DiskUsage {
 // turning every miss into a bypass read.
 func (c *Cache) diskVictims() []Key {
 	r := c.rules.Load()
-	if len(c.disks) < 2 && c.cfg.Capacity == 0 {
+	if len(c.disks) < 2 && r.capacity == 0 {
 		return nil
 	}
 	high, low := r.high, r.low
 	if high > 1 { // sizes: of the capacity, taken as its fractions
-		if c.cfg.Capacity == 0 {
+		if r.capacity == 0 {
 			return nil
 		}
-		high, low = high/float64(c.cfg.Capacity), low/float64(c.cfg.Capacity)
+		high, low = high/float64(r.capacity), low/float64(r.capacity)
 	}
 	var out []Key
 	for _, d := range c.disks {
@@ -350,7 +350,7 @@ func (c *Cache) diskVictims() []Key {
 		if c.measure(d) != nil {
 			continue
 		}
-		if need := c.diskNeed(d, high, low); need > 0 {
+		if need := c.diskNeed(d, high, low, r.capacity); need > 0 {
 			out = append(out, c.index.victimsOnDisk(d.id, need)...)
 		}
 	}
@@ -361,10 +361,10 @@ func (c *Cache) diskVictims() []Key {
 // (fractions) keep free the share 1-high of d's size, or of the capacity
 // where that is smaller (a large file system shared with other data is not
 // emptied for a small cache), and a purge frees up to the share 1-low.
-func (c *Cache) diskNeed(d *dataDisk, high, low float64) int64 {
+func (c *Cache) diskNeed(d *dataDisk, high, low float64, capacity int64) int64 {
 	total, used := d.total.Load(), d.used.Load()
 	base := total
-	if cp := c.cfg.Capacity; cp > 0 && cp < base {
+	if cp := capacity; cp > 0 && cp < base {
 		base = cp
 	}
 	free := total - used

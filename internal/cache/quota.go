@@ -18,11 +18,17 @@ type spaceRules struct {
 	quotas    []Quota
 	pins      []string
 	pinShare  float64
+	// capacity is Config.Capacity (0: the file systems' size).
+	capacity int64
+	// verifyChecksum and purgeInterval are Config's.
+	verifyChecksum string
+	purgeInterval  time.Duration
 }
 
 func rulesOf(c *Config) *spaceRules {
 	return &spaceRules{high: c.HighWatermark, low: c.LowWatermark, maxAge: c.MaxAge, maxFiles: c.MaxFiles,
-		quotas: append([]Quota(nil), c.Quotas...), pins: append([]string(nil), c.Pin...), pinShare: c.PinShare}
+		quotas: append([]Quota(nil), c.Quotas...), pins: append([]string(nil), c.Pin...), pinShare: c.PinShare,
+		capacity: c.Capacity, verifyChecksum: c.VerifyChecksum, purgeInterval: c.PurgeInterval}
 }
 
 // quotaOf returns the index of the quota with the longest prefix covering
@@ -151,6 +157,12 @@ type Space struct {
 	Quotas                      []Quota
 	Pin                         []string
 	PinShare                    float64
+	// Capacity, VerifyChecksum and PurgeInterval are Config's; zero
+	// values mean their defaults, as in Config (Capacity 0: the file
+	// systems' size).
+	Capacity       int64
+	VerifyChecksum string
+	PurgeInterval  time.Duration
 }
 
 // SetSpace replaces the watermarks, age and count limits, quotas and pins
@@ -163,6 +175,7 @@ func (c *Cache) SetSpace(s Space) error {
 	nc.Quotas = append([]Quota(nil), s.Quotas...)
 	nc.Pin = append([]string(nil), s.Pin...)
 	nc.PinShare = s.PinShare
+	nc.Capacity, nc.VerifyChecksum, nc.PurgeInterval = s.Capacity, s.VerifyChecksum, s.PurgeInterval
 	nc.EnsureDefaults()
 	if err := nc.Validate(); err != nil {
 		return fmt.Errorf("cache space settings: %w", err)

@@ -60,8 +60,8 @@ func (c *Cache) Usage() (Usage, error) {
 	c.index.mu.Lock()
 	u.Pinned = c.index.pinnedBytes
 	c.index.mu.Unlock()
-	if c.cfg.Capacity > 0 {
-		u.Total, u.Used = c.cfg.Capacity, u.Bytes
+	if r.capacity > 0 {
+		u.Total, u.Used = r.capacity, u.Bytes
 	} else {
 		// The file systems of the data disks in service.
 		var errs []error
@@ -110,7 +110,7 @@ func (c *Cache) grew(k Key, n int64) {
 // noteGrowth is called after bytes were added to the cache; it wakes the
 // purger as soon as usage may have crossed the high watermark.
 func (c *Cache) noteGrowth(total int64, n int64) {
-	if c.cfg.Capacity > 0 && total > watermark(c.rules.Load().high, c.cfg.Capacity) {
+	if r := c.rules.Load(); r.capacity > 0 && total > watermark(r.high, r.capacity) {
 		c.kickPurge()
 		return
 	}
@@ -132,7 +132,8 @@ func (c *Cache) kickPurge() {
 // purgeLoop runs purges when kicked and every PurgeInterval.
 func (c *Cache) purgeLoop() {
 	defer c.wg.Done()
-	t := time.NewTicker(c.cfg.PurgeInterval)
+	every := c.rules.Load().purgeInterval
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
@@ -142,6 +143,10 @@ func (c *Cache) purgeLoop() {
 		case <-t.C:
 		}
 		c.Purge()
+		if d := c.rules.Load().purgeInterval; d != every { // reloaded
+			every = d
+			t.Reset(every)
+		}
 	}
 }
 

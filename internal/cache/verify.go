@@ -54,7 +54,7 @@ func (e *entry) scheduleVerify() {
 // alone.
 func (c *Cache) verify(o origin.Origin, k Key, created time.Time, sums checksum.Sums) {
 	state := sidecar.ChecksumComputed
-	if algo := c.cfg.VerifyChecksum; algo != "none" {
+	if algo := c.rules.Load().verifyChecksum; algo != "none" {
 		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.OriginTimeout)
 		want, err := o.Checksum(ctx, k.Path, algo)
 		cancel()
@@ -74,7 +74,11 @@ func (c *Cache) verify(o origin.Origin, k Key, created time.Time, sums checksum.
 				return
 			}
 			state = sidecar.ChecksumVerified
-		case errors.Is(err, origin.ErrUnsupported), errors.Is(err, context.Canceled):
+		case errors.Is(err, origin.ErrUnsupported):
+			// Silently unverified copies were the surprise: say it once.
+			c.warnOnce("no checksum "+algo+" "+o.String(), "origin gives no checksums of this kind: completed files from it are kept without verification (space.verify_checksum)",
+				"origin", o.String(), "algo", algo, "first_file", k.Path, "err", err)
+		case errors.Is(err, context.Canceled):
 		default:
 			c.cfg.Logger.Info("origin checksum unavailable, keeping computed one", "key", k.String(), "err", err)
 		}

@@ -13,10 +13,33 @@ const warnInterval = 10 * time.Second
 // rateLimitedWarn logs warnings of one kind at most once per warnInterval,
 // with the number of warnings suppressed since the last one.
 type rateLimitedWarn struct {
-	// mu protects last and skipped.
+	// mu protects last, skipped and once.
 	mu      sync.Mutex
 	last    map[string]time.Time
 	skipped map[string]int
+	// once holds the keys of warnings given once per process.
+	once map[string]bool
+}
+
+// maxWarnOnce bounds the keys warnOnce remembers (one per origin and
+// algorithm: few, but forwarding mode names origins at clients' will).
+const maxWarnOnce = 1024
+
+// warnOnce logs msg with args the first time it is called with key, and
+// never again for that key.
+func (c *Cache) warnOnce(key, msg string, args ...any) {
+	w := &c.warns
+	w.mu.Lock()
+	if w.once == nil {
+		w.once = map[string]bool{}
+	}
+	if w.once[key] || len(w.once) >= maxWarnOnce {
+		w.mu.Unlock()
+		return
+	}
+	w.once[key] = true
+	w.mu.Unlock()
+	c.cfg.Logger.Warn(msg, args...)
 }
 
 // warn logs msg with args unless a warning of the same msg was logged less

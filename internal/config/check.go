@@ -6,7 +6,9 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -112,9 +114,11 @@ func fsOf(dir string) (at string, dev uint64, size int64, err error) {
 	}
 }
 
-// IsPermission explains a permission error on a file: who owns it, who
-// this process is, and the fix. Other errors come back unchanged.
-func IsPermission(err error) error {
+// ExplainPermission explains a permission error on a file: who owns it,
+// who this process is, and the fix (the chown that gives the directory of
+// roots holding the file, or else the file's own directory, to this
+// process's user). Other errors come back unchanged.
+func ExplainPermission(err error, roots ...string) error {
 	var pe *fs.PathError
 	if !errors.As(err, &pe) || !errors.Is(err, fs.ErrPermission) {
 		return err
@@ -124,8 +128,36 @@ func IsPermission(err error) error {
 	for syscall.Stat(p, &st) != nil && p != filepath.Dir(p) {
 		p = filepath.Dir(p)
 	}
-	return fmt.Errorf("%w: %s is owned by uid %d gid %d (mode %v) and this process runs as uid %d: run hepcache as that user (systemctl start hepcache), or give the files to its user: chown -R hepcache:hepcache %s",
-		err, p, st.Uid, st.Gid, os.FileMode(st.Mode&0o777), os.Geteuid(), p)
+	fix := filepath.Dir(p)
+	for _, r := range roots {
+		if r = filepath.Clean(r); r != "." && (p == r || strings.HasPrefix(p, r+"/")) {
+			fix = r
+			break
+		}
+	}
+	me, grp := UserName(os.Geteuid()), GroupName(os.Getegid())
+	why := ""
+	if st.Uid == 0 && os.Geteuid() != 0 {
+		why = " (left by a run as root)"
+	}
+	return fmt.Errorf("%w: %s belongs to %s:%s (mode %v)%s and hepcache runs as %s: give it back to %s with chown -R %s:%s %s, or run hepcache as its service user (systemctl start hepcache)",
+		err, p, UserName(int(st.Uid)), GroupName(int(st.Gid)), os.FileMode(st.Mode&0o777), why, me, me, me, grp, fix)
+}
+
+// UserName is uid's login name, or the number when it has none.
+func UserName(uid int) string {
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		return u.Username
+	}
+	return strconv.Itoa(uid)
+}
+
+// GroupName is gid's group name, or the number when it has none.
+func GroupName(gid int) string {
+	if g, err := user.LookupGroupId(strconv.Itoa(gid)); err == nil {
+		return g.Name
+	}
+	return strconv.Itoa(gid)
 }
 
 // validateSizes refuses sizes below one block, which can only be slips

@@ -238,6 +238,11 @@ type OriginConfig struct {
 	// NotFoundTTLByOrigin overrides NotFoundTTL per origin URL
 	// ("root://host:1094" = "5m"; "0s" turns it off for that origin).
 	NotFoundTTLByOrigin map[string]Duration `toml:"not_found_ttl_by_origin"`
+	// FailureLogInterval is the least time between two log lines about
+	// one origin's failures (down, timing out, refusing the cache): the
+	// first is logged at once, the next carries the count left out.
+	// Default 1m.
+	FailureLogInterval Duration `toml:"failure_log_interval"`
 	// S3Endpoint is the object store that s3://bucket/prefix origins are
 	// read from ("https://s3.example.org", "http://rgw.site:7480").
 	// Default "": AWS, https://s3.<s3_region>.amazonaws.com.
@@ -297,6 +302,10 @@ type LogConfig struct {
 	// AccessLog is a file receiving one JSON line per closed file
 	// (docs/access-log.md), "-" for stdout; empty (default) disables it.
 	AccessLog string `toml:"access_log"`
+	// File receives the server's own log (XCache's xrootd -l), reopened
+	// on SIGHUP and `hepcache reload` (logrotate). Default "": standard
+	// error (journald under systemd).
+	File string `toml:"file"`
 }
 
 // Default returns the defaults of every key. Those of [cache] and [space]
@@ -312,7 +321,7 @@ func Default() *Config {
 			PurgeInterval: Duration(cd.PurgeInterval), VerifyChecksum: cd.VerifyChecksum,
 			Pin: []string{}, PinShare: cd.PinShare, DirStatsDepth: cd.DirStatsDepth, DirStatsMax: cd.DirStatsMax},
 		Origin: OriginConfig{Timeout: Duration(cd.OriginTimeout), Connections: 16, MaxHops: 4, NotFoundTTL: Duration(30e9),
-			NotFoundTTLByOrigin: map[string]Duration{}, S3Connections: 64},
+			NotFoundTTLByOrigin: map[string]Duration{}, S3Connections: 64, FailureLogInterval: Duration(60e9)},
 		Log:      LogConfig{Level: "info"},
 		Cluster:  defaultCluster(),
 		Security: SecurityConfig{ClockSkew: Duration(60e9)},
@@ -388,6 +397,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.Var(&c.Space.Capacity, "capacity", "space the cache may fill, e.g. 500G; default: the whole file system (space.capacity)")
 	fs.StringVar(&c.Space.Watermarks, "watermarks", c.Space.Watermarks, "low,high purge watermarks, fractions or sizes (space.watermarks)")
 	fs.StringVar(&c.Log.AccessLog, "access-log", c.Log.AccessLog, "access log file, - for stdout (log.access_log)")
+	fs.StringVar(&c.Log.File, "log-file", c.Log.File, "server log file, reopened on SIGHUP; default standard error (log.file)")
 	fs.StringVar(&c.Log.Level, "log-level", c.Log.Level, "debug, info, warn, error (log.level)")
 	c.Monitor.flags(fs)
 	c.Cmsd.flags(fs)
@@ -431,6 +441,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Cache.SyncInterval <= 0 {
 		bad("cache.sync_interval", c.Cache.SyncInterval, "a positive duration")
+	}
+	if c.Origin.FailureLogInterval < 0 {
+		bad("origin.failure_log_interval", c.Origin.FailureLogInterval, "a positive duration, or 0s for the default (1m)")
 	}
 	if c.Origin.NotFoundTTL < 0 {
 		bad("origin.not_found_ttl", c.Origin.NotFoundTTL, "0s (off) or a positive duration")
@@ -681,7 +694,8 @@ func (c *Config) SpaceRules() (cache.Space, error) {
 		return cache.Space{}, fmt.Errorf("space.watermarks: %w", err)
 	}
 	sp := cache.Space{HighWatermark: high, LowWatermark: low, MaxAge: time.Duration(c.Space.MaxAge),
-		MaxFiles: c.Space.MaxFiles, Pin: c.Space.Pin, PinShare: c.Space.PinShare}
+		MaxFiles: c.Space.MaxFiles, Pin: c.Space.Pin, PinShare: c.Space.PinShare,
+		Capacity: int64(c.Space.Capacity), VerifyChecksum: c.Space.VerifyChecksum, PurgeInterval: time.Duration(c.Space.PurgeInterval)}
 	for i, q := range c.Quota {
 		cq := cache.Quota{Prefix: q.Prefix, Size: int64(q.Size), Share: q.Share}
 		if q.Watermarks != "" {

@@ -38,7 +38,10 @@ type env struct {
 
 // newEnv runs a real cache behind the HTTP front end, with /metrics,
 // /dashboard and /api/stats mounted on it.
-func newEnv(tb testing.TB) *env {
+func newEnv(tb testing.TB) *env { tb.Helper(); return newEnvCapacity(tb, 64<<20) }
+
+// newEnvCapacity is newEnv with space.capacity (0: the file system's).
+func newEnvCapacity(tb testing.TB, capacity int64) *env {
 	tb.Helper()
 	quiet := slog.New(slog.DiscardHandler)
 	e := &env{mem: origin.NewMem("mem://origin")}
@@ -53,7 +56,7 @@ func newEnv(tb testing.TB) *env {
 	tb.Cleanup(func() { e.dash.Close() })
 	cc := cache.DefaultConfig()
 	cc.Dir = dir
-	cc.Capacity = 64 << 20
+	cc.Capacity = capacity
 	cc.Logger = quiet
 	cc.VerifyChecksum = "none"
 	cc.OnAccess = e.dash.Record
@@ -279,7 +282,8 @@ func artifactDir(tb testing.TB) string {
 // screenshot.
 func TestDashboardInChromium(t *testing.T) {
 	bin := chromium(t)
-	e := newEnv(t)
+	// No capacity: space used is the file system's, far more than cached.
+	e := newEnvCapacity(t, 0)
 	e.traffic(t)
 	m := e.scrape(t)
 	dom := string(runChromium(t, bin, "--dump-dom", e.url+"/dashboard"))
@@ -305,6 +309,7 @@ func TestDashboardInChromium(t *testing.T) {
 		{"partial-total", m[`hepcache_opens_total{result="partial"}`]},
 		{"bytes-fetched-total", m["hepcache_origin_fetched_bytes_total"]},
 		{"files-total", m["hepcache_cache_files"]},
+		{"used-bytes", m["hepcache_cache_file_bytes"]},
 		{"line-high", m["hepcache_cache_high_watermark_bytes"]},
 		{"line-low", m["hepcache_cache_low_watermark_bytes"]},
 	}
@@ -313,6 +318,10 @@ func TestDashboardInChromium(t *testing.T) {
 			t.Errorf("#%s shows %s; /metrics says %s", c.id, got, c.want)
 		}
 	}
+	// Space used is the file system's here, which other processes change.
+	if v := attr("space-used-bytes", "data-value"); v == "" || v == attr("used-bytes", "data-value") {
+		t.Errorf("#space-used-bytes shows %q beside the cache's %s", v, attr("used-bytes", "data-value"))
+	}
 	if served == 0 || m[`hepcache_opens_total{result="hit"}`] == "0" {
 		t.Fatalf("no traffic recorded: %v", m)
 	}
@@ -320,10 +329,21 @@ func TestDashboardInChromium(t *testing.T) {
 	if src := regexp.MustCompile(`<body[^>]*data-source="([^"]*)"`).FindStringSubmatch(dom); src == nil || src[1] != "api" {
 		t.Errorf("body data-source = %v; want api (the page's /api/stats request failed)", src)
 	}
-	for _, series := range []string{"hit", "out", "in", "used"} {
+	for _, series := range []string{"hit", "hit-since-start", "out", "in", "used", "cached"} {
 		if !strings.Contains(dom, `data-series="`+series+`"`) {
 			t.Errorf("chart series %q not drawn", series)
 		}
+	}
+	// The hit-rate chart shows something: one interval with traffic was a
+	// polyline of one repeated point, drawn with no length (the issue: the
+	// chart empty while the figure says 92.5 %).
+	if line := regexp.MustCompile(`<polyline[^>]*data-series="hit-since-start"[^>]*points="([^"]*)"`).FindStringSubmatch(dom); line == nil {
+		t.Errorf("no hit rate since start drawn")
+	} else if pts := strings.Fields(line[1]); len(pts) < 2 || pts[0] == pts[len(pts)-1] {
+		t.Errorf("hit rate since start drawn with no length: %q", line[1])
+	}
+	if !regexp.MustCompile(`<(circle[^>]*data-series="hit"|polyline[^>]*data-series="hit"[^>]*points="[^" ]+ [^"]*")`).MatchString(dom) {
+		t.Errorf("the per-interval hit rate is not visible")
 	}
 	for _, p := range []string{"/store/mc/a.root", "/store/mc/b.root", "/store/data/c.root"} {
 		if !strings.Contains(dom, p) {

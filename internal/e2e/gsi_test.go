@@ -42,6 +42,7 @@ func TestServeGSI(t *testing.T) {
 	// for its clients.
 	robot := ca.User(t, "hepcache-robot", 0).Proxy(t, authtest.ProxyOpts{Key: authtest.RSAKey(t, 4)}).WriteProxyFile(t, dir, "x509up_cache")
 	gc, gk := ca.HostKey(t, authtest.RSAKey(t, 5), "localhost").WriteFiles(t, dir, "gsihost")
+	mon := newMonitorCollector(t)
 	cfg := `
 [cache]
 dir = "` + filepath.Join(dir, "cache") + `"
@@ -59,6 +60,9 @@ origin_ca_paths = ["` + caDir + `"]
 [[security.rule]]
 path = "/"
 read = ["vo:cms"]
+[monitor]
+fstream = "` + mon.addr + `"
+fstream_flush = "1s"
 `
 	cfgFile := filepath.Join(dir, "hepcache.toml")
 	os.WriteFile(cfgFile, []byte(cfg), 0o644)
@@ -66,7 +70,7 @@ read = ["vo:cms"]
 	url := "root://localhost:" + strings.TrimPrefix(p.addr, "127.0.0.1:") + "//store/f.root"
 
 	user := ca.User(t, "alice", 1)
-	ac := voms.AC(t, user.Cert, authtest.ACOpts{FQANs: []string{"/cms/Role=NULL/Capability=NULL"}})
+	ac := voms.AC(t, user.Cert, authtest.ACOpts{FQANs: []string{"/cms/uscms/Role=production/Capability=NULL"}})
 	cms := user.Proxy(t, authtest.ProxyOpts{Key: authtest.RSAKey(t, 6), VOMS: authtest.VOMSExtension(ac)}).WriteProxyFile(t, dir, "x509up_cms")
 	plain := user.Proxy(t, authtest.ProxyOpts{Key: authtest.RSAKey(t, 6)}).WriteProxyFile(t, dir, "x509up_plain")
 	env := func(proxy, certDir string) []string {
@@ -84,6 +88,15 @@ read = ["vo:cms"]
 	t.Run("xrdcp with a CMS VOMS proxy", func(t *testing.T) {
 		if got, r := xrdcp(t, env(cms, caDir)); r.Err != nil || !bytes.Equal(got, want) {
 			t.Fatalf("xrdcp through the cache: %s", r)
+		}
+		// The f-stream's user record carries the VO, role and group of
+		// the proxy's VOMS attributes, as XRootD's does (they were empty).
+		eventually.True(t, func() bool {
+			f := mon.Files()
+			return len(f) == 1 && f[0].Closed
+		}, "the read on the f-stream")
+		if u := mon.Files()[0].User; !strings.Contains(u.Info, "&p=gsi&") || !strings.Contains(u.Info, "&o=cms&r=production&g=/cms/uscms&") {
+			t.Errorf("f-stream user record: %+v", u)
 		}
 	})
 	t.Run("xrdcp with a proxy without VO", func(t *testing.T) {

@@ -159,19 +159,46 @@ func (o *viaOrigin) path(ctx context.Context, p string) string {
 }
 
 func (o *viaOrigin) Stat(ctx context.Context, p string) (origin.FileInfo, error) {
-	return o.Origin.Stat(ctx, o.path(ctx, p))
+	vp := o.path(ctx, p)
+	fi, err := o.Origin.Stat(ctx, vp)
+	return fi, unvia(err, vp, p)
 }
 
 func (o *viaOrigin) Open(ctx context.Context, p string) (origin.File, error) {
-	return o.Origin.Open(ctx, o.path(ctx, p))
+	vp := o.path(ctx, p)
+	f, err := o.Origin.Open(ctx, vp)
+	return f, unvia(err, vp, p)
 }
 
 func (o *viaOrigin) List(ctx context.Context, p string, withStat bool) ([]origin.FileInfo, error) {
-	return o.Origin.List(ctx, o.path(ctx, p), withStat)
+	vp := o.path(ctx, p)
+	l, err := o.Origin.List(ctx, vp, withStat)
+	return l, unvia(err, vp, p)
 }
 
 func (o *viaOrigin) Checksum(ctx context.Context, p, algo string) (string, error) {
-	return o.Origin.Checksum(ctx, o.path(ctx, p), algo)
+	vp := o.path(ctx, p)
+	c, err := o.Origin.Checksum(ctx, vp, algo)
+	return c, unvia(err, vp, p)
+}
+
+// viaError is an origin's error with the path as the client named it:
+// the via list is the caches' business, not the text a client, a
+// prestage status or a log reads ("open root://o//f?hc.via=vm: ...").
+type viaError struct {
+	msg string
+	err error
+}
+
+func (e *viaError) Error() string { return e.msg }
+func (e *viaError) Unwrap() error { return e.err }
+
+// unvia returns err with vp (the path with the via list) written as p.
+func unvia(err error, vp, p string) error {
+	if err == nil || !strings.Contains(err.Error(), vp) {
+		return err
+	}
+	return &viaError{msg: strings.ReplaceAll(err.Error(), vp, p), err: err}
 }
 
 // errSwitch reports whether err at one upstream should make a Failover try

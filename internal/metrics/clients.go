@@ -13,9 +13,12 @@ type Clients struct {
 	now    func() time.Time
 	nextID atomic.Uint64
 
-	// mu protects m.
+	// mu protects m and known.
 	mu sync.Mutex
 	m  map[uint64]*Client
+	// known holds the protocols declared or seen: each has a sample in
+	// hepcache_clients, 0 while idle, so queries over it have data.
+	known map[string]bool
 	// onRemove is called when a client goes (SetOnRemove).
 	onRemove atomic.Pointer[func(protocol, addr string)]
 }
@@ -57,8 +60,27 @@ func (c *Clients) Add(protocol, addr string) *Client {
 		c.m = map[uint64]*Client{}
 	}
 	c.m[cl.id] = cl
+	c.knowLocked(protocol)
 	c.mu.Unlock()
 	return cl
+}
+
+// Declare names protocols a front end serves, so that hepcache_clients
+// has a sample for each (0) before any client comes.
+func (c *Clients) Declare(protocols ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range protocols {
+		c.knowLocked(p)
+	}
+}
+
+// knowLocked records protocol p. MUST be called with c.mu held.
+func (c *Clients) knowLocked(p string) {
+	if c.known == nil {
+		c.known = map[string]bool{}
+	}
+	c.known[p] = true
 }
 
 // Remove unregisters cl. Removing twice is harmless.
@@ -126,6 +148,9 @@ type protoCount struct {
 func (c *Clients) byProtocol() []protoCount {
 	c.mu.Lock()
 	m := map[string]int{}
+	for p := range c.known {
+		m[p] = 0
+	}
 	for _, cl := range c.m {
 		m[cl.protocol]++
 	}

@@ -27,6 +27,9 @@ const (
 	// defaultProbeInterval: the cache directory is probed for writability
 	// at most this often, however often /health is polled.
 	defaultProbeInterval = 5 * time.Second
+	// defaultOriginLogInterval: an origin's failures make a log line at
+	// most this often.
+	defaultOriginLogInterval = time.Minute
 )
 
 // CacheSource is what the registry reads from the cache at each scrape:
@@ -98,6 +101,11 @@ type Config struct {
 	ProbeInterval time.Duration
 	// Logger receives operational messages. Default slog.Default().
 	Logger *slog.Logger
+	// OriginLogInterval is the least time between two log lines about one
+	// origin's failures: the first failure is logged at once, the next
+	// line comes with the count of failures not logged meanwhile. Default
+	// 1 min (a dead origin fails every request of every client).
+	OriginLogInterval time.Duration
 
 	// Now is the clock (health windows, snapshots). Default time.Now.
 	Now func() time.Time
@@ -110,6 +118,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.ProbeInterval == 0 {
 		c.ProbeInterval = defaultProbeInterval
+	}
+	if c.OriginLogInterval == 0 {
+		c.OriginLogInterval = defaultOriginLogInterval
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -128,6 +139,9 @@ func (c *Config) Validate() error {
 	if c.ProbeInterval < 0 {
 		errs = append(errs, fmt.Errorf("probe interval %v: must not be negative", c.ProbeInterval))
 	}
+	if c.OriginLogInterval < 0 {
+		errs = append(errs, fmt.Errorf("origin log interval %v: must not be negative", c.OriginLogInterval))
+	}
 	return errors.Join(errs...)
 }
 
@@ -141,6 +155,9 @@ type Registry struct {
 	space   atomic.Pointer[func() SpaceFigures]
 	// prestage reports the prestager (prestage.go).
 	prestage atomic.Pointer[func() PrestageFigures]
+	// originLogEvery is Config.OriginLogInterval (nanoseconds), replaced
+	// by SetOriginLogInterval.
+	originLogEvery atomic.Int64
 
 	// mu protects requests, origins and funcs (the maps, not the atomics
 	// they point to).
@@ -181,10 +198,19 @@ func New(cfg *Config) (*Registry, error) {
 		origins:  map[string]*originStats{},
 	}
 	r.clients.now = c.Now
+	r.originLogEvery.Store(int64(c.OriginLogInterval))
 	if c.Cache != nil {
 		r.SetCache(c.Cache)
 	}
 	return r, nil
+}
+
+// SetOriginLogInterval replaces Config.OriginLogInterval (a reload);
+// d <= 0 keeps the one in force.
+func (r *Registry) SetOriginLogInterval(d time.Duration) {
+	if d > 0 {
+		r.originLogEvery.Store(int64(d))
+	}
 }
 
 // SetCache sets (or replaces) the cache whose counters are exported.

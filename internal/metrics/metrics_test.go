@@ -327,3 +327,65 @@ func TestOutcome(t *testing.T) {
 		}
 	}
 }
+
+// TestOriginFailuresLoggedPerInterval: a failing origin makes one line
+// per OriginLogInterval, the next with the count left out; the first
+// success after it one line; answers about files (not found) none.
+func TestOriginFailuresLoggedPerInterval(t *testing.T) {
+	clk := &clock{t: time.Unix(1700000000, 0)}
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	r, err := New(&Config{Now: clk.now, Logger: log, OriginLogInterval: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := origin.NewMem("mem://a")
+	m.Put("/f", []byte("x"), time.Unix(1, 0))
+	o := r.WrapOrigin(m)
+	ctx := context.Background()
+	lines := func() int { return strings.Count(buf.String(), "\n") }
+	o.Stat(ctx, "/missing")
+	if lines() != 0 {
+		t.Fatalf("a not-found answer was logged:\n%s", &buf)
+	}
+	m.Fail(fmt.Errorf("connect: %w", origin.ErrUnavailable))
+	for i := 0; i < 5; i++ {
+		o.Stat(ctx, "/f")
+	}
+	if lines() != 1 || !strings.Contains(buf.String(), `msg="origin failing" origin=mem://a op=stat`) {
+		t.Fatalf("5 failures in an interval:\n%s", &buf)
+	}
+	clk.add(time.Minute)
+	o.Open(ctx, "/f")
+	if lines() != 2 || !strings.Contains(buf.String(), "op=open") || !strings.Contains(buf.String(), "failures_not_logged=4") {
+		t.Fatalf("a failure an interval later:\n%s", &buf)
+	}
+	m.Fail(nil)
+	o.Stat(ctx, "/f")
+	o.Stat(ctx, "/f")
+	if lines() != 3 || !strings.Contains(buf.String(), `msg="origin answers again" origin=mem://a`) {
+		t.Fatalf("recovery:\n%s", &buf)
+	}
+}
+
+// TestIdleClientsHaveSamples: hepcache_clients has a 0 sample for each
+// protocol a front end serves before any client comes and after the
+// last one left (the Grafana panel over it had no data on an idle cache).
+func TestIdleClientsHaveSamples(t *testing.T) {
+	r, err := New(&Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Clients().Declare("root", "https")
+	text := scrape(t, r)
+	for _, p := range []string{"root", "https"} {
+		if got := value(t, text, `hepcache_clients{protocol="`+p+`"}`); got != "0" {
+			t.Errorf("idle %s clients = %q; want 0", p, got)
+		}
+	}
+	c := r.Clients().Add("roots", "127.0.0.1:1")
+	r.Clients().Remove(c)
+	if got := value(t, scrape(t, r), `hepcache_clients{protocol="roots"}`); got != "0" {
+		t.Errorf("roots clients after the last left = %q; want 0", got)
+	}
+}

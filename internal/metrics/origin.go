@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -101,6 +102,13 @@ type originStats struct {
 	errors  [numOps]atomic.Int64
 	// lastErr is the latest failure, for /health.
 	lastErr atomic.Pointer[originErr]
+	// failing is set from a logged failure to the next success.
+	failing atomic.Bool
+	// logMu protects logged (when a failure was last logged) and
+	// unlogged (failures since, not logged).
+	logMu    sync.Mutex
+	logged   time.Time
+	unlogged int64
 }
 
 type originErr struct {
@@ -129,7 +137,45 @@ func (r *Registry) observeOrigin(s *originStats, op int, start time.Time, err er
 	if originFailure(err) {
 		s.errors[op].Add(1)
 		s.lastErr.Store(&originErr{at: r.cfg.Now(), msg: err.Error()})
+		r.logFailure(s, op, err)
+	} else if err == nil && s.failing.Load() {
+		r.logRecovered(s)
 	}
+}
+
+// logFailure logs a failure of s's origin unless one was logged less than
+// OriginLogInterval ago; the next line carries the count left out. Both
+// front ends rely on it: a failed client request is not logged there.
+func (r *Registry) logFailure(s *originStats, op int, err error) {
+	now, every := r.cfg.Now(), time.Duration(r.originLogEvery.Load())
+	s.logMu.Lock()
+	if !s.logged.IsZero() && now.Sub(s.logged) < every {
+		s.unlogged++
+		s.logMu.Unlock()
+		return
+	}
+	n := s.unlogged
+	s.logged, s.unlogged = now, 0
+	s.failing.Store(true)
+	s.logMu.Unlock()
+	r.cfg.Logger.Warn("origin failing", "origin", s.name, "op", opNames[op], "err", err,
+		"failures_not_logged", n, "next_line_after", every.String())
+}
+
+// logRecovered logs the first success of s's origin after a failure was
+// logged, once per failing spell (a flapping origin makes at most two
+// lines per interval).
+func (r *Registry) logRecovered(s *originStats) {
+	s.logMu.Lock()
+	if !s.failing.Load() {
+		s.logMu.Unlock()
+		return
+	}
+	s.failing.Store(false)
+	n := s.unlogged
+	s.unlogged = 0
+	s.logMu.Unlock()
+	r.cfg.Logger.Info("origin answers again", "origin", s.name, "failures_not_logged", n)
 }
 
 // WrapOrigin returns o instrumented: the latency of Open, ReadAt, ReadV,

@@ -159,12 +159,13 @@ func (fs *fileStream) userIDLocked(req backend.Request) uint32 {
 	if req.Protocol == "http" || req.Protocol == "https" {
 		prot = req.Protocol
 	}
-	// XRootD's form with authentication (p, n, h, o, r, g, m), then what
-	// the client said at login (R: version, x: application, y: info). The
-	// VO and role are not known here.
+	// XRootD's form with authentication (p, n, h, o: VO, r: role, g:
+	// group, m), then what the client said at login (R: version, x:
+	// application, y: info).
 	login := loginCGI(req.ClientLogin)
-	text := fmt.Sprintf("%s/%s.%s:%s@%s\n&p=%s&n=%s&h=%s&o=&r=&g=&m=%s&R=%s&x=%s&y=%s&I=%c",
-		prot, name, pid, fs.m.sidText, host, req.Auth, name, host, moninfo, login["xrd.rn"], login["xrd.appname"], login["xrd.info"], ipv)
+	text := fmt.Sprintf("%s/%s.%s:%s@%s\n&p=%s&n=%s&h=%s&o=%s&r=%s&g=%s&m=%s&R=%s&x=%s&y=%s&I=%c",
+		prot, name, pid, fs.m.sidText, host, req.Auth, name, host, cgiValue(req.VO), cgiValue(req.Role), cgiValue(req.Group),
+		moninfo, login["xrd.rn"], login["xrd.appname"], login["xrd.info"], ipv)
 	fs.sendMapLocked(codeUser, id, text)
 	return id
 }
@@ -192,6 +193,17 @@ func (m *Monitor) Disconnected(protocol, addr string) {
 // loginCGI splits a login CGI ("&xrd.rn=v5.5.3&xrd.appname=xrdcp") into
 // its values, keeping only characters that cannot break the record's own
 // CGI.
+// cgiValue keeps v from breaking the record's CGI form (& = newline,
+// controls), as loginCGI does with the client's values.
+func cgiValue(v string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '&' || r == '=' || r == '\n' || r < ' ' || r > '~' {
+			return -1
+		}
+		return r
+	}, v)
+}
+
 func loginCGI(s string) map[string]string {
 	m := map[string]string{}
 	for _, kv := range strings.Split(s, "&") {

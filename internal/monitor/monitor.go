@@ -19,11 +19,12 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/hepcache/hepcache/internal/buildinfo"
 )
 
 // Config says where the streams go and how often. A stream with an empty
@@ -229,12 +230,9 @@ func serverID(site, host string, port int, name string) uint64 {
 
 const sidMask = 1<<48 - 1
 
-func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "devel"
-}
+// version is the one `hepcache version` prints ("0.1.0+git59a7654"), not
+// the module's pseudo-version.
+func version() string { return buildinfo.Get().Version }
 
 // sender writes datagrams to one destination. Errors are counted and
 // logged at most once a minute: a collector that is down must not flood

@@ -27,12 +27,26 @@ const defaultClockSkew = 60 * time.Second
 // backend.ErrForbidden.
 var ErrUnauthenticated = errors.New("security: credential refused")
 
+// refusedError is a credential that does not verify: its text is the
+// reason alone, as the client reads it (the class names of the sentinels
+// it wraps add nothing there); it never holds the credential itself.
+type refusedError struct {
+	msg string
+	err error
+}
+
+func (e *refusedError) Error() string   { return e.msg }
+func (e *refusedError) Unwrap() []error { return []error{ErrUnauthenticated, e.err} }
+
 // decide applies the rules to sub for req and sets req.User and
-// req.NoFetch. It logs denials.
-func (s *Security) decide(sub *authz.Subject, req *backend.Request, op string) error {
+// req.NoFetch. It logs denials; note, when not empty, is added to the
+// reason of a denial (why a credential the client meant to use did not
+// count).
+func (s *Security) decide(sub *authz.Subject, req *backend.Request, op, note string) error {
 	if sub.Name != "" {
 		req.User = sub.Name
 	}
+	req.VO, req.Role, req.Group = voRole(sub)
 	// A session keeps the credential it authenticated with: each request
 	// checks that it has not expired since (a client may keep a connection
 	// for days with kXR_ping).
@@ -68,6 +82,9 @@ func (s *Security) decide(sub *authz.Subject, req *backend.Request, op string) e
 		if len(expired) > 0 {
 			d.Reason += " (" + strings.Join(expired, "; ") + "; re-authenticate with a fresh proxy)"
 		}
+		if note != "" {
+			d.Reason += "; " + note
+		}
 		return s.deny(req, op, sub, d.Reason)
 	}
 	if !d.Fetch {
@@ -80,6 +97,27 @@ func (s *Security) decide(sub *authz.Subject, req *backend.Request, op string) e
 func (s *Security) deny(req *backend.Request, op string, sub *authz.Subject, reason string) error {
 	s.log.Info("authz: denied", "client", req.Client, "user", sub.String(), "path", req.Path, "origin", req.Origin, "op", op, "protocol", req.Protocol, "reason", reason)
 	return fmt.Errorf("%s: %w", reason, backend.ErrForbidden)
+}
+
+// voRole is what sub's credential says of its VO, role and group: the
+// first VOMS attribute's VO and its first FQAN, else a token's first
+// wlcg.groups group ("/cms/uscms": VO cms).
+func voRole(sub *authz.Subject) (vo, role, group string) {
+	for _, a := range sub.VOMS {
+		vo = a.VO
+		for _, f := range a.FQANs {
+			if q, err := voms.ParseFQAN(f); err == nil {
+				return vo, q.Role, q.Group
+			}
+		}
+		return vo, "", ""
+	}
+	if sub.Token != nil && len(sub.Token.Groups) > 0 {
+		g := sub.Token.Groups[0]
+		vo, _, _ = strings.Cut(strings.TrimPrefix(g, "/"), "/")
+		return vo, "", g
+	}
+	return "", "", ""
 }
 
 // stripAuthz removes an "authz" token from the opaque data so that a
@@ -117,7 +155,7 @@ func (s *Security) verifyToken(ctx context.Context, tok string) (*token.Claims, 
 	}
 	c, err := s.tokc.get(tok, func() (*token.Claims, error) { return s.tokens.Verify(ctx, tok) })
 	if err != nil {
-		return nil, fmt.Errorf("invalid bearer token: %w: %w", ErrUnauthenticated, err)
+		return nil, &refusedError{"bearer token refused: " + strings.TrimSuffix(err.Error(), ": "+token.ErrInvalid.Error()), err}
 	}
 	return c, nil
 }
@@ -139,7 +177,7 @@ func (a httpAuthorizer) Authorize(r *http.Request, req *backend.Request, op stri
 	if why != "" {
 		return s.deny(req, op, sub, why)
 	}
-	return s.decide(sub, req, op)
+	return s.decide(sub, req, op, "")
 }
 
 // Identify implements httpfront.Identifier: the verified credential's
@@ -222,7 +260,18 @@ func (a xrdAuthorizer) AuthorizeRequest(ctx context.Context, op xrdfront.Op, req
 		}
 		sub.Token, sub.Name = c, c.Name()
 	}
-	return s.decide(sub, req, string(op))
+	note := ""
+	switch {
+	case sub.Authenticated():
+	case id != nil && len(id.Refused) > 0:
+		// XrdCl fell back to unix after its token or proxy was refused.
+		note = "the credential presented was refused (" + strings.Join(id.Refused, "; ") + ")"
+	case s.tokens != nil && req.Protocol == "root":
+		// XrdCl sends a token (ztn) only over TLS: on root:// it
+		// connects anonymously whatever BEARER_TOKEN holds.
+		note = "bearer tokens are accepted over roots:// only (XrdCl sends none over root://)"
+	}
+	return s.decide(sub, req, string(op), note)
 }
 
 // XRootDAuthenticator returns the root:// security layer: ztn tokens (on

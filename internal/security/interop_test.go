@@ -198,7 +198,7 @@ func TestCurlTokens(t *testing.T) {
 		{"scope elsewhere", []string{"-H", "Authorization: Bearer " + s.token(t, "storage.read:/store/data")}, "/store/mc/f.root", "may not read"},
 		{"expired token", []string{"-H", "Authorization: Bearer " + p.issuer.Sign(t, "RS256", authtest.Claims{"sub": "a", "aud": testAud, "scope": "storage.read:/", "exp": time.Now().Add(-time.Hour).Unix()})}, "/store/mc/f.root", "expired"},
 		{"wrong audience", []string{"-H", "Authorization: Bearer " + p.issuer.Token(t, "a", "storage.read:/", "https://other.service")}, "/store/mc/f.root", "audience"},
-		{"garbage", []string{"-H", "Authorization: Bearer abc.def.ghi"}, "/store/mc/f.root", "invalid bearer token"},
+		{"garbage", []string{"-H", "Authorization: Bearer abc.def.ghi"}, "/store/mc/f.root", "bearer token refused"},
 		{"basic auth", []string{"-u", "alice:secret"}, "/store/mc/f.root", "only Bearer"},
 		{"dot-dot", []string{"--path-as-is", "-H", "Authorization: Bearer " + s.token(t, "storage.read:/store/mc")}, "/store/mc/../data/h.root", ""},
 	}

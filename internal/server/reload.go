@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/hepcache/hepcache/internal/cache"
@@ -13,14 +14,18 @@ import (
 	s3origin "github.com/hepcache/hepcache/origin/s3"
 )
 
-// Reload applies what may change while serving (SIGHUP): it reopens the
-// access log (logrotate moved it), re-reads the TLS certificate and key, the CA certificates, the vomsdir
-// and the S3 key files, and, given
-// the configuration as it now reads (nil: only those files), replaces the
-// [space] watermarks, max_age, max_files and pin, the [[quota]] tables and
-// the root:// [limits]. Settings that need a restart are named in a
-// warning. What fails to apply is reported and the rest still applies; a
-// part that fails keeps its previous value.
+// Reload applies what may change while serving (SIGHUP, hepcache reload):
+// it reopens the access log (logrotate moved it), re-reads the TLS
+// certificate and key, the CA certificates, the vomsdir and the S3 key
+// files, and, given the configuration as it now reads (nil: only those
+// files), replaces the whole [space] section but dir_stats_depth and
+// dir_stats_max (capacity, watermarks, max_age, max_files, pin,
+// pin_share, verify_checksum, purge_interval), the [[quota]] tables, the
+// root:// [limits], origin.timeout and origin.failure_log_interval.
+// Keys that changed but need a restart are named, each by its full key,
+// in a warning. What fails to apply is reported and the rest still
+// applies; a part that fails keeps its previous value. log.level and
+// log.file are the caller's (serve): it owns the logger.
 func (s *Server) Reload(next *config.Config) error {
 	var errs []error
 	if s.alog != nil {
@@ -54,15 +59,27 @@ func (s *Server) Reload(next *config.Config) error {
 	if err := s.root.SetLimits(rootLimits(next.Limits)); err != nil {
 		errs = append(errs, err)
 	}
-	if changed := restartOnly(s.cfg, next); len(changed) > 0 {
-		s.log.Warn("reload: these settings changed but take effect only at restart", "sections", changed)
+	s.otimeout.Set(time.Duration(next.Origin.Timeout))
+	s.metrics.SetOriginLogInterval(time.Duration(next.Origin.FailureLogInterval))
+	if keys := restartOnly(s.cfg, next); len(keys) > 0 {
+		verb := "needs"
+		if len(keys) > 1 {
+			verb = "need"
+		}
+		s.log.Warn("reload: "+strings.Join(keys, ", ")+" "+verb+" a restart; the rest was applied", "keys", keys)
 	}
 	if len(errs) == 0 {
 		// What was applied is now the running configuration.
 		s.cfg.Space, s.cfg.Quota, s.cfg.Limits = next.Space, next.Quota, next.Limits
+		s.cfg.Origin.Timeout, s.cfg.Origin.FailureLogInterval = next.Origin.Timeout, next.Origin.FailureLogInterval
+		s.cfg.Log.Level = next.Log.Level
 	}
 	return errors.Join(errs...)
 }
+
+// SetReload makes fn what a reload request on the admin socket runs
+// (`hepcache reload`): serve gives it its SIGHUP reload.
+func (s *Server) SetReload(fn func() error) { s.admin.SetReload(fn) }
 
 // spaceOf maps [space] and [[quota]] onto the cache's run-time settings.
 func spaceOf(cfg *config.Config) (cache.Space, error) { return cfg.SpaceRules() }
@@ -75,27 +92,43 @@ func rootLimits(l config.LimitsConfig) xrootd.Limits {
 		HandshakeTimeout:    time.Duration(l.HandshakeTimeout), IdleTimeout: time.Duration(l.IdleTimeout)}
 }
 
-// restartOnly names the top-level sections of next that differ from cur
-// in settings Reload does not apply.
+// restartOnly names, by full key ("cache.ram", "security.issuer"), what
+// differs between cur and next among the settings Reload does not apply.
 func restartOnly(cur, next *config.Config) []string {
 	a, b := *cur, *next
-	// Blank what Reload applies.
+	// Blank what Reload (and serve, for log.level) applies.
 	for _, c := range []*config.Config{&a, &b} {
-		c.Space.Watermarks, c.Space.MaxAge, c.Space.MaxFiles, c.Space.Pin = "", 0, 0, nil
+		keep := c.Space
+		c.Space = config.SpaceConfig{DirStatsDepth: keep.DirStatsDepth, DirStatsMax: keep.DirStatsMax}
 		c.Quota = nil
 		c.Limits.MaxConnections, c.Limits.MaxRequestsPerConnection, c.Limits.MaxRequestBody = 0, 0, 0
 		c.Limits.MaxReadVSegments, c.Limits.MaxReadVSegmentSize = 0, 0
 		c.Limits.HandshakeTimeout, c.Limits.IdleTimeout = 0, 0
+		c.Origin.Timeout, c.Origin.FailureLogInterval = 0, 0
+		c.Log.Level = ""
 	}
+	return diffKeys(reflect.ValueOf(a), reflect.ValueOf(b), "")
+}
+
+// diffKeys lists the keys whose values differ between a and b (structs of
+// one type), descending into sections; a table array ([[quota]]) or a map
+// is named as a whole.
+func diffKeys(a, b reflect.Value, prefix string) []string {
 	var out []string
-	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
-	for i := 0; i < va.NumField(); i++ {
-		if !reflect.DeepEqual(va.Field(i).Interface(), vb.Field(i).Interface()) {
-			name := va.Type().Field(i).Tag.Get("toml")
-			if name == "" {
-				name = va.Type().Field(i).Name
-			}
-			out = append(out, name)
+	for i := 0; i < a.NumField(); i++ {
+		f := a.Type().Field(i)
+		name := f.Tag.Get("toml")
+		if name == "" || name == "-" {
+			name = f.Name
+		}
+		name, _, _ = strings.Cut(name, ",")
+		fa, fb := a.Field(i), b.Field(i)
+		if fa.Kind() == reflect.Struct && f.Type.PkgPath() == reflect.TypeFor[config.Config]().PkgPath() {
+			out = append(out, diffKeys(fa, fb, prefix+name+".")...)
+			continue
+		}
+		if !reflect.DeepEqual(fa.Interface(), fb.Interface()) {
+			out = append(out, prefix+name)
 		}
 	}
 	return out

@@ -32,6 +32,7 @@ import (
 	"github.com/hepcache/hepcache/internal/metrics"
 	"github.com/hepcache/hepcache/internal/monitor"
 	"github.com/hepcache/hepcache/internal/notfound"
+	"github.com/hepcache/hepcache/internal/origintimeout"
 	"github.com/hepcache/hepcache/internal/policy"
 	"github.com/hepcache/hepcache/internal/prestage"
 	"github.com/hepcache/hepcache/internal/security"
@@ -50,9 +51,11 @@ type Server struct {
 	unlock func()
 
 	origins *upstream.Set
-	cache   *cache.Cache
-	alog    *accesslog.Log
-	admin   *admin.Server
+	// otimeout bounds every origin call by origin.timeout (reloadable).
+	otimeout *origintimeout.Timeout
+	cache    *cache.Cache
+	alog     *accesslog.Log
+	admin    *admin.Server
 	// stage fetches whole files on request (kXR_prepare, hepcache
 	// prestage, the HTTP form).
 	stage   *prestage.Stager
@@ -141,7 +144,8 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	}); err != nil {
 		return nil, fmt.Errorf("origins: %w", err)
 	}
-	if s.metrics, err = metrics.New(&metrics.Config{CacheDir: cfg.Cache.Dir, HealthWindow: time.Duration(cfg.Server.HealthWindow), Logger: log}); err != nil {
+	if s.metrics, err = metrics.New(&metrics.Config{CacheDir: cfg.Cache.Dir, HealthWindow: time.Duration(cfg.Server.HealthWindow), Logger: log,
+		OriginLogInterval: time.Duration(cfg.Origin.FailureLogInterval)}); err != nil {
 		return nil, err
 	}
 	if s.dash, err = dashboard.New(&dashboard.Config{Metrics: s.metrics, Logger: log}); err != nil {
@@ -153,7 +157,8 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	}
 	// Negative caching sits outside the metrics wrapper: the origin
 	// request metrics count only requests that reached an origin.
-	neg, err := notFoundResolver(cfg, s.metrics.WrapResolver(s.origins))
+	s.otimeout = origintimeout.New(time.Duration(cfg.Origin.Timeout))
+	neg, err := notFoundResolver(cfg, s.metrics.WrapResolver(s.otimeout.Resolver(s.origins)))
 	if err != nil {
 		return nil, err
 	}
@@ -165,6 +170,9 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 		return nil, err
 	}
 	ccfg.Origins, ccfg.Policy, ccfg.Logger = neg, pol, log
+	// origin.timeout is enforced around every origin call (otimeout), so
+	// that a reload changes it; the cache's own bound is only a backstop.
+	ccfg.OriginTimeout = originTimeoutBackstop
 	s.cl = newClusterNode(cfg, log)
 	if ccfg.Origins, err = s.cl.resolver(ccfg.Origins); err != nil {
 		return nil, err
@@ -474,6 +482,10 @@ func (s *Server) closeAll() error {
 	s.log.Info("hepcache stopped")
 	return errors.Join(errs...)
 }
+
+// originTimeoutBackstop is the cache's own bound on an origin call; the
+// bound in force is origin.timeout, applied by otimeout.
+const originTimeoutBackstop = 24 * time.Hour
 
 // dialers creates origins per URL scheme. Origins get the cache's own
 // credential (cred), never a client's: the token only over TLS (https://,

@@ -206,7 +206,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, backend.ErrBusy):
 		h.Set("Retry-After", "1")
 	}
-	if code >= 500 {
+	// Origin failures are logged once per origin and interval where the
+	// origin is called (metrics), for both front ends alike.
+	if code >= 500 && !errors.Is(err, origin.ErrUnavailable) {
 		s.cfg.Logger.Warn("http request failed", "method", r.Method, "path", r.URL.Path, "client", r.RemoteAddr, "status", code, "err", err)
 	}
 	h.Set("Content-Type", "text/plain; charset=utf-8")

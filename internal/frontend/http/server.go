@@ -167,6 +167,13 @@ func New(cfg *Config) (*Server, error) {
 		return nil, fmt.Errorf("http front end config: %w", err)
 	}
 	s := &Server{cfg: c, conns: map[net.Conn]*metrics.Client{}}
+	if c.Metrics != nil {
+		if c.TLSConfig != nil {
+			c.Metrics.Clients().Declare("https")
+		} else {
+			c.Metrics.Clients().Declare("http")
+		}
+	}
 	if c.Stager != nil {
 		routes := map[string]http.Handler{prestagePath: s.prestageHandler()}
 		for p, h := range c.Routes {

@@ -338,6 +338,11 @@ type Identity struct {
 	// Attrs carries what the Authenticator learnt (token claims, VOMS
 	// attributes) for the Authorizer.
 	Attrs any
+	// Refused says, per protocol ("ztn: token ... expired"), why the
+	// credentials the client presented before this identity's were
+	// refused: XrdCl falls back to the next protocol (unix) and would
+	// otherwise be denied as anonymous without the reason.
+	Refused []string
 }
 
 type identityKey struct{}

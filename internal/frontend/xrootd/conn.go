@@ -57,22 +57,25 @@ type conn struct {
 
 	// Owned by the reader goroutine. Handlers get what they need as
 	// arguments when they are started (the go statement orders it).
-	br         *bufio.Reader
-	loggedIn   bool
-	needAuth   bool
-	tlsOn      bool
-	asyncOK    bool // the client understands kXR_waitresp + kXR_attn
-	loginName  string
-	loginPID   int // the client's pid and login CGI, for monitoring
-	loginCGI   string
-	ident      *Identity
-	reqCtx     context.Context // ctx with the identity, for handlers
-	authFails  int
-	authState  any       // the Authenticator's handshake state (ConnInfo.AuthState)
-	hsDeadline time.Time // login (and auth) must be done by then
-	hasSession bool      // sessID is registered with the server
-	refuse     bool      // over MaxConnections: answer refuseFull and close
-	sessID     [16]byte  // written before registration, then read-only
+	br        *bufio.Reader
+	loggedIn  bool
+	needAuth  bool
+	tlsOn     bool
+	asyncOK   bool // the client understands kXR_waitresp + kXR_attn
+	loginName string
+	loginPID  int // the client's pid and login CGI, for monitoring
+	loginCGI  string
+	ident     *Identity
+	reqCtx    context.Context // ctx with the identity, for handlers
+	authFails int
+	// authRefused says why credentials presented on this connection were
+	// refused (a ztn token before the unix fallback), for the denials.
+	authRefused []string
+	authState   any       // the Authenticator's handshake state (ConnInfo.AuthState)
+	hsDeadline  time.Time // login (and auth) must be done by then
+	hasSession  bool      // sessID is registered with the server
+	refuse      bool      // over MaxConnections: answer refuseFull and close
+	sessID      [16]byte  // written before registration, then read-only
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -567,6 +570,7 @@ func (c *conn) doAuth(h proto.RequestHeader, body []byte) bool {
 	switch {
 	case err != nil:
 		c.authFails++
+		c.authRefused = append(c.authRefused, credType+": "+err.Error())
 		c.log.Info("xrootd: authentication failed", "client", c.remote, "user", c.loginName, "protocol", credType, "err", err)
 		c.sendError(h.StreamID, proto.ErrAuthFailed, err.Error())
 		return c.authFails < maxAuthFailures
@@ -578,6 +582,7 @@ func (c *conn) doAuth(h proto.RequestHeader, body []byte) bool {
 		return false
 	}
 	id.Authenticated = true
+	id.Refused = c.authRefused
 	if id.Protocol == "" {
 		id.Protocol = credType
 	}

@@ -91,6 +91,12 @@ func New(cfg *Config) (*Server, error) {
 		sessions:  make(map[[16]byte]*conn),
 	}
 	srv.cur.Store(&srv.cfg)
+	if c.Metrics != nil {
+		c.Metrics.Clients().Declare("root")
+		if c.TLS != nil {
+			c.Metrics.Clients().Declare("roots")
+		}
+	}
 	return srv, nil
 }
 

@@ -1,0 +1,140 @@
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hepcache/hepcache/internal/realclient"
+)
+
+// TestRootRunThenServiceUser: the issue's reproduction. `serve` run as
+// root on directories of the service user (here nobody) warns, naming
+// each directory and the chown that repairs it; the root-owned files it
+// leaves (the access log) then stop the service user's start with an
+// error that names the file, its owner and the fix, not a bare
+// "permission denied".
+func TestRootRunThenServiceUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if realclient.InCI() {
+			t.Fatal("needs root (CI=true: required)")
+		}
+		t.Skip("needs root to run serve as root and then as nobody")
+	}
+	setpriv := realclient.Require(t, "setpriv")
+	// A directory nobody can reach, holding a copy of the binary nobody
+	// can run (the test's temporary directories are root's, mode 0700).
+	top, err := os.MkdirTemp("", "hepcache-owner-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(top) })
+	bin := filepath.Join(top, "hepcache")
+	copyFile(t, hepcacheBin, bin, 0o755)
+	cacheDir, logDir := filepath.Join(top, "cache"), filepath.Join(top, "log")
+	for _, d := range []string{cacheDir, logDir} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(d, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Chmod(top, 0o755)
+	addr := freeAddr(t)
+	cfg := filepath.Join(top, "hepcache.toml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf("[server]\nlisten = %q\n[cache]\ndir = %q\n[origin]\ndefault = \"root://127.0.0.1:1\"\n[log]\naccess_log = %q\n",
+		addr, cacheDir, filepath.Join(logDir, "access.log"))), 0o644)
+
+	// As root: serves, but warns for both directories.
+	root := exec.Command(bin, "serve", "--config", cfg)
+	var rootLog syncBuffer
+	root.Stdout, root.Stderr = &rootLog, &rootLog
+	if err := root.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitListen(t, addr)
+	root.Process.Kill()
+	root.Wait()
+	for _, d := range []string{cacheDir, logDir} {
+		if want := "fix=\"chown -R nobody:nogroup " + d + "\""; !strings.Contains(rootLog.String(), want) {
+			t.Errorf("serve as root did not warn with %s:\n%s", want, rootLog.String())
+		}
+	}
+	if _, err := os.Stat(filepath.Join(logDir, "access.log")); err != nil {
+		t.Fatalf("the root run left no access log: %v", err)
+	}
+
+	// The cache directory repaired, the root-owned access log left: the
+	// service user's start fails and says why and how to repair it.
+	if out, err := exec.Command("chown", "-R", "nobody:nogroup", cacheDir).CombinedOutput(); err != nil {
+		t.Fatalf("chown: %v: %s", err, out)
+	}
+	out, err := exec.Command(setpriv, "--reuid", "nobody", "--regid", "nogroup", "--clear-groups",
+		bin, "serve", "--config", cfg).CombinedOutput()
+	if err == nil {
+		t.Fatalf("serve as nobody on a root-owned access log started:\n%s", out)
+	}
+	for _, want := range []string{
+		filepath.Join(logDir, "access.log") + " belongs to root:root",
+		"runs as nobody",
+		"chown -R nobody:nogroup " + logDir,
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the error lacks %q:\n%s", want, out)
+		}
+	}
+	// The fix it names works.
+	exec.Command("chown", "-R", "nobody:nogroup", logDir).Run()
+	svc := exec.Command(setpriv, "--reuid", "nobody", "--regid", "nogroup", "--clear-groups", bin, "serve", "--config", cfg)
+	var svcLog syncBuffer
+	svc.Stdout, svc.Stderr = &svcLog, &svcLog
+	if err := svc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { svc.Process.Kill(); svc.Wait() }()
+	waitListen(t, addr)
+	if strings.Contains(svcLog.String(), "another user") {
+		t.Errorf("serve as the owner warned:\n%s", svcLog.String())
+	}
+}
+
+// copyFile copies src to dst with mode.
+func copyFile(tb testing.TB, src, dst string, mode os.FileMode) {
+	tb.Helper()
+	in, err := os.Open(src)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		tb.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// waitListen waits until addr accepts connections.
+func waitListen(tb testing.TB, addr string) {
+	tb.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
+			c.Close()
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	tb.Fatalf("nothing listens on %s", addr)
+}
