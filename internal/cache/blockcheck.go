@@ -175,6 +175,9 @@ func (e *entry) badBlock(b int, epoch, got, want uint32) {
 	e.mu.Lock()
 	had := e.st.has(b) && e.crcs.epoch[b] == epoch
 	if had {
+		// Counted before the block is seen missing, so that whoever
+		// fetches it again finds it counted.
+		c.stats.BlocksCorrupt.Add(1)
 		c.store.Drop(e.blockKey(b))
 		e.st.drop(b)
 		e.crcs.forget(b)
@@ -188,7 +191,6 @@ func (e *entry) badBlock(b int, epoch, got, want uint32) {
 	if !had {
 		return
 	}
-	c.stats.BlocksCorrupt.Add(1)
 	c.warn("cached block failed its CRC32C check: dropped, fetched again", "key", e.key.String(), "block", b,
 		"crc", fmt.Sprintf("%08x", got), "recorded", fmt.Sprintf("%08x", want))
 	c.index.grow(e.key, -n)
