@@ -45,11 +45,15 @@ type confirmation struct {
 	sent time.Time
 	done chan struct{}
 	err  error
+	// unknown: the origin could not be asked.
+	unknown bool
 }
 
 // confirm returns once the origin's file has been found unchanged by a
-// stat sent after arrived, or with why not: the file changed (the entry is
-// spoiled, errChanged) or ctx ended.
+// stat sent after arrived, with an error only if it changed (the entry is
+// spoiled, errChanged). If the origin cannot be asked (it fails, or ctx or
+// the cache's context ends: a shutdown) the block is published: its bytes
+// came from the file as opened.
 // The stat runs under the cache's context, not the entry's: a fetch that
 // completes while the entry finishes (its clients gone) still publishes
 // its block, and finish waits for it.
@@ -71,10 +75,13 @@ func (e *entry) confirm(ctx context.Context, arrived time.Time) error {
 		select {
 		case <-c.done:
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil
 		}
 		if c.err != nil {
 			return c.err
+		}
+		if c.unknown {
+			return nil
 		}
 		// A stat sent before arrived confirms nothing for this block:
 		// the loop starts the next one.
@@ -95,16 +102,17 @@ func (e *entry) statIdentity(c *confirmation) {
 	case errors.Is(err, origin.ErrNotFound):
 		c.err = fmt.Errorf("%s: removed at the origin: %w", e.key, errChanged)
 		e.changedAtOrigin(c.err)
-	case e.c.ctx.Err() != nil:
-		c.err = e.c.ctx.Err()
 	default:
 		// The origin cannot say now: the bytes came from the file as
 		// opened, publish them.
-		e.c.warn("cannot confirm the origin file is unchanged; its blocks are kept", "key", e.key.String(), "err", err)
+		c.unknown = true
+		if e.c.ctx.Err() == nil {
+			e.c.warn("cannot confirm the origin file is unchanged; its blocks are kept", "key", e.key.String(), "err", err)
+		}
 	}
 	cf := &e.ident
 	cf.mu.Lock()
-	if c.err == nil && cf.upTo.Before(c.sent) {
+	if c.err == nil && !c.unknown && cf.upTo.Before(c.sent) {
 		cf.upTo = c.sent
 	}
 	cf.running = nil
