@@ -284,6 +284,12 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) (*ThroughputResult, e
 			}
 			time.Sleep(300 * time.Millisecond)
 			idle, _ := procstat.RSS(cu.pid)
+			if metricsURL != "" {
+				// Idle outside the RAM arena, as the peak is measured.
+				quiet := sampleOutsideRAM(cu.pid, metricsURL)
+				time.Sleep(120 * time.Millisecond)
+				idle, _ = quiet()
+			}
 			s := procstat.Start(cu.pid, 20*time.Millisecond)
 			outside := sampleOutsideRAM(cu.pid, metricsURL)
 			_, err = xrdcpAll(ctx, cu.url(), mem[1:min(n+1, len(mem))])
