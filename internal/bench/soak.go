@@ -186,9 +186,9 @@ type SoakSample struct {
 	Incarnation int     `json:"incarnation"`
 	RSS         int64   `json:"rss_bytes"`
 	// RAM is the resident part of the cache's RAM arena (cache.ram,
-	// hepcache_ram_touched_bytes): it fills up to ram as blocks are cached
+	// hepcache_ram_resident_bytes): it fills up to ram as blocks are cached
 	// and is not a leak; the trend check looks at RSS less it.
-	RAM        int64 `json:"ram_touched_bytes"`
+	RAM        int64 `json:"ram_resident_bytes"`
 	FDs        int   `json:"fds"`
 	Goroutines int   `json:"goroutines"`
 }
@@ -547,7 +547,7 @@ func (s *soakRun) sample(ctx context.Context) {
 					f, _ := strconv.ParseFloat(v, 64)
 					sm.Goroutines = int(f)
 				}
-				if v, ok := strings.CutPrefix(l, "hepcache_ram_touched_bytes "); ok {
+				if v, ok := strings.CutPrefix(l, "hepcache_ram_resident_bytes "); ok {
 					f, _ := strconv.ParseFloat(v, 64)
 					sm.RAM = int64(f)
 				}

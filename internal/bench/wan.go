@@ -89,10 +89,10 @@ type WANRow struct {
 	// OutsideRAM (hepcache) is the peak of RSS less the part of its RAM
 	// arena (cache.ram) in use at the same moment: the process's memory
 	// beyond the blocks it holds (in flight and cached); PerClientRSS is
-	// that per client. RAMTouched is the arena's resident part at the end.
+	// that per client. RAMResident is the arena's part of the RSS at the end (mincore).
 	OutsideRAM   int64 `json:"rss_outside_ram_bytes,omitempty"`
 	PerClientRSS int64 `json:"rss_outside_ram_per_client_bytes,omitempty"`
-	RAMTouched   int64 `json:"ram_touched_bytes,omitempty"`
+	RAMResident  int64 `json:"ram_resident_bytes,omitempty"`
 	// IdleRSS is the cache process's RSS before the cold pass, and
 	// MarginalRSS the peak outside the arena above it, per client: what
 	// one more concurrent client costs, without the process's fixed
@@ -280,7 +280,7 @@ func WAN(ctx context.Context, cfg WANConfig) ([]WANRow, error) {
 							ColdRatio: cold / direct[mode], HotRatio: hot / direct[mode], ColdVsFastest: cold / fastest,
 							PeakRSS: peak, CPUPerGiB: (cpu1 - cpu0).Seconds() / gib}
 						if metricsURL != "" {
-							r.OutsideRAM, r.PerClientRSS, r.RAMTouched = peakExcl, peakExcl/int64(n), touched
+							r.OutsideRAM, r.PerClientRSS, r.RAMResident = peakExcl, peakExcl/int64(n), touched
 							r.IdleRSS, r.MarginalRSS = idle, max(peakExcl-idle, 0)/int64(n)
 						}
 						rows = append(rows, r)
@@ -342,8 +342,8 @@ func printWAN(w io.Writer, rows []WANRow, cfg WANConfig, floor *FloorResult) {
 		warmup = "in a fresh process (its first touch of memory included)"
 	}
 	fmt.Fprintf(w, "Each cache is measured %s. ", warmup)
-	fmt.Fprintf(w, "The emulated link runs %s. Memory: peak RSS; outside RAM: peak of RSS less the part of hepcache's RAM arena (cache.ram: blocks in flight and cached) in use; RAM touched: the arena's resident part. CPU: the cache's (direct: the origin's) per GiB; floor (bench floor, this machine): cold %.3f s/GiB.\n\n", link, floor.Cold)
-	fmt.Fprintln(w, "| RTT | bandwidth | read | clients | target | cold [s] | cold/direct | cold/fastest direct | hot [s] | hot/direct | peak RSS [MB] | outside RAM [MB] | outside RAM per client [MB] | RAM touched [MB] | CPU [s/GiB] | CPU/floor |")
+	fmt.Fprintf(w, "The emulated link runs %s. Memory: peak RSS; outside RAM: peak of RSS less the part of hepcache's RAM arena (cache.ram: blocks in flight and cached) in use; RAM resident: the arena's part of the RSS at the end. CPU: the cache's (direct: the origin's) per GiB; floor (bench floor, this machine): cold %.3f s/GiB.\n\n", link, floor.Cold)
+	fmt.Fprintln(w, "| RTT | bandwidth | read | clients | target | cold [s] | cold/direct | cold/fastest direct | hot [s] | hot/direct | peak RSS [MB] | outside RAM [MB] | outside RAM per client [MB] | RAM resident [MB] | CPU [s/GiB] | CPU/floor |")
 	fmt.Fprintln(w, "| ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	sort.SliceStable(rows, func(i, j int) bool {
 		a, b := rows[i], rows[j]
@@ -375,7 +375,7 @@ func printWAN(w io.Writer, rows []WANRow, cfg WANConfig, floor *FloorResult) {
 		if r.OutsideRAM != 0 {
 			outside = fmt.Sprintf("%.0f", float64(r.OutsideRAM)/1e6)
 			perClient = fmt.Sprintf("%.1f", float64(r.PerClientRSS)/1e6)
-			touched = fmt.Sprintf("%.0f", float64(r.RAMTouched)/1e6)
+			touched = fmt.Sprintf("%.0f", float64(r.RAMResident)/1e6)
 		}
 		fmt.Fprintf(w, "| %.0f ms | %s | %s | %d | %s | %.2f | %.2fx | %.2fx | %.2f | %.2fx | %.0f | %s | %s | %s | %.2f | %.2fx |\n",
 			r.RTTms, bw, r.Read, r.Clients, r.Target, r.Cold, r.ColdRatio, r.ColdVsFastest, r.Hot, r.HotRatio, float64(r.PeakRSS)/1e6, outside, perClient, touched, r.CPUPerGiB, r.CPUPerGiB/floor.Cold)
@@ -394,7 +394,7 @@ func freeAddr() (string, error) {
 
 // sampleOutsideRAM samples, every 50 ms until the returned function is
 // called, the process's RSS less the part of its RAM arena in use
-// (hepcache_ram_touched_bytes), and returns the peak of that difference
+// (hepcache_ram_resident_bytes), and returns the peak of that difference
 // and the arena's resident part at the end (0 without a metrics URL). Both
 // come from the same scrape (process_resident_memory_bytes is read while
 // /metrics is written).
@@ -423,7 +423,7 @@ func sampleOutsideRAM(pid int, metricsURL string) func() (peak, touched int64) {
 			var rss int64 = -1
 			sc := bufio.NewScanner(resp.Body)
 			for sc.Scan() {
-				if v, ok := strings.CutPrefix(sc.Text(), "hepcache_ram_touched_bytes "); ok {
+				if v, ok := strings.CutPrefix(sc.Text(), "hepcache_ram_resident_bytes "); ok {
 					f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
 					touched = int64(f)
 				}

@@ -42,6 +42,31 @@ func (a *arena) slot(i int) []byte {
 	return a.mem[off : off+a.slotSize : off+a.slotSize]
 }
 
+// resident returns how many bytes of the arena are in memory (mincore):
+// what the arena adds to the process's RSS. vec is scratch space of one
+// byte per page, reused between calls.
+func (a *arena) resident(vec []byte) (int64, []byte) {
+	if !a.mapped || a.mem == nil {
+		return int64(len(a.mem)), vec
+	}
+	pages := (len(a.mem) + pageSize - 1) / pageSize
+	if cap(vec) < pages {
+		vec = make([]byte, pages)
+	}
+	vec = vec[:pages]
+	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(unsafe.SliceData(a.mem))), uintptr(len(a.mem)), uintptr(unsafe.Pointer(unsafe.SliceData(vec)))); e != 0 {
+		return -1, vec
+	}
+	var n int64
+	for _, v := range vec {
+		n += int64(v & 1)
+	}
+	return n * pageSize, vec
+}
+
+// pageSize is the unit of residency (mincore).
+const pageSize = 4096
+
 func (a *arena) close() {
 	if a.mapped && a.mem != nil {
 		unix.Munmap(a.mem)

@@ -89,6 +89,8 @@ type Store struct {
 	unread int
 	// closed: Close was called; the arena goes when the last pin does.
 	closed bool
+	// mincore is Resident's scratch space.
+	mincore []byte
 
 	stats Stats
 }
@@ -203,6 +205,21 @@ func (s *Store) Usage() Usage {
 	defer s.mu.Unlock()
 	return Usage{Slots: len(s.slots), SlotSize: s.arena.slotSize, Cached: len(s.cached),
 		Small: s.small.len, Main: s.main.len, Filling: s.filling, Pinned: s.pinned, Touched: s.touched, Unread: s.unread}
+}
+
+// Resident returns how many bytes of the arena are in memory now (its
+// share of the process's RSS), or -1 if that cannot be told. It costs a
+// system call over the arena (about 0.6 ms for 3 GiB): for metrics, not
+// for the data path.
+func (s *Store) Resident() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0
+	}
+	var n int64
+	n, s.mincore = s.arena.resident(s.mincore)
+	return n
 }
 
 // Block is a pinned slot: its bytes stay put until Release. Each Block

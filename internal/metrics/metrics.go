@@ -68,9 +68,11 @@ type CacheFigures struct {
 // in flight and the RAM block cache.
 type RAMFigures struct {
 	Size, Cached, Filling, Pinned, Touched int64 // bytes
-	Hits, Misses, Evictions                int64 // block lookups and evictions
-	DiskReads, DiskReadBytes               int64 // blocks read back from disk (each checked)
-	DirectWrites, BufferedWrites           int64 // blocks written to disk
+	// Resident is the arena's part of the RSS (-1: unknown).
+	Resident                     int64
+	Hits, Misses, Evictions      int64 // block lookups and evictions
+	DiskReads, DiskReadBytes     int64 // blocks read back from disk (each checked)
+	DirectWrites, BufferedWrites int64 // blocks written to disk
 }
 
 // FetchWindow is one origin's fetch window: what the cache learnt about
@@ -427,7 +429,8 @@ func writeRAM(e *expWriter, r RAMFigures) {
 	e.gauge("hepcache_ram_cached_bytes", "Bytes of blocks held in RAM for reuse.", r.Cached)
 	e.gauge("hepcache_ram_filling_bytes", "Bytes of RAM taken by blocks being fetched from origins.", r.Filling)
 	e.gauge("hepcache_ram_pinned_bytes", "Bytes of RAM blocks in use by readers or fetches now.", r.Pinned)
-	e.gauge("hepcache_ram_touched_bytes", "Bytes of the RAM arena ever used (resident since).", r.Touched)
+	e.gauge("hepcache_ram_touched_bytes", "Bytes of the RAM arena ever handed out to a block (a high-water mark).", r.Touched)
+	e.gauge("hepcache_ram_resident_bytes", "Bytes of the RAM arena in memory now: its part of the process's resident memory.", r.Resident)
 	e.counter("hepcache_ram_hits_total", "Block reads answered from RAM.", r.Hits)
 	e.counter("hepcache_ram_misses_total", "Block reads not in RAM (read back from disk, checked).", r.Misses)
 	e.counter("hepcache_ram_evictions_total", "Blocks evicted from RAM to make room.", r.Evictions)
