@@ -207,7 +207,7 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 		fmt.Fprintf(w, "%s\t%.2f\t%.1f\t%d\t%d\t\n", r.Phase, r.Seconds, r.MBps, r.OriginBytes, r.CacheBytes)
 	}
 	w.Flush()
-	fmt.Fprintf(out, "\ncache: %d misses, %d hits; %d bytes fetched, %d served from disk; every file sha256-verified.\n",
+	fmt.Fprintf(out, "\ncache: %d misses, %d hits; %d bytes fetched, %d served from the cache (RAM or disk); every file sha256-verified.\n",
 		misses, hits, fetched, fromDisk)
 	if client == "xrdcp" {
 		fmt.Fprintf(out, "local redirect (cache.local_redirect = %q): %d opens sent to the cached file, which xrdcp read itself.\n",
