@@ -545,6 +545,10 @@ type Loaded struct {
 	// CRC32C.
 	FromDisk bool
 	CRC      uint32
+	// Ahead is set when the block had been read ahead of its reader (a
+	// Load by Internal, or one this Load waited for): a reader going
+	// through a file in order, for whom the reading ahead goes on.
+	Ahead bool
 }
 
 // Load returns block k pinned: from RAM if it is there, else read from
@@ -570,10 +574,11 @@ func (s *Store) load(ctx context.Context, k Key, r Reader, src Source) (*Block, 
 	}
 	if sl := s.cached[k]; sl != nil {
 		s.stats.Hits.Add(1)
+		ahead := sl.unread
 		s.accessLocked(sl, r)
 		s.pinLocked(sl)
 		s.mu.Unlock()
-		return &Block{s: s, sl: sl}, Loaded{}, nil
+		return &Block{s: s, sl: sl}, Loaded{Ahead: ahead}, nil
 	}
 	s.stats.Misses.Add(1)
 	if l := s.loading[k]; l != nil {
@@ -598,7 +603,7 @@ func (s *Store) load(ctx context.Context, k Key, r Reader, src Source) (*Block, 
 		if l.err != nil {
 			return nil, Loaded{}, l.err
 		}
-		return &Block{s: s, sl: l.sl}, Loaded{}, nil // the loader reports the read
+		return &Block{s: s, sl: l.sl}, Loaded{Ahead: true}, nil // the loader reports the read
 	}
 	l := &load{done: make(chan struct{})}
 	s.loading[k] = l

@@ -88,11 +88,11 @@ func (e *entry) block(ctx context.Context, b int, r blockstore.Reader) (*blockst
 	var ce *blockstore.CorruptError
 	switch {
 	case err == nil:
+		if r != blockstore.Internal && (got.FromDisk || got.Ahead) {
+			e.readAheadFromDisk(b)
+		}
 		if got.FromDisk {
 			e.c.stats.BlocksChecked.Add(1)
-			if r != blockstore.Internal {
-				e.readAheadFromDisk(b)
-			}
 			if !known && !e.c.cfg.NoBlockChecksums {
 				e.mu.Lock()
 				if e.st.has(b) && !e.crcs.known.Test(b) {
