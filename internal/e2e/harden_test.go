@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hepcache/hepcache/internal/auth/authtest"
 	"github.com/hepcache/hepcache/internal/config"
 	"github.com/hepcache/hepcache/internal/eventually"
 	"github.com/hepcache/hepcache/internal/realclient"
@@ -140,40 +139,11 @@ func TestPprofOnMetricsListener(t *testing.T) {
 func TestPrestageJobsBelongToSubmitter(t *testing.T) {
 	realclient.Require(t, "xrdfs")
 	realclient.Require(t, "curl")
-	realclient.RequireFile(t, "/usr/lib/x86_64-linux-gnu/libXrdSecztn-5.so")
-	dir := t.TempDir()
-	ca := authtest.NewCA(t, "hepcache prestage CA")
-	caDir := filepath.Join(dir, "certificates")
-	authtest.RequireCADir(t, caDir, ca)
-	certFile, keyFile := ca.Host(t, "localhost", "127.0.0.1").WriteFiles(t, dir, "hostcert")
-	is := authtest.NewIssuer(t, "https://issuer.e2e.test", 0)
-	jwks := is.WriteJWKS(t, dir, "jwks.json")
-	data := filepath.Join(dir, "data")
-	writeFile(t, data, "store/own/f.root", 3<<20, 5)
-	httpAddr := freeAddr(t)
-	cfgFile := filepath.Join(dir, "hepcache.toml")
-	os.WriteFile(cfgFile, []byte(`
-[server]
-http_listen = "`+httpAddr+`"
-[cache]
-dir = "`+filepath.Join(dir, "cache")+`"
-[origin]
-default = "file://`+data+`"
-[security]
-tls_cert = "`+certFile+`"
-tls_key = "`+keyFile+`"
-audiences = ["https://cache.e2e.test"]
-[[security.issuer]]
-issuer = "`+is.URL+`"
-jwks_file = "`+jwks+`"
-[[security.rule]]
-path = "/"
-read = ["anonymous"]
-[prestage]
-max_list_memory = "1M"
-`), 0o644)
+	te := newTokenEnv(t, "hepcache prestage CA")
+	writeFile(t, te.data, "store/own/f.root", 3<<20, 5)
+	cfgFile := te.config(t, "", "[[security.rule]]\npath = \"/\"\nread = [\"anonymous\"]\n", "[prestage]\nmax_list_memory = \"1M\"\n")
 	p := startProc(t, "--config", cfgFile)
-	env := realclient.Env("X509_CERT_DIR="+caDir, "XDG_RUNTIME_DIR="+t.TempDir())
+	is, caDir, httpAddr, env, dir := te.is, te.caDir, te.httpAddr, te.env, te.dir
 	aliceTok := is.Token(t, "alice", "storage.read:/store", "https://cache.e2e.test")
 	bobTok := is.Token(t, "bob", "storage.read:/store", "https://cache.e2e.test")
 	aliceEnv := append(slices.Clip(env), "BEARER_TOKEN="+aliceTok)

@@ -26,40 +26,12 @@ func TestRefusalReasonsReachTheClient(t *testing.T) {
 	realclient.Require(t, "xrdcp")
 	realclient.Require(t, "xrdfs")
 	realclient.Require(t, "curl")
-	realclient.RequireFile(t, "/usr/lib/x86_64-linux-gnu/libXrdSecztn-5.so")
-	dir := t.TempDir()
-	ca := authtest.NewCA(t, "hepcache e2e CA")
-	caDir := filepath.Join(dir, "certificates")
-	authtest.RequireCADir(t, caDir, ca)
-	certFile, keyFile := ca.Host(t, "localhost", "127.0.0.1").WriteFiles(t, dir, "hostcert")
-	is := authtest.NewIssuer(t, "https://issuer.e2e.test", 0)
+	te := newTokenEnv(t, "hepcache e2e CA")
 	forger := authtest.NewIssuer(t, "https://issuer.e2e.test", 1) // same name, another key
-	jwks := is.WriteJWKS(t, dir, "jwks.json")
-	data := filepath.Join(dir, "data")
-	os.MkdirAll(filepath.Join(data, "store"), 0o755)
-	os.WriteFile(filepath.Join(data, "store", "f.root"), bytes.Repeat([]byte("refusal "), 1000), 0o644)
-	httpAddr := freeAddr(t)
-	cfgFile := filepath.Join(dir, "hepcache.toml")
-	os.WriteFile(cfgFile, []byte(`
-[server]
-http_listen = "`+httpAddr+`"
-[cache]
-dir = "`+filepath.Join(dir, "cache")+`"
-[origin]
-default = "file://`+data+`"
-[security]
-tls_cert = "`+certFile+`"
-tls_key = "`+keyFile+`"
-audiences = ["https://cache.e2e.test"]
-[[security.issuer]]
-issuer = "`+is.URL+`"
-jwks_file = "`+jwks+`"
-[[security.rule]]
-path = "/"
-read = ["scope"]
-`), 0o644)
+	os.WriteFile(filepath.Join(te.data, "store", "f.root"), bytes.Repeat([]byte("refusal "), 1000), 0o644)
+	cfgFile := te.config(t, "", "[[security.rule]]\npath = \"/\"\nread = [\"scope\"]\n", "")
 	p := startProc(t, "--config", cfgFile)
-	env := realclient.Env("X509_CERT_DIR="+caDir, "XDG_RUNTIME_DIR="+t.TempDir())
+	is, caDir, httpAddr, env := te.is, te.caDir, te.httpAddr, te.env
 	const aud = "https://cache.e2e.test"
 	good := is.Token(t, "alice", "storage.read:/store", aud)
 	past := time.Now().Add(-2 * time.Hour).Unix()

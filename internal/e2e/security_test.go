@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"crypto/tls"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,54 +22,16 @@ import (
 func TestServeWithSecurity(t *testing.T) {
 	realclient.Require(t, "xrdcp")
 	realclient.Require(t, "curl")
-	realclient.RequireFile(t, "/usr/lib/x86_64-linux-gnu/libXrdSecztn-5.so")
-	dir := t.TempDir()
-	ca := authtest.NewCA(t, "hepcache e2e CA")
-	caDir := filepath.Join(dir, "certificates")
-	authtest.RequireCADir(t, caDir, ca)
-	certFile, keyFile := ca.Host(t, "localhost", "127.0.0.1").WriteFiles(t, dir, "hostcert")
-	is := authtest.NewIssuer(t, "https://issuer.e2e.test", 0)
-	jwks := is.WriteJWKS(t, dir, "jwks.json")
-	data := filepath.Join(dir, "data")
-	os.MkdirAll(filepath.Join(data, "store"), 0o755)
+	te := newTokenEnv(t, "hepcache e2e CA")
 	want := bytes.Repeat([]byte("hepcache security e2e "), 50000)
-	os.WriteFile(filepath.Join(data, "store", "f.root"), want, 0o644)
-
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	httpAddr := l.Addr().String()
-	l.Close()
+	os.WriteFile(filepath.Join(te.data, "store", "f.root"), want, 0o644)
 	mon := newMonitorCollector(t)
-	cfg := `
-[server]
-http_listen = "` + httpAddr + `"
-[cache]
-dir = "` + filepath.Join(dir, "cache") + `"
-[origin]
-default = "file://` + data + `"
-[security]
-tls_cert = "` + certFile + `"
-tls_key = "` + keyFile + `"
-require_tls = true
-audiences = ["https://cache.e2e.test"]
-[[security.issuer]]
-issuer = "` + is.URL + `"
-jwks_file = "` + jwks + `"
-[[security.rule]]
-path = "/"
-read = ["scope"]
-[limits]
-max_connections = 50
-handshake_timeout = "5s"
-[monitor]
-fstream = "` + mon.addr + `"
-fstream_flush = "1s"
-`
-	cfgFile := filepath.Join(dir, "hepcache.toml")
-	os.WriteFile(cfgFile, []byte(cfg), 0o644)
+	cfgFile := te.config(t, "require_tls = true\n", "[[security.rule]]\npath = \"/\"\nread = [\"scope\"]\n",
+		"[limits]\nmax_connections = 50\nhandshake_timeout = \"5s\"\n[monitor]\nfstream = \""+mon.addr+"\"\nfstream_flush = \"1s\"\n")
 	p := startProc(t, "--config", cfgFile)
+	is, ca, caDir, httpAddr, env, dir := te.is, te.ca, te.caDir, te.httpAddr, te.env, te.dir
 
 	tok := is.Token(t, "alice", "storage.read:/store", "https://cache.e2e.test")
-	env := realclient.Env("X509_CERT_DIR="+caDir, "XDG_RUNTIME_DIR="+t.TempDir())
 	out := filepath.Join(dir, "out")
 	if r := realclient.Run(t, append(env, "BEARER_TOKEN="+tok), "xrdcp", "-f", "-N", "roots://"+p.addr+"//store/f.root", out); r.Err != nil {
 		t.Fatalf("xrdcp with a token: %s", r)
