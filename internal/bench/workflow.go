@@ -226,25 +226,25 @@ type WorkflowCell struct {
 
 // WorkflowResult is everything one run measured.
 type WorkflowResult struct {
-	FileEvents int            `json:"file_events"`
-	FileBytes  int64          `json:"file_bytes"`
-	Events     []int64        `json:"events"`
-	Repeat     int            `json:"repeat"`
-	Sites      []*SiteLink    `json:"sites"`
-	Caches     []string       `json:"caches"`
-	Modes      []string       `json:"modes"`
-	Work       int            `json:"work"`
-	ReadAhead  int            `json:"readahead"`
-	Jobs       []string       `json:"jobs"`
+	FileEvents int         `json:"file_events"`
+	FileBytes  int64       `json:"file_bytes"`
+	Events     []int64     `json:"events"`
+	Repeat     int         `json:"repeat"`
+	Sites      []*SiteLink `json:"sites"`
+	Caches     []string    `json:"caches"`
+	Modes      []string    `json:"modes"`
+	Work       int         `json:"work"`
+	ReadAhead  int         `json:"readahead"`
+	Jobs       []string    `json:"jobs"`
 	// Clients names each job's libraries.
 	Clients map[string]string `json:"clients"`
 	// PhysicsChecked counts the jobs whose histograms were compared with
 	// the go-hep job's on the local file (all equal, or the run failed).
-	PhysicsChecked int `json:"physics_checked"`
-	Cells      []WorkflowCell `json:"cells"`
-	Runs       []WorkflowRun  `json:"runs"`
-	Started    time.Time      `json:"started"`
-	Seconds    float64        `json:"total_seconds"`
+	PhysicsChecked int            `json:"physics_checked"`
+	Cells          []WorkflowCell `json:"cells"`
+	Runs           []WorkflowRun  `json:"runs"`
+	Started        time.Time      `json:"started"`
+	Seconds        float64        `json:"total_seconds"`
 }
 
 // Workflow runs the workflow benchmark and writes workflow.json,
