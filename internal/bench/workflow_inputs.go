@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -38,6 +39,9 @@ type InputsResult struct {
 	Site   *SiteLink    `json:"site"`
 	Client string       `json:"client"`
 	Reads  []InputsRead `json:"reads"`
+	// Unstable lists the keys whose two local reads differed: uproot does
+	// not read them reproducibly, so they are left out of the comparison.
+	Unstable []string `json:"unstable"`
 	// Mismatches lists every file whose read differs from the local one.
 	Mismatches []string  `json:"mismatches"`
 	Started    time.Time `json:"started"`
@@ -108,9 +112,24 @@ func WorkflowInputs(ctx context.Context, cfg WorkflowConfig) (*InputsResult, err
 		progress("%s: %d files in %.2f s", config, len(d.Files), wall)
 		return &r, nil
 	}
-	if _, err := read("local", func(rel string) string { return filepath.Join(dataDir, "inputs", rel) }); err != nil {
-		return nil, err
+	// Twice: what differs between two reads of local disk is uproot's,
+	// not the access path's.
+	for _, config := range []string{"local", "local again"} {
+		if _, err := read(config, func(rel string) string { return filepath.Join(dataDir, "inputs", rel) }); err != nil {
+			return nil, err
+		}
 	}
+	unstable := map[string]bool{}
+	for i, f := range res.Reads[0].Files {
+		again := res.Reads[1].Files[i]
+		for k, d := range f.Keys {
+			if again.Keys[k] != d {
+				unstable[res.Files[i]+":"+k] = true
+				res.Unstable = append(res.Unstable, res.Files[i]+": "+k)
+			}
+		}
+	}
+	slices.Sort(res.Unstable)
 
 	if err := xrdproc.GiveToServerUser(dataDir); err != nil {
 		return nil, err
@@ -151,7 +170,7 @@ func WorkflowInputs(ctx context.Context, cfg WorkflowConfig) (*InputsResult, err
 	ref := res.Reads[0].Files
 	for _, r := range res.Reads[1:] {
 		for i, f := range r.Files {
-			if !sameDigest(f, ref[i]) {
+			if !sameDigest(f, ref[i], res.Files[i], unstable) {
 				res.Mismatches = append(res.Mismatches, fmt.Sprintf("%s %s: %s, local %s", r.Config, res.Files[i], digestLabel(f), digestLabel(ref[i])))
 			}
 		}
@@ -169,15 +188,24 @@ func WorkflowInputs(ctx context.Context, cfg WorkflowConfig) (*InputsResult, err
 	return res, nil
 }
 
-// sameDigest compares two reads of one file: the same content, or the same
-// failure to open it (its message names the URL, its type does not).
-func sameDigest(a, b ttbar.FileDigest) bool {
+// sameDigest compares two reads of file: the same content key by key
+// (leaving out the unstable "file:key"s), or the same failure to open it
+// (its message names the URL, its type does not).
+func sameDigest(a, b ttbar.FileDigest, file string, unstable map[string]bool) bool {
 	if a.Error != "" || b.Error != "" {
 		ta, _, _ := strings.Cut(a.Error, ":")
 		tb, _, _ := strings.Cut(b.Error, ":")
 		return ta == tb && a.Error != "" && b.Error != ""
 	}
-	return a.SHA256 == b.SHA256 && a.Trees == b.Trees && a.Branches == b.Branches && a.Failed == b.Failed
+	if len(a.Keys) != len(b.Keys) || a.Trees != b.Trees || a.Branches != b.Branches || a.Failed != b.Failed {
+		return false
+	}
+	for k, d := range a.Keys {
+		if b.Keys[k] != d && !unstable[file+":"+k] {
+			return false
+		}
+	}
+	return true
 }
 
 func digestLabel(f ttbar.FileDigest) string {
@@ -193,8 +221,13 @@ func (r *InputsResult) markdown() []byte {
 	fmt.Fprintf(&b, "Files: every *.root under %s (%.1f MB). Client: %s. Site: %s (RTT %.2f ms). "+
 		"Each read opens every key of every file (every TTree branch as arrays, other objects as their bytes) and hashes it; "+
 		"each file's digest must equal the local read's.\n\n", r.Dir, float64(r.Bytes)/1e6, r.Client, r.Site.Name, r.Site.MeasuredMS)
+	unstable := map[string]bool{}
+	for _, u := range r.Unstable {
+		file, key, _ := strings.Cut(u, ": ")
+		unstable[file+":"+key] = true
+	}
 	head := []string{"file", "size", "trees", "branches", "unreadable by uproot"}
-	for _, rd := range r.Reads[1:] {
+	for _, rd := range r.Reads[2:] {
 		head = append(head, rd.Config)
 	}
 	var rows [][]string
@@ -206,8 +239,8 @@ func (r *InputsResult) markdown() []byte {
 			e, _, _ := strings.Cut(f.Error, ":")
 			row = []string{name, "–", "–", "–", "file: " + e}
 		}
-		for _, rd := range r.Reads[1:] {
-			if sameDigest(rd.Files[i], f) {
+		for _, rd := range r.Reads[2:] {
+			if sameDigest(rd.Files[i], f, name, unstable) {
 				row = append(row, "=")
 			} else {
 				row = append(row, "**differs**")
@@ -226,6 +259,18 @@ func (r *InputsResult) markdown() []byte {
 	}
 	fmt.Fprintf(&b, "Time to read them all (one uproot process per row):\n\n")
 	mdTable(&b, []string{"read", "process [s]", "reads [s]", "uproot requests", "bytes requested"}, rows)
+	var fails []string
+	for i, f := range ref {
+		if len(f.Failures) > 0 {
+			fails = append(fails, fmt.Sprintf("%s (%s)", r.Files[i], strings.Join(f.Failures, ", ")))
+		}
+	}
+	if len(fails) > 0 {
+		fmt.Fprintf(&b, "What uproot %s could not read, on every path alike (so part of each digest): %s.\n\n", r.uprootVersion(), strings.Join(fails, "; "))
+	}
+	if len(r.Unstable) > 0 {
+		fmt.Fprintf(&b, "Left out of the comparison, because two reads of local disk gave different arrays (uproot %s does not read them reproducibly): %s.\n\n", r.uprootVersion(), strings.Join(r.Unstable, ", "))
+	}
 	if len(r.Mismatches) == 0 {
 		fmt.Fprintf(&b, "Every read of every file equals the local read.\n\n")
 	} else {
@@ -253,4 +298,9 @@ func copyFile(src, dst string) (int64, error) {
 		err = cerr
 	}
 	return n, err
+}
+
+func (r *InputsResult) uprootVersion() string {
+	v, _, _ := strings.Cut(strings.TrimPrefix(r.Client, "uproot "), ",")
+	return v
 }

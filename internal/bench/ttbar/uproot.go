@@ -72,12 +72,17 @@ type FileDigest struct {
 	Branches int    `json:"branches"`
 	// Failed counts the keys and branches uproot could not read; their
 	// error types are part of the digest.
-	Failed    int     `json:"failed"`
-	SHA256    string  `json:"sha256"`
-	Seconds   float64 `json:"seconds"`
-	BytesRead int64   `json:"bytes_read"`
-	Reads     int64   `json:"reads"`
-	Chunks    int64   `json:"chunks"`
+	Failed int `json:"failed"`
+	// Failures name them: "key/branch: ErrorType".
+	Failures []string `json:"failures,omitempty"`
+	// Keys are the digests of each key and TTree branch ("tree;1/pt"):
+	// a short SHA-256 of its content, or "error" and the error's type.
+	Keys      map[string]string `json:"keys"`
+	SHA256    string            `json:"sha256"`
+	Seconds   float64           `json:"seconds"`
+	BytesRead int64             `json:"bytes_read"`
+	Reads     int64             `json:"reads"`
+	Chunks    int64             `json:"chunks"`
 	// Error is set when uproot could not open the file at all.
 	Error string `json:"error,omitempty"`
 }

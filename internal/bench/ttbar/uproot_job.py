@@ -142,63 +142,82 @@ def ttbar(args):
     }
 
 
-def digest_array(h, arr):
+def digest_array(arr):
+    h = hashlib.sha256()
     form, length, buffers = ak.to_buffers(ak.to_packed(arr))
     h.update(form.to_json().encode())
     h.update(str(length).encode())
     for k in sorted(buffers):
         h.update(k.encode())
         h.update(np.ascontiguousarray(buffers[k]).tobytes())
+    return h.hexdigest()[:16]
 
 
 def dump_one(url):
     """Reads every key of one file: TTree branches as arrays, other objects
-    as their uncompressed bytes. Errors are part of the digest (by type), so
-    a file uproot cannot fully read still compares across access paths."""
-    h = hashlib.sha256()
-    trees = branches = failed = 0
+    as their uncompressed bytes, each digested on its own (so that a branch
+    uproot does not read reproducibly can be told apart). A failure is a
+    digest too ("error" and its type), so a file uproot cannot fully read
+    still compares across access paths."""
+    digests = {}
+    failures = []
+
+    def fail(what, err):
+        digests[what] = "error " + type(err).__name__
+        failures.append(what + ": " + type(err).__name__)
+
+    trees = branches = 0
     t0 = time.monotonic()
     with uproot.open(url) as f:
         for key in sorted(f.keys(recursive=True, cycle=True)):
-            h.update(key.encode())
             try:
                 obj = f[key]
             except Exception as err:
-                h.update(b"error " + type(err).__name__.encode())
-                failed += 1
+                fail(key, err)
                 continue
             if isinstance(obj, uproot.behaviors.TBranch.HasBranches):
                 trees += 1
                 for name in obj.keys(recursive=True):
-                    h.update(name.encode())
                     try:
-                        digest_array(h, obj[name].array(library="ak"))
+                        digests[key + "/" + name] = digest_array(obj[name].array(library="ak"))
                         branches += 1
                     except Exception as err:
-                        h.update(b"error " + type(err).__name__.encode())
-                        failed += 1
+                        fail(key + "/" + name, err)
             elif isinstance(obj, uproot.reading.ReadOnlyDirectory):
                 continue
             else:
-                k = f.key(key)
-                h.update(k.get_uncompressed_chunk_cursor()[0].raw_data.tobytes())
+                raw = f.key(key).get_uncompressed_chunk_cursor()[0].raw_data.tobytes()
+                digests[key] = hashlib.sha256(raw).hexdigest()[:16]
         src = f.file.source
         size = f.file.source.num_bytes
-        return {
-            "input": url,
-            "size": int(size) if size is not None else 0,
-            "trees": trees,
-            "branches": branches,
-            "failed": failed,
-            "sha256": h.hexdigest(),
-            "seconds": time.monotonic() - t0,
-            "bytes_read": int(src.num_requested_bytes),
-            "reads": int(src.num_requests),
-            "chunks": int(src.num_requested_chunks),
-        }
+    h = hashlib.sha256()
+    for k in sorted(digests):
+        h.update((k + "=" + digests[k] + "\n").encode())
+    return {
+        "input": url,
+        "size": int(size) if size is not None else 0,
+        "trees": trees,
+        "branches": branches,
+        "failed": len(failures),
+        "failures": failures,
+        "keys": digests,
+        "sha256": h.hexdigest(),
+        "seconds": time.monotonic() - t0,
+        "bytes_read": int(src.num_requested_bytes),
+        "reads": int(src.num_requests),
+        "chunks": int(src.num_requested_chunks),
+    }
 
 
 def dump(args):
+    # Some branches of real files make uproot ask for absurd amounts of
+    # memory (24 GB seen with go-hep's test files): bound the address
+    # space so that this is a MemoryError of that branch, part of the
+    # digest like any other failure, not the machine's OOM killer.
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = 3 << 30
+    if hard == resource.RLIM_INFINITY or hard > limit:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
     t0 = time.monotonic()
     files = []
     for url in args.input:
