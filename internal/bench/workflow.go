@@ -932,11 +932,26 @@ func (r *WorkflowResult) charts() map[string]*report.Chart {
 			suffix = "-" + job
 		}
 		for name, c := range r.jobCharts(job) {
+			if !hasPoints(c) {
+				// Nothing to draw (e.g. no stream runs); an empty log
+				// axis would also send report.logTicks into an endless
+				// loop (log10(0)).
+				continue
+			}
 			c.Title += " [" + job + " job]"
 			out[strings.TrimSuffix(name, ".png")+suffix+".png"] = c
 		}
 	}
 	return out
+}
+
+func hasPoints(c *report.Chart) bool {
+	for _, s := range c.Series {
+		if len(s.X) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *WorkflowResult) jobCharts(job string) map[string]*report.Chart {
