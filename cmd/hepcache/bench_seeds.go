@@ -103,7 +103,7 @@ func benchWorkflow(ctx context.Context, args []string) error {
 	fs := newFlagSet("bench workflow", "")
 	var cfg bench.WorkflowConfig
 	events := int64List{}
-	sites, modes, caches, cacheFlags := "", "", "", ""
+	sites, modes, caches, cacheFlags, jobs := "", "", "", "", ""
 	paper := fs.Bool("paper", false, "the paper's sizes: a 50k-event file, events 1,100,1k,50k, 3 repetitions")
 	generate := fs.Bool("generate", false, "only generate the input file (into -dir) and exit")
 	bw := config.Size(0)
@@ -120,9 +120,14 @@ func benchWorkflow(ctx context.Context, args []string) error {
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "input generator seed")
 	fs.StringVar(&cacheFlags, "cache-flags", "", "extra `hepcache serve` flags, space-separated")
 	fs.StringVar(&cfg.HepcacheBin, "bin", "", "hepcache binary run as cache and analysis job (default: this one)")
+	fs.StringVar(&jobs, "job", "", "analysis jobs, comma-separated, side by side: uproot (uproot over XrdCl), xrdcl-proxy (uproot through XrdCl's proxy plugin and a forwarding cache), go-hep (hepcache's client and groot); default uproot where the Python has uproot and fsspec-xrootd, else go-hep")
+	fs.StringVar(&cfg.Python, "python", "", "Python of the uproot jobs (default $HEPCACHE_PYTHON, else /opt/hepvenv/bin/python)")
+	fs.StringVar(&cfg.XrdCl, "xrdcl", "", "XRootD bindings of the uproot jobs: venv (PyPI's, XrdCl 6) or debian (python3-xrootd, XrdCl 5.5.3); default venv for uproot, debian for xrdcl-proxy")
+	fs.StringVar(&cfg.Inputs, "inputs", "", "instead of the generated file, read every *.root file under this directory (e.g. go-hep's groot/testdata) with the uproot job: local, direct and through each cache, each compared with the local read")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	cfg.Jobs = splitList(jobs)
 	if *paper {
 		cfg.FileEvents, cfg.Repeat = 50000, 3
 		events = int64List{1, 100, 1000, 50000}

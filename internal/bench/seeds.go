@@ -136,23 +136,67 @@ var cacheKinds = []string{"hepcache", "xcache"}
 // originAddr, storing into dir (emptied first). extra are additional
 // `hepcache serve` flags.
 func startCacheProc(kind, bin, dir, originAddr string, extra []string) (*cacheProc, error) {
+	return startCacheProcOpts(kind, bin, dir, originAddr, extra, cacheOpts{})
+}
+
+// cacheOpts are the workflow benchmark's additions to a cache process.
+type cacheOpts struct {
+	// forward runs the cache in forwarding mode for XrdCl's proxy plugin
+	// (no default origin; loopback origins allowed) instead of in front of
+	// originAddr.
+	forward bool
+	// monitor, when set, is where the cache sends its f-stream, flushed
+	// every fstreamFlush.
+	monitor string
+}
+
+func startCacheProcOpts(kind, bin, dir, originAddr string, extra []string, o cacheOpts) (c *cacheProc, err error) {
 	os.RemoveAll(dir)
 	switch kind {
 	case "xcache":
-		return startXCacheProc(originAddr, dir)
+		return startXCacheProc(originAddr, dir, o)
 	case "hepcache":
-		return startHepcacheProc(bin, dir, "root://"+originAddr, "127.0.0.1:0", extra)
+		origin := "root://" + originAddr
+		if o.forward {
+			origin = ""
+			extra = append(slices.Clone(extra), "--forward-allow", "127.0.0.1")
+		}
+		if o.monitor != "" {
+			cfg := dir + ".toml"
+			toml := fmt.Sprintf("[monitor]\nfstream = %q\nfstream_flush = %q\n", o.monitor, fstreamFlush.String())
+			if err := os.WriteFile(cfg, []byte(toml), 0o644); err != nil {
+				return nil, err
+			}
+			extra = append(slices.Clone(extra), "--config", cfg)
+			defer func() { // the file goes with the cache
+				if c != nil {
+					stop := c.stop
+					c.stop = func() { stop(); os.Remove(cfg) }
+				}
+			}()
+		}
+		return startHepcacheProc(bin, dir, origin, "127.0.0.1:0", extra)
 	}
 	return nil, fmt.Errorf("unknown cache %q (have %s)", kind, strings.Join(cacheKinds, ", "))
 }
 
-func startXCacheProc(originAddr, dir string) (*cacheProc, error) {
-	s, err := xrdproc.StartXCache(originAddr, dir, xrdproc.XCacheOptions{})
+func startXCacheProc(originAddr, dir string, o cacheOpts) (*cacheProc, error) {
+	var xo xrdproc.XCacheOptions
+	if o.forward {
+		// pss.origin = : the origin is named in each path,
+		// /root://site//path, which XCache must export.
+		originAddr = "="
+		xo.Config = append(xo.Config, "all.export /root:/", "all.export /xroot:/")
+	}
+	if o.monitor != "" {
+		xo.Config = append(xo.Config, xcacheMonitorConfig(o.monitor)...)
+	}
+	s, err := xrdproc.StartXCache(originAddr, dir, xo)
 	if err != nil {
 		return nil, fmt.Errorf("start XCache: %w", err)
 	}
 	return &cacheProc{kind: "xcache", addr: s.Addr, pid: s.PID(), stop: func() { s.Remove(); os.RemoveAll(dir) },
-		halt: s.Remove, restart: func() (*cacheProc, error) { return startXCacheProc(originAddr, dir) }}, nil
+		halt: s.Remove, restart: func() (*cacheProc, error) { return startXCacheProc(originAddr, dir, o) }}, nil
 }
 
 // startHepcacheProc runs `bin serve` on listen ("host:0" picks a free port)
@@ -173,7 +217,11 @@ func startHepcacheProc(bin, dir, originURL, listen string, extra []string) (*cac
 		listen = l.Addr().String()
 		l.Close()
 	}
-	args := append([]string{"serve", "--listen", listen, "--cache-dir", dir, "--origin", originURL, "--log-level", "warn"}, extra...)
+	args := []string{"serve", "--listen", listen, "--cache-dir", dir, "--log-level", "warn"}
+	if originURL != "" { // "": forwarding mode, the origin named in each path
+		args = append(args, "--origin", originURL)
+	}
+	args = append(args, extra...)
 	cmd := exec.Command(bin, args...)
 	logPath := dir + ".log"
 	logf, err := os.Create(logPath)
@@ -233,6 +281,9 @@ type jobResult struct {
 	ttbar.Timings
 	// ProcessSeconds is the child's wall time from fork to exit.
 	ProcessSeconds float64 `json:"process_s"`
+	// PID is the child's process id, which its XRootD login (and so the
+	// servers' monitoring records) carries.
+	PID int `json:"-"`
 }
 
 // runJob runs `bin bench job` on input as a child process, so that its CPU
@@ -260,7 +311,7 @@ func runJob(ctx context.Context, bin, input string, events int64, o jobOpts) (*j
 	if err := json.Unmarshal(stdout.Bytes(), &r.Timings); err != nil {
 		return nil, fmt.Errorf("job %s: bad JSON %q: %w", input, stdout.Bytes(), err)
 	}
-	r.ProcessSeconds = wall.Seconds()
+	r.ProcessSeconds, r.PID = wall.Seconds(), cmd.Process.Pid
 	return &r, nil
 }
 

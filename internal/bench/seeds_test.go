@@ -64,7 +64,7 @@ func checkOutputs(t *testing.T, dir, name string, pngs ...string) {
 func TestWorkflowSmoke(t *testing.T) {
 	dir := smokeDir(t)
 	res, err := Workflow(context.Background(), WorkflowConfig{
-		Dir: dir, FileEvents: 30, Events: []int64{1, 30}, Repeat: 1,
+		Dir: dir, FileEvents: 30, Events: []int64{1, 30}, Repeat: 1, Jobs: []string{jobGoHEP},
 		Sites:       []Site{{"near", 0}, {"far", 5 * time.Millisecond}},
 		HepcacheBin: hepcacheBin, Out: io.Discard, Progress: io.Discard,
 	})
@@ -78,8 +78,8 @@ func TestWorkflowSmoke(t *testing.T) {
 		t.Errorf("%d runs, want %d", len(res.Runs), want)
 	}
 	for _, r := range res.Runs {
-		if r.Job.Events != r.Events {
-			t.Errorf("%s %s %s: job processed %d events, asked %d", r.Config, r.Site, r.Mode, r.Job.Events, r.Events)
+		if r.Result.Events != r.Events {
+			t.Errorf("%s %s %s: job processed %d events, asked %d", r.Config, r.Site, r.Mode, r.Result.Events, r.Events)
 		}
 		if r.Seconds <= 0 || r.CPUEfficiency <= 0 || r.CPUEfficiency > 1.5 {
 			t.Errorf("%s %s %s: %.3f s, CPU efficiency %.2f", r.Config, r.Site, r.Mode, r.Seconds, r.CPUEfficiency)
@@ -89,10 +89,10 @@ func TestWorkflowSmoke(t *testing.T) {
 		}
 	}
 	// Every configuration computed the same physics.
-	mtt := res.Runs[0].Job.MeanTTbarMass
+	mtt := res.Runs[0].Result.MeanTTbarMass
 	for _, r := range res.Runs {
-		if r.Events == res.Runs[0].Events && r.Job.MeanTTbarMass != mtt {
-			t.Errorf("%s %s %s: mean m_tt %.3f, local %.3f", r.Config, r.Site, r.Mode, r.Job.MeanTTbarMass, mtt)
+		if r.Events == res.Runs[0].Events && r.Result.MeanTTbarMass != mtt {
+			t.Errorf("%s %s %s: mean m_tt %.3f, local %.3f", r.Config, r.Site, r.Mode, r.Result.MeanTTbarMass, mtt)
 		}
 	}
 	if len(res.Sites) != 2 || res.Sites[1].MeasuredMS < 4 {

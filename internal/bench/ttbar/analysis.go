@@ -67,6 +67,27 @@ type Timings struct {
 	// can be checked against another job's on the same events.
 	MeanTTbarMass float64 `json:"mean_ttbar_mass_gev"`
 	EtaEntries    int64   `json:"eta_entries"`
+	// EtaBins and MttBins are the histograms' entries per bin, underflow
+	// first and overflow last: equal bins mean equal physics, whichever
+	// job (go-hep or uproot) and access path produced them.
+	EtaBins []int64 `json:"eta_bins"`
+	MttBins []int64 `json:"mtt_bins"`
+	// The uproot job also reports its import time, the chunks its
+	// requests asked for (a vector read asks for several) and its
+	// libraries.
+	ImportSeconds float64 `json:"import_s,omitempty"`
+	Chunks        int64   `json:"chunks,omitempty"`
+	Client        string  `json:"client,omitempty"`
+}
+
+// binEntries returns h's entries per bin with underflow first and overflow
+// last.
+func binEntries(h *hbook.H1D) []int64 {
+	out := []int64{h.Binning.Underflow().Entries()}
+	for _, b := range h.Binning.Bins {
+		out = append(out, b.Entries())
+	}
+	return append(out, h.Binning.Overflow().Entries())
 }
 
 func cpuTime() time.Duration {
@@ -199,6 +220,9 @@ func Run(ctx context.Context, cfg JobConfig) (*Timings, error) {
 		BytesRead:         in.bytes.Load(),
 		Reads:             in.reads.Load(),
 		EtaEntries:        int64(hEta.Entries()),
+		EtaBins:           binEntries(hEta),
+		MttBins:           binEntries(hMtt),
+		Client:            "go-hep groot",
 	}
 	if mttN > 0 {
 		t.MeanTTbarMass = mttSum / float64(mttN)

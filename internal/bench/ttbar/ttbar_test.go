@@ -2,6 +2,7 @@ package ttbar
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -154,5 +155,56 @@ func TestSplitURL(t *testing.T) {
 	}
 	if _, _, err := SplitURL("root:///nohost"); err == nil {
 		t.Error("URL without host accepted")
+	}
+}
+
+// TestUprootJobSamePhysics runs the embedded uproot job on a generated file
+// and gets the go-hep job's histograms bin for bin, for all events and for
+// the first few.
+func TestUprootJobSamePhysics(t *testing.T) {
+	py := os.Getenv("HEPCACHE_PYTHON")
+	if py == "" {
+		py = "/opt/hepvenv/bin/python"
+	}
+	realclient.Python(t, py, "uproot", "awkward")
+	dir := t.TempDir()
+	p := generate(t, dir, 60, 3)
+	script, err := WriteUprootJob(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int64{60, 7} {
+		want, err := Run(context.Background(), JobConfig{Input: p, Events: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := realclient.MustRun(t, realclient.Env(), py, script, "ttbar", "--input", p, "--events", strconv.FormatInt(n, 10), "--hist", filepath.Join(dir, "h.root"))
+		var got Timings
+		if err := json.Unmarshal(r.Stdout, &got); err != nil {
+			t.Fatalf("uproot job printed %q: %v", r.Stdout, err)
+		}
+		if err := SamePhysics(&got, want); err != nil {
+			t.Errorf("%d events: uproot against go-hep: %v", n, err)
+		}
+		if got.Events != n || got.Reads == 0 || got.BytesRead == 0 || !strings.HasPrefix(got.Client, "uproot ") {
+			t.Errorf("%d events: uproot job reported %+v", n, got)
+		}
+	}
+}
+
+func TestSamePhysicsFindsADifference(t *testing.T) {
+	a := &Timings{Events: 2, Particles: 5, EtaBins: []int64{0, 3, 2, 0}, MttBins: []int64{0, 1, 1, 0}, MeanTTbarMass: 400}
+	b := *a
+	b.EtaBins = []int64{0, 2, 3, 0}
+	if err := SamePhysics(&b, a); err == nil || !strings.Contains(err.Error(), "bin 1") {
+		t.Errorf("eta bins differ: %v", err)
+	}
+	c := *a
+	c.MeanTTbarMass = 400.001
+	if err := SamePhysics(&c, a); err == nil {
+		t.Error("a different mean m_tt passed")
+	}
+	if err := SamePhysics(a, a); err != nil {
+		t.Error(err)
 	}
 }
