@@ -136,3 +136,47 @@ type WaitError struct {
 func (e *WaitError) Error() string {
 	return fmt.Sprintf("retry in %ds: %s", e.Seconds, e.Reason)
 }
+
+// VectorRead is one client's vector read (kXR_readv) that a front end
+// answers in parts, calling the Files' ReadV once per part (and file):
+// decorators that count requests (the monitoring f-stream) add up the
+// parts in their own Tally and count one request at the Last part. A
+// request is served by one goroutine: no locking.
+type VectorRead struct {
+	// Last marks the request's final part.
+	Last    bool
+	tallies map[any]*Tally
+}
+
+// Tally is what one decorator (key) has counted of a vector read so far.
+type Tally struct {
+	Bytes    int64
+	Segments int
+}
+
+// Tally returns key's running count of the request.
+func (vr *VectorRead) Tally(key any) *Tally {
+	if vr.tallies == nil {
+		vr.tallies = map[any]*Tally{}
+	}
+	t := vr.tallies[key]
+	if t == nil {
+		t = &Tally{}
+		vr.tallies[key] = t
+	}
+	return t
+}
+
+type vectorReadKey struct{}
+
+// WithVectorRead returns ctx carrying vr, for the ReadV calls of one part.
+func WithVectorRead(ctx context.Context, vr *VectorRead) context.Context {
+	return context.WithValue(ctx, vectorReadKey{}, vr)
+}
+
+// VectorReadOf returns the vector read ctx carries, or nil (a ReadV that is
+// a whole request).
+func VectorReadOf(ctx context.Context) *VectorRead {
+	vr, _ := ctx.Value(vectorReadKey{}).(*VectorRead)
+	return vr
+}

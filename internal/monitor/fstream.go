@@ -345,7 +345,9 @@ type segmentReader interface {
 }
 
 // ReadV serves a vector read with the wrapped file's ReadV, or segment by
-// segment, and counts it as one readv.
+// segment, and counts it as one readv: a client request answered in parts
+// (backend.VectorRead) once, with all its parts' bytes and segments, at
+// its last part.
 func (f *file) ReadV(ctx context.Context, segs []origin.Segment) error {
 	var total int64
 	for _, s := range segs {
@@ -365,6 +367,15 @@ func (f *file) ReadV(ctx context.Context, segs []origin.Segment) error {
 				return err
 			}
 		}
+	}
+	if vr := backend.VectorReadOf(ctx); vr != nil {
+		t := vr.Tally(f)
+		t.Bytes += total
+		t.Segments += len(segs)
+		if vr.Last {
+			f.countReadV(t.Bytes, t.Segments)
+		}
+		return nil
 	}
 	f.countReadV(total, len(segs))
 	return nil

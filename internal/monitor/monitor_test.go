@@ -82,11 +82,18 @@ func TestStreamsRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			eventually.True(t, func() bool { return len(col.Files()) == 1 && col.Files()[0].Xfrs > 0 }, "a transfer record")
+			// One client vector read answered in two parts (the front end
+			// calls ReadV per part): one readv of 2 segments and 1500 bytes.
 			segs := []origin.Segment{{Offset: 100000, Buf: make([]byte, 1000)}, {Offset: 200000, Buf: make([]byte, 500)}}
-			if err := f.(interface {
+			vr := &backend.VectorRead{}
+			rv := f.(interface {
 				ReadV(context.Context, []origin.Segment) error
-			}).ReadV(ctx, segs); err != nil {
-				t.Fatal(err)
+			})
+			for i := range segs {
+				vr.Last = i == len(segs)-1
+				if err := rv.ReadV(backend.WithVectorRead(ctx, vr), segs[i:i+1]); err != nil {
+					t.Fatal(err)
+				}
 			}
 			f.Close()
 			m.Disconnected("root", "127.0.0.1:40000")

@@ -370,6 +370,9 @@ func (c *conn) doReadV(ctx context.Context, h proto.RequestHeader, body []byte) 
 
 	segs := r.Segs
 	var sent int64
+	// One request answered in parts: counted once (backend.VectorRead).
+	vr := &backend.VectorRead{}
+	pctx := backend.WithVectorRead(ctx, vr)
 	for len(segs) > 0 {
 		n, size := 0, 0
 		for n < len(segs) && (n == 0 || size+proto.ReadListItemLen+int(segs[n].Length) <= c.cfg.MaxMessage) {
@@ -377,8 +380,9 @@ func (c *conn) doReadV(ctx context.Context, h proto.RequestHeader, body []byte) 
 			n++
 		}
 		final := n == len(segs)
+		vr.Last = final
 		bp := getReadvBuf(proto.ResponseHeaderLen + size)
-		err := c.fillReadV(ctx, files, segs[:n], (*bp)[proto.ResponseHeaderLen:])
+		err := c.fillReadV(pctx, files, segs[:n], (*bp)[proto.ResponseHeaderLen:])
 		if err != nil {
 			putReadvBuf(bp)
 			return c.sendErr(h.StreamID, err)
