@@ -320,12 +320,12 @@ func (e *entry) writeBlock(f *fetch) error {
 		}
 	}
 	if err != nil {
-		if e.ctx.Err() == nil {
-			c.stats.WriteErrors.Add(1)
-			c.diskError(e.disk, err)
-			c.noteWriteError(e.disk, err)
-			c.warn("cache write failed, the block stays uncached", "key", e.key.String(), "off", f.off, "err", err)
-		}
+		// Counted also when the entry is finishing: the write does not
+		// depend on its readers, so its failure is the disk's.
+		c.stats.WriteErrors.Add(1)
+		c.diskError(e.disk, err)
+		c.noteWriteError(e.disk, err)
+		c.warn("cache write failed, the block stays uncached", "key", e.key.String(), "off", f.off, "err", err)
 		return fmt.Errorf("%w: %w", errWriteFailed, err)
 	}
 	if e.data.Direct() {
