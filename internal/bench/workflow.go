@@ -339,7 +339,7 @@ func Workflow(ctx context.Context, cfg WorkflowConfig) (*WorkflowResult, error) 
 
 	w := &workflowRun{cfg: &cfg, res: res, ref: ref, scratch: scratch, progress: progress}
 	for _, kind := range cfg.Jobs {
-		if err := w.job(ctx, runners[kind], links, local, rel, originMon, progress); err != nil {
+		if err := w.job(ctx, runners[kind], links, local, rel, originMon); err != nil {
 			return nil, err
 		}
 	}
@@ -428,8 +428,8 @@ func (w *workflowRun) copyRuns(ctx context.Context, jr *jobRunner, config, site,
 // each site, and through each cache, cold (a new, empty cache per job)
 // from each site and hot (the file already in the cache; its origin the
 // farthest site).
-func (w *workflowRun) job(ctx context.Context, jr *jobRunner, links []*SiteLink, local, rel string, originMon *fstreamCollector, progress func(string, ...any)) error {
-	cfg := w.cfg
+func (w *workflowRun) job(ctx context.Context, jr *jobRunner, links []*SiteLink, local, rel string, originMon *fstreamCollector) error {
+	cfg, progress := w.cfg, w.progress
 	has := func(m string) bool { return slices.Contains(cfg.Modes, m) }
 	for rep := 0; rep < cfg.Repeat; rep++ {
 		for _, n := range cfg.Events {
