@@ -104,17 +104,20 @@ func (c *fstreamCollector) forPID(pid int, timeout time.Duration) (*RequestStats
 	}
 }
 
-// describe lists the files seen, for errors.
+// describe summarises the files seen, for errors: how many, and the last
+// few with their clients.
 func (c *fstreamCollector) describe() string {
+	files := c.col.Files()
 	var parts []string
-	for _, f := range c.col.Files() {
-		parts = append(parts, fmt.Sprintf("%s by %s/%s.%s@%s closed=%v", f.LFN, f.User.Prot, f.User.Name, f.User.Pid, f.User.Host, f.Closed))
+	for _, f := range files[max(0, len(files)-3):] {
+		parts = append(parts, fmt.Sprintf("%s by %s/%s.%s closed=%v", f.LFN, f.User.Prot, f.User.Name, f.User.Pid, f.Closed))
+	}
+	s := fmt.Sprintf("%d files", len(files))
+	if len(parts) > 0 {
+		s += ", the last " + strings.Join(parts, "; ")
 	}
 	if err := c.col.Err(); err != nil {
-		parts = append(parts, "decode errors: "+err.Error())
+		s += "; decode errors: " + err.Error()
 	}
-	if len(parts) == 0 {
-		return "no file"
-	}
-	return strings.Join(parts, "; ")
+	return s
 }
