@@ -409,6 +409,11 @@ func niceTicks(lo, hi float64, n int) []float64 {
 
 // logTicks returns 1-2-5 values within [lo, hi].
 func logTicks(lo, hi float64) []float64 {
+	// A log axis without a positive range (an empty chart) has no ticks;
+	// from log10(0) = -Inf the loop below would never end.
+	if !(lo > 0) || !(hi >= lo) || math.IsInf(hi, 0) {
+		return nil
+	}
 	var out []float64
 	for e := math.Floor(math.Log10(lo)); e <= math.Ceil(math.Log10(hi)); e++ {
 		for _, m := range []float64{1, 2, 5} {
