@@ -5,21 +5,13 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
-
-	"github.com/hepcache/hepcache/internal/realclient"
 )
 
 // TestEvictUncached: evicting a file the cache does not hold says so (the
 // issue: it said "inspect /store/f.root: not in the cache"), exit status 1,
 // on an empty cache directory and on one that was never used.
 func TestEvictUncached(t *testing.T) {
-	bin := os.Getenv("HEPCACHE_BIN")
-	if bin == "" {
-		if realclient.InCI() {
-			t.Fatal("HEPCACHE_BIN not set")
-		}
-		t.Skip("HEPCACHE_BIN not set (make test sets it)")
-	}
+	bin := hepcacheBin(t)
 	used := t.TempDir()
 	os.MkdirAll(used+"/meta/root/origin:1094", 0o755)
 	for _, dir := range []string{used, t.TempDir()} {

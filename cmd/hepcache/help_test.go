@@ -1,24 +1,19 @@
 package main
 
 import (
-	"github.com/hepcache/hepcache/internal/realclient"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/hepcache/hepcache/internal/realclient"
 )
 
 // TestHelpEverywhere: every subcommand, every bench benchmark and every sim
 // verb answers -h and --help with its usage and exit status 0; --version
 // and -version print the version.
 func TestHelpEverywhere(t *testing.T) {
-	bin := os.Getenv("HEPCACHE_BIN")
-	if bin == "" {
-		if realclient.InCI() {
-			t.Fatal("HEPCACHE_BIN not set")
-		}
-		t.Skip("HEPCACHE_BIN not set (make test sets it)")
-	}
+	bin := hepcacheBin(t)
 	cmds := [][]string{{}, {"help"}}
 	for name := range subcommands {
 		cmds = append(cmds, []string{name})
@@ -59,13 +54,7 @@ func TestHelpEverywhere(t *testing.T) {
 // issue: serve had no description, inspect/evict no --config, demo
 // "(default 64M) (default 64M)").
 func TestHelpLayout(t *testing.T) {
-	bin := os.Getenv("HEPCACHE_BIN")
-	if bin == "" {
-		if realclient.InCI() {
-			t.Fatal("HEPCACHE_BIN not set")
-		}
-		t.Skip("HEPCACHE_BIN not set (make test sets it)")
-	}
+	bin := hepcacheBin(t)
 	for name := range summaries {
 		if name == "help" {
 			continue
@@ -100,13 +89,7 @@ func TestHelpLayout(t *testing.T) {
 // TestManPages: `hepcache help --man DIR` writes hepcache.1 and a page per
 // command from its -h text, each rendering without a groff warning.
 func TestManPages(t *testing.T) {
-	bin := os.Getenv("HEPCACHE_BIN")
-	if bin == "" {
-		if realclient.InCI() {
-			t.Fatal("HEPCACHE_BIN not set")
-		}
-		t.Skip("HEPCACHE_BIN not set (make test sets it)")
-	}
+	bin := hepcacheBin(t)
 	groff := realclient.Require(t, "groff")
 	dir := t.TempDir()
 	if out, err := exec.Command(bin, "help", "--man", dir).CombinedOutput(); err != nil {

@@ -21,12 +21,7 @@ import (
 // error that names the file, its owner and the fix, not a bare
 // "permission denied".
 func TestRootRunThenServiceUser(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if realclient.InCI() {
-			t.Fatal("needs root (CI=true: required)")
-		}
-		t.Skip("needs root to run serve as root and then as nobody")
-	}
+	realclient.RequireRoot(t, "serve runs as root and then as nobody")
 	setpriv := realclient.Require(t, "setpriv")
 	// A directory nobody can reach, holding a copy of the binary nobody
 	// can run (the test's temporary directories are root's, mode 0700).

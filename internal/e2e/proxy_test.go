@@ -3,7 +3,6 @@ package e2e
 import (
 	"crypto/sha256"
 	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -128,9 +127,7 @@ func TestXrdfsThroughCache(t *testing.T) {
 // hit ENOSPC turn into origin reads, the client gets every byte right, and
 // the cache stays usable.
 func TestFullDiskServesFromOrigin(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a small tmpfs needs root")
-	}
+	realclient.RequireRoot(t, "mounting a small tmpfs")
 	small := t.TempDir()
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=12m", "tmpfs", small).CombinedOutput(); err != nil {
 		t.Fatalf("mount tmpfs: %v: %s", err, out)

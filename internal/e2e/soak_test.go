@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -26,12 +25,7 @@ func TestBenchSoak(t *testing.T) {
 	realclient.Require(t, "xrdcp")
 	realclient.Require(t, "curl")
 	realclient.Python(t, realclient.DebianPython, "XRootD.client")
-	if os.Geteuid() != 0 {
-		if realclient.InCI() {
-			t.Fatal("the soak's full disk phase mounts a tmpfs: CI runs as root")
-		}
-		t.Skip("the soak mounts a tmpfs (needs root)")
-	}
+	realclient.RequireRoot(t, "the soak's full disk phase mounts a tmpfs")
 	cmd := exec.Command(hepcacheBin, "bench", "soak", "--dir", t.TempDir(), "--duration", "2m", "--workers", "6",
 		"--files", "24", "--min-size", "1M", "--max-size", "8M", "--cancel-share", "0.1",
 		"--op-timeout", "90s", "--origin-timeout", "10s", "--python", realclient.DebianPython)

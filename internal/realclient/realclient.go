@@ -53,6 +53,19 @@ func missing(tb testing.TB, format string, args ...any) {
 	tb.Skipf("%s; skipping (set CI=true to make this a failure)", msg)
 }
 
+// RequireRoot fails the test in CI (which runs as root) and skips it
+// otherwise when the test does not run as root; why says what needs it.
+func RequireRoot(tb testing.TB, why string) {
+	tb.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if InCI() {
+		tb.Fatalf("not root: %s (CI=true: required; CI runs as root)", why)
+	}
+	tb.Skipf("not root: %s; skipping (set CI=true to make this a failure)", why)
+}
+
 // Require returns the path of the executable name (e.g. "xrdcp"), failing
 // or skipping the test when it is not installed.
 func Require(tb testing.TB, name string) string {
