@@ -3,7 +3,6 @@ package e2e
 import (
 	"crypto/sha256"
 	"fmt"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -127,12 +126,7 @@ func TestXrdfsThroughCache(t *testing.T) {
 // hit ENOSPC turn into origin reads, the client gets every byte right, and
 // the cache stays usable.
 func TestFullDiskServesFromOrigin(t *testing.T) {
-	realclient.RequireRoot(t, "mounting a small tmpfs")
-	small := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=12m", "tmpfs", small).CombinedOutput(); err != nil {
-		t.Fatalf("mount tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", small).Run() })
+	small := realclient.Tmpfs(t, "12m")
 	data := t.TempDir()
 	const size = 40 << 20
 	want := writeFile(t, data, "store/big.root", size, 9)
