@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hepcache/hepcache/internal/realclient"
 )
 
 // Binary is where Debian installs nginx.
@@ -48,28 +50,15 @@ type Options struct {
 	ServerExtra, LocationExtra string
 }
 
-// InCI reports whether tests run in CI (CI=true), where a missing tool fails.
-func InCI() bool { return os.Getenv("CI") == "true" }
-
-// Missing fails the test in CI and skips it otherwise.
-func Missing(tb testing.TB, format string, args ...any) {
-	tb.Helper()
-	msg := fmt.Sprintf(format, args...)
-	if InCI() {
-		tb.Fatalf("%s (CI=true: required; .ci/run installs it)", msg)
-	}
-	tb.Skipf("%s; skipping (CI=true makes this a failure)", msg)
-}
-
 // Start runs nginx serving root on a free loopback port until the test ends.
 func Start(tb testing.TB, root string, opt Options) *Server {
 	tb.Helper()
 	if _, err := os.Stat(Binary); err != nil {
-		Missing(tb, "nginx not installed: %v", err)
+		realclient.Missing(tb, "nginx not installed: %v", err)
 	}
 	if opt.WebDAV {
 		if _, err := os.Stat(davExtModule); err != nil {
-			Missing(tb, "nginx WebDAV module (libnginx-mod-http-dav-ext) not installed: %v", err)
+			realclient.Missing(tb, "nginx WebDAV module (libnginx-mod-http-dav-ext) not installed: %v", err)
 		}
 	}
 	dir := tb.TempDir()

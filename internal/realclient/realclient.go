@@ -43,8 +43,8 @@ func VenvPython() string {
 // tool is a failure rather than a reason to skip.
 func InCI() bool { return os.Getenv("CI") == "true" }
 
-// missing fails the test in CI and skips it otherwise.
-func missing(tb testing.TB, format string, args ...any) {
+// Missing fails the test in CI and skips it otherwise.
+func Missing(tb testing.TB, format string, args ...any) {
 	tb.Helper()
 	msg := fmt.Sprintf(format, args...)
 	if InCI() {
@@ -72,7 +72,7 @@ func Require(tb testing.TB, name string) string {
 	tb.Helper()
 	p, err := exec.LookPath(name)
 	if err != nil {
-		missing(tb, "%s not found: %v", name, err)
+		Missing(tb, "%s not found: %v", name, err)
 	}
 	return p
 }
@@ -81,7 +81,7 @@ func Require(tb testing.TB, name string) string {
 func RequireFile(tb testing.TB, path string) string {
 	tb.Helper()
 	if _, err := os.Stat(path); err != nil {
-		missing(tb, "%s: %v", path, err)
+		Missing(tb, "%s: %v", path, err)
 	}
 	return path
 }
@@ -91,7 +91,7 @@ func RequireFile(tb testing.TB, path string) string {
 func Python(tb testing.TB, python string, modules ...string) string {
 	tb.Helper()
 	if _, err := os.Stat(python); err != nil {
-		missing(tb, "python %s: %v", python, err)
+		Missing(tb, "python %s: %v", python, err)
 	}
 	if len(modules) == 0 {
 		return python
@@ -99,7 +99,7 @@ func Python(tb testing.TB, python string, modules ...string) string {
 	code := "import " + strings.Join(modules, ", ")
 	out, err := exec.Command(python, "-c", code).CombinedOutput()
 	if err != nil {
-		missing(tb, "%s cannot %q: %v: %s", python, code, err, bytes.TrimSpace(out))
+		Missing(tb, "%s cannot %q: %v: %s", python, code, err, bytes.TrimSpace(out))
 	}
 	return python
 }
@@ -226,7 +226,7 @@ func mount(tb testing.TB, fstype, opts string) string {
 		args = append(args, "-o", opts)
 	}
 	if out, err := exec.Command("mount", append(args, fstype, d)...).CombinedOutput(); err != nil {
-		missing(tb, "mount %s (needs root): %v %s", fstype, err, out)
+		Missing(tb, "mount %s (needs root): %v %s", fstype, err, out)
 	}
 	tb.Cleanup(func() { exec.Command("umount", "-l", d).Run() })
 	return d

@@ -5,27 +5,17 @@
 package xrdtest
 
 import (
-	"os"
-	"os/exec"
 	"testing"
 
+	"github.com/hepcache/hepcache/internal/realclient"
 	"github.com/hepcache/hepcache/internal/xrdproc"
 )
 
-// RequireTool returns the path of the executable name. When it is missing,
-// the test fails if the environment variable CI is "true" and is skipped
-// otherwise.
+// RequireTool returns the path of the executable name, failing the test in
+// CI and skipping it otherwise when it is missing (realclient.Require).
 func RequireTool(tb testing.TB, name string) string {
 	tb.Helper()
-	p, err := exec.LookPath(name)
-	if err == nil {
-		return p
-	}
-	if os.Getenv("CI") == "true" {
-		tb.Fatalf("required tool %s is missing (CI=true): %v", name, err)
-	}
-	tb.Skipf("tool %s not installed: %v", name, err)
-	return ""
+	return realclient.Require(tb, name)
 }
 
 // Server is a running C++ xrootd.
