@@ -12,6 +12,7 @@ import (
 
 	"github.com/hepcache/hepcache/internal/cache"
 	"github.com/hepcache/hepcache/internal/nginxtest"
+	"github.com/hepcache/hepcache/internal/realclient"
 	"github.com/hepcache/hepcache/internal/upstream"
 	httporigin "github.com/hepcache/hepcache/origin/http"
 )
@@ -162,17 +163,7 @@ with uproot.open(sys.argv[1], **opts) as f:
 // its default handler (fsspec + aiohttp) and with HTTPSource (multi-range
 // GETs); the origin is a real nginx.
 func TestUproot(t *testing.T) {
-	py := os.Getenv("HEPCACHE_PYTHON")
-	if py == "" {
-		py = "/opt/hepvenv/bin/python"
-	}
-	py = requireTool(t, py)
-	if out, err := run(t, nil, py, "-c", "import uproot, aiohttp"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("uproot/aiohttp missing in %s: %v\n%s", py, err, out)
-		}
-		t.Skipf("uproot/aiohttp missing: %s", out)
-	}
+	py := realclient.Python(t, realclient.VenvPython(), "uproot", "aiohttp")
 	root := t.TempDir()
 	os.MkdirAll(filepath.Join(root, "store"), 0o755)
 	file := filepath.Join(root, "store", "events.root")
