@@ -515,7 +515,7 @@ func (c *Cache) Stat(ctx context.Context, req backend.Request) (origin.FileInfo,
 			// the cached copy that an open would serve.
 			if in := c.readSidecar(k); in != nil {
 				c.warn("origin unreachable, answering stat from the cached copy", "key", k.String(), "err", err)
-				return origin.FileInfo{Name: k.Path, Size: in.FileSize, ModTime: in.ModTime, Mode: 0o444, ETag: in.ETag}, nil
+				return infoOf(k, in), nil
 			}
 		}
 		return fi, err
@@ -526,12 +526,19 @@ func (c *Cache) Stat(ctx context.Context, req backend.Request) (origin.FileInfo,
 	if e != nil && e.initialized() {
 		return e.info, nil
 	}
-	if in := c.readSidecar(k); in != nil {
-		return origin.FileInfo{Name: k.Path, Size: in.FileSize, ModTime: in.ModTime, Mode: 0o444, ETag: in.ETag}, nil
+	in := c.readSidecar(k)
+	if in != nil && !in.Unconfirmed() {
+		return infoOf(k, in), nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.OriginTimeout)
 	defer cancel()
-	return o.Stat(ctx, k.Path)
+	fi, err := o.Stat(ctx, k.Path)
+	if in != nil && err != nil && !errors.Is(err, origin.ErrNotFound) {
+		// An adopted copy the origin cannot confirm now: what an open
+		// would serve.
+		return infoOf(k, in), nil
+	}
+	return fi, err
 }
 
 // List implements backend.Backend; listings always come from the origin.

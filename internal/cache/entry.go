@@ -30,6 +30,9 @@ type entry struct {
 	initCh  chan struct{}
 	initOK  bool
 	info    origin.FileInfo
+	// unconfirmed: an adopted copy the origin could not confirm at open
+	// (info.ModTime is then when XCache cached it; see adopted.go).
+	unconfirmed bool
 	size    int64
 	nblocks int
 	data    *blockstore.File
@@ -162,6 +165,11 @@ func (e *entry) init(ctx context.Context, revalidate, noFetch bool) error {
 			}
 		}
 	}
+	if side != nil && data != nil && side.Unconfirmed() {
+		if side = e.confirmAdopted(ctx, side, data); side == nil {
+			data = nil
+		}
+	}
 	if side != nil && revalidate && !e.stillCurrent(ctx, side) {
 		c.stats.Revalidations.Add(1)
 		side = nil // the origin's file changed: fetch it again
@@ -215,7 +223,8 @@ func (e *entry) init(ctx context.Context, revalidate, noFetch bool) error {
 		e.info = origin.FileInfo{Name: e.key.Path, Size: info.Size, ModTime: info.ModTime, Mode: 0o444, ETag: info.ETag}
 		e.wasState = "miss"
 	} else {
-		e.info = origin.FileInfo{Name: e.key.Path, Size: side.FileSize, ModTime: side.ModTime, Mode: 0o444, ETag: side.ETag}
+		e.info = infoOf(e.key, side)
+		e.unconfirmed = side.Unconfirmed()
 		switch {
 		case side.Complete():
 			e.wasState = "hit"
