@@ -26,6 +26,7 @@ import (
 	"github.com/hepcache/hepcache/internal/config"
 	"github.com/hepcache/hepcache/internal/dashboard"
 	"github.com/hepcache/hepcache/internal/federation"
+	"github.com/hepcache/hepcache/internal/hostallow"
 	httpfront "github.com/hepcache/hepcache/internal/frontend/http"
 	"github.com/hepcache/hepcache/internal/frontend/xrootd"
 	"github.com/hepcache/hepcache/internal/logbound"
@@ -234,12 +235,16 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	if s.rootLn, err = net.Listen("tcp", cfg.Server.Listen); err != nil {
 		return nil, fmt.Errorf("server.listen: %w", err)
 	}
-	s.serve("root", func() error { return s.root.Serve(s.rootLn) })
+	allowed, err := clientAllowList(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	s.serve("root", func() error { return s.root.Serve(allowed(s.rootLn)) })
 	if cfg.Server.HTTPListen != "" {
 		hc := &httpfront.Config{Backend: fe, Metrics: s.metrics, Logger: log, Stager: s.stage,
 			Authorizer: s.sec.HTTPAuthorizer(), TLSConfig: s.sec.TLSConfig(),
 			ReadHeaderTimeout: time.Duration(cfg.Limits.HTTPHeaderTimeout), IdleTimeout: time.Duration(cfg.Limits.HTTPIdleTimeout),
-			MaxHeaderBytes: int(cfg.Limits.HTTPMaxHeaderBytes)}
+			MaxHeaderBytes: int(cfg.Limits.HTTPMaxHeaderBytes), DenyListing: cfg.Security.DenyHTTPListing}
 		if cfg.Server.MetricsListen == "" {
 			hc.Routes = dashboard.AdminRoutes(s.metrics, s.dash)
 		}
@@ -249,7 +254,7 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 		if s.httpLn, err = net.Listen("tcp", cfg.Server.HTTPListen); err != nil {
 			return nil, fmt.Errorf("server.http_listen: %w", err)
 		}
-		s.serve("http", func() error { return s.http.Serve(s.httpLn) })
+		s.serve("http", func() error { return s.http.Serve(allowed(s.httpLn)) })
 	}
 	if cfg.Server.MetricsListen != "" {
 		if s.adminLn, err = net.Listen("tcp", cfg.Server.MetricsListen); err != nil {
@@ -615,4 +620,17 @@ func (s *Server) prestageFigures() metrics.PrestageFigures {
 			Bytes: j.Bytes, Size: j.Size})
 	}
 	return f
+}
+
+// clientAllowList returns what limits a front end's listener to
+// security.allow_hosts (the listener itself when the list is empty).
+func clientAllowList(cfg *config.Config, log *slog.Logger) (func(net.Listener) net.Listener, error) {
+	if len(cfg.Security.AllowHosts) == 0 {
+		return func(ln net.Listener) net.Listener { return ln }, nil
+	}
+	l, err := hostallow.New(cfg.Security.AllowHosts, nil)
+	if err != nil {
+		return nil, err
+	}
+	return func(ln net.Listener) net.Listener { return l.Listener(ln, log) }, nil
 }

@@ -103,3 +103,22 @@ func joinBase(base, p string) string {
 	}
 	return path.Join(base, p)
 }
+
+// restrict bounds scopes to the restricted paths: a scope inside one is
+// kept, a scope above some is narrowed to each of them, a scope beside all
+// is dropped.
+func restrict(scopes []Scope, restricted []string) []Scope {
+	var out []Scope
+	for _, s := range scopes {
+		for _, r := range restricted {
+			if PathCovers(r, s.Path) {
+				out = append(out, s)
+				break
+			}
+			if PathCovers(s.Path, r) {
+				out = append(out, Scope{Op: s.Op, Path: r})
+			}
+		}
+	}
+	return out
+}

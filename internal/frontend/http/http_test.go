@@ -552,3 +552,29 @@ func FuzzParseRange(f *testing.F) {
 		}
 	})
 }
+
+// TestDenyListing: with listings denied (http.listingdeny), PROPFIND with
+// depth and GET of a directory are refused; files and depth-0 PROPFIND
+// are not.
+func TestDenyListing(t *testing.T) {
+	e := newEnv(t, envOpts{server: func(c *Config) { c.DenyListing = true }})
+	e.put("/d/a.root", 1234, 6)
+	for _, tc := range []struct {
+		method, path, depth string
+		want                int
+	}{
+		{"PROPFIND", "/d", "1", 403},
+		{"PROPFIND", "/d", "", 403},
+		{"GET", "/d/", "", 403},
+		{"PROPFIND", "/d", "0", 207},
+		{"GET", "/d/a.root", "", 200},
+	} {
+		hdr := map[string]string{}
+		if tc.depth != "" {
+			hdr["Depth"] = tc.depth
+		}
+		if resp, body := do(t, tc.method, e.url+tc.path, hdr, nil); resp.StatusCode != tc.want {
+			t.Errorf("%s %s depth %q: %d %.100s, want %d", tc.method, tc.path, tc.depth, resp.StatusCode, body, tc.want)
+		}
+	}
+}
