@@ -35,14 +35,21 @@ func (s *Server) newMonitor(cfg *config.Config) (*monitor.Monitor, error) {
 	return mon, nil
 }
 
+// monitorFigures is also called by the monitor's last report at Close,
+// which may follow a start that failed before the cache was built: then
+// the cache's figures are zero.
 func (s *Server) monitorFigures() monitor.Figures {
 	snap := s.metrics.Snapshot()
-	return monitor.Figures{
+	f := monitor.Figures{
 		Connections: snap.Clients, ConnectionsTotal: s.metrics.Clients().Total(), BytesOut: snap.BytesServed(),
 		Hits: snap.Hits, PartialHits: snap.PartialHits, Misses: snap.Misses, OpenErrors: snap.OpenErrors,
 		BytesHit: snap.BytesHit, BytesMissed: snap.BytesMissed, BytesBypassed: snap.BytesBypassed,
 		BytesFetched: snap.BytesFetched, PrefetchBytes: snap.PrefetchBytes, OpenFiles: snap.OpenFiles,
 		Evictions: snap.Evictions, EvictedBytes: snap.Evicted, Files: snap.Files, BytesCached: snap.Cached,
-		SpaceTotal: snap.Total, SpaceUsed: snap.Used, MemoryLimit: s.cache.Config().FetchMemory,
+		SpaceTotal: snap.Total, SpaceUsed: snap.Used,
 	}
+	if s.cache != nil {
+		f.MemoryLimit = s.cache.Config().FetchMemory
+	}
+	return f
 }
