@@ -8,11 +8,13 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/hepcache/hepcache/internal/units"
+	"golang.org/x/sys/unix"
 )
 
 // Normalize rewrites what has an obvious meaning into the canonical form:
@@ -114,34 +116,103 @@ func fsOf(dir string) (at string, dev uint64, size int64, err error) {
 	}
 }
 
-// ExplainPermission explains a permission error on a file: who owns it,
-// who this process is, and the fix (the chown that gives the directory of
-// roots holding the file, or else the file's own directory, to this
-// process's user). Other errors come back unchanged.
+// ExplainPermission explains a permission error on a file: which path
+// refuses this process, who owns it, who this process is, and the
+// narrowest fix: the chown of the directory of roots (the cache's own
+// trees) that holds the refusing path; for a root not created yet, its
+// creation with this process's owner (install -d), never a chown of the
+// directory above it; for a directory above that only has to be crossed,
+// search permission for this user alone (an ACL); else the chown of the
+// file itself. Other errors come back unchanged.
 func ExplainPermission(err error, roots ...string) error {
 	var pe *fs.PathError
 	if !errors.As(err, &pe) || !errors.Is(err, fs.ErrPermission) {
 		return err
 	}
-	p := pe.Path
+	me, grp := UserName(os.Geteuid()), GroupName(os.Getegid())
+	p, _ := filepath.Abs(pe.Path)
+	// at is the deepest part of p that exists; block the path that refuses
+	// this process: a directory above at it may not cross, else at.
+	at := p
 	var st syscall.Stat_t
-	for syscall.Stat(p, &st) != nil && p != filepath.Dir(p) {
-		p = filepath.Dir(p)
+	for syscall.Stat(at, &st) != nil && at != filepath.Dir(at) {
+		at = filepath.Dir(at)
 	}
-	fix := filepath.Dir(p)
-	for _, r := range roots {
-		if r = filepath.Clean(r); r != "." && (p == r || strings.HasPrefix(p, r+"/")) {
-			fix = r
+	// block is the first directory on the way this process may not cross
+	// (at too, when something below it is wanted), else at itself.
+	way := ancestors(at)
+	if at != p {
+		way = append(way, at)
+	}
+	block, cross := at, false
+	for _, a := range way {
+		if unix.Faccessat(unix.AT_FDCWD, a, unix.X_OK, unix.AT_EACCESS) != nil {
+			block, cross = a, true
 			break
 		}
 	}
-	me, grp := UserName(os.Geteuid()), GroupName(os.Getegid())
+	syscall.Stat(block, &st)
+	rootOf := func(q string) string {
+		for _, r := range roots {
+			if r, _ = filepath.Abs(r); r != "/" && (q == r || strings.HasPrefix(q, r+"/")) {
+				return r
+			}
+		}
+		return ""
+	}
+	create := func(r string) string {
+		return fmt.Sprintf("install -d -o %s -g %s %s", me, grp, r)
+	}
+	var fix string
+	switch r, want := rootOf(block), rootOf(p); {
+	case r != "":
+		fix = fmt.Sprintf("give it back to %s with chown -R %s:%s %s", me, me, grp, r)
+	case cross && want != "":
+		fix = fmt.Sprintf("give %s its own directory with %s and let it cross %s with setfacl -m u:%s:x %s (or chmod o+x %s); nothing else needs another owner",
+			me, create(want), block, me, block, block)
+	case cross:
+		fix = fmt.Sprintf("let %s cross it with setfacl -m u:%s:x %s (or chmod o+x %s)", me, me, block, block)
+	case at != p && want != "":
+		fix = fmt.Sprintf("give %s its own directory with %s; nothing above it needs another owner", me, create(want))
+	case at != p:
+		fix = fmt.Sprintf("let %s write there with setfacl -m u:%s:rwx %s", me, me, block)
+	default:
+		fix = fmt.Sprintf("give it to %s with chown %s:%s %s", me, me, grp, block)
+	}
 	why := ""
 	if st.Uid == 0 && os.Geteuid() != 0 {
 		why = " (left by a run as root)"
 	}
-	return fmt.Errorf("%w: %s belongs to %s:%s (mode %v)%s and hepcache runs as %s: give it back to %s with chown -R %s:%s %s, or run hepcache as its service user (systemctl start hepcache)",
-		err, p, UserName(int(st.Uid)), GroupName(int(st.Gid)), os.FileMode(st.Mode&0o777), why, me, me, me, grp, fix)
+	return fmt.Errorf("%w: %s belongs to %s:%s (mode %v)%s and hepcache runs as %s: %s, or run hepcache as its service user (systemctl start hepcache)",
+		err, block, UserName(int(st.Uid)), GroupName(int(st.Gid)), FileMode(st.Mode), why, me, fix)
+}
+
+// ancestors lists the directories above p, from the root down.
+func ancestors(p string) []string {
+	var out []string
+	for d := filepath.Dir(p); ; d = filepath.Dir(d) {
+		out = append(out, d)
+		if d == filepath.Dir(d) {
+			break
+		}
+	}
+	slices.Reverse(out)
+	return out
+}
+
+// FileMode is a stat mode as ls shows it ("drwx------" for a directory).
+func FileMode(mode uint32) fs.FileMode {
+	m := fs.FileMode(mode & 0o777)
+	switch mode & syscall.S_IFMT {
+	case syscall.S_IFDIR:
+		m |= fs.ModeDir
+	case syscall.S_IFLNK:
+		m |= fs.ModeSymlink
+	}
+	if mode&syscall.S_ISVTX != 0 {
+		m |= fs.ModeSticky
+	}
+	return m
 }
 
 // UserName is uid's login name, or the number when it has none.
