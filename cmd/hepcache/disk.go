@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 
@@ -47,6 +48,11 @@ The server must be stopped.`, "hepcache disk init [--cache-dir DIR | --config FI
 			return err
 		}
 		known = c.Cache.DataDirs
+	}
+	// A first disk init may come before the first start: the cache
+	// directory is created, as serve would.
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		return fmt.Errorf("cache dir: %w", err)
 	}
 	unlock, err := admin.Lock(d)
 	if err != nil {

@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -89,5 +91,20 @@ func TestDataDisksFailAndServe(t *testing.T) {
 	r := realclient.MustRun(t, env, "curl", "-sS", "--fail", s.httpURL()+"/api/stats")
 	if !strings.Contains(string(r.Stdout), `"up":false`) || !strings.Contains(string(r.Stdout), disks[2]) {
 		t.Fatalf("dashboard data lacks the disks:\n%.2000s", r.Stdout)
+	}
+}
+
+// TestDiskInitCreatesCacheDir (issue 29 item 3): `hepcache disk init
+// --cache-dir DIR` on a cache directory that does not exist yet creates it
+// and records the disk (it failed with "lock cache dir: ... no such file").
+func TestDiskInitCreatesCacheDir(t *testing.T) {
+	cacheDir := filepath.Join(t.TempDir(), "not", "yet")
+	disk := t.TempDir()
+	out, err := exec.Command(hepcacheBin, "disk", "init", "--cache-dir", cacheDir, disk).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "data dir "+disk+": wrote a new marker") {
+		t.Fatalf("disk init on a new cache dir: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(cacheDir, "disks.json")); err != nil {
+		t.Fatalf("no disk record: %v", err)
 	}
 }
