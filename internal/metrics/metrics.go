@@ -155,6 +155,7 @@ type Registry struct {
 	clients Clients
 	cache   atomic.Pointer[CacheSource]
 	space   atomic.Pointer[func() SpaceFigures]
+	disks   atomic.Pointer[func() []DiskFigure]
 	// prestage reports the prestager (prestage.go).
 	prestage atomic.Pointer[func() PrestageFigures]
 	// originLogEvery is Config.OriginLogInterval (nanoseconds), replaced

@@ -198,6 +198,7 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	}
 	s.metrics.SetCache(cachemetrics.Source(s.cache))
 	s.metrics.SetSpace(s.spaceFigures)
+	s.metrics.SetDisks(s.diskFigures)
 	// The front ends call the loop guard, then the cluster's Router,
 	// then the cache.
 	be, err := s.cl.backend(s.cache)
