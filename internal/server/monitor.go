@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hepcache/hepcache/internal/config"
+	"github.com/hepcache/hepcache/internal/metrics"
 	"github.com/hepcache/hepcache/internal/monitor"
 )
 
@@ -51,5 +52,48 @@ func (s *Server) monitorFigures() monitor.Figures {
 	if s.cache != nil {
 		f.MemoryLimit = s.cache.Config().FetchMemory
 	}
+	f.Ops = rootOps(s.metrics.Requests())
 	return f
+}
+
+// rootOps sums the root:// and roots:// requests into the xrootd section's
+// operation counts.
+func rootOps(reqs []metrics.RequestCount) monitor.Ops {
+	var o monitor.Ops
+	for _, r := range reqs {
+		if r.Protocol != "root" && r.Protocol != "roots" {
+			continue
+		}
+		switch r.Operation {
+		case "open":
+			o.Open += r.N
+		case "read", "pgread":
+			o.Read += r.N
+		case "readv":
+			o.ReadV += r.N
+		case "sync":
+			o.Sync += r.N
+		case "login":
+			o.Logins += r.N
+		case "auth":
+			if r.Outcome == "ok" {
+				o.AuthOK += r.N
+			} else {
+				o.AuthFailed += r.N
+			}
+		default:
+			o.Misc += r.N
+		}
+		switch r.Outcome {
+		case "ok":
+		case "redirect":
+			o.Redirects += r.N
+		case "busy":
+			o.Delays += r.N
+		default:
+			o.Errors += r.N
+		}
+	}
+	o.Unauthenticated = max(o.Logins-o.AuthOK-o.AuthFailed, 0)
+	return o
 }
