@@ -171,11 +171,12 @@ func examineDataDirs(cacheDir string, dataDirs []string) (found []dataDirState, 
 // init`), in one error with each fix, and those it opens out of service
 // (recorded, but not there now), each with why. `hepcache check` and the
 // server run it before anything binds.
-func CheckDataDirs(cacheDir string, dataDirs []string) (absent []string, err error) {
+func CheckDataDirs(cacheDir string, dataDirs []string) (absent map[string]string, err error) {
 	found, _, _, err := examineDataDirs(cacheDir, dataDirs)
+	absent = map[string]string{}
 	for _, f := range found {
 		if f.absent != "" {
-			absent = append(absent, fmt.Sprintf("data dir %s out of service: %s", f.rec.Dir, f.absent))
+			absent[f.rec.Dir] = f.absent
 		}
 	}
 	return absent, err

@@ -45,20 +45,13 @@ func rootURL(o string) string {
 	return o
 }
 
-// Check is Validate plus what only the machine can tell, each problem with
-// its key and its fix, all at once: a capacity larger than the file
-// systems that would hold it, and data directories sharing a file system
-// (whose space would count twice). It binds no port and sends nothing.
-func (c *Config) Check() error {
-	var errs []error
-	if err := c.Validate(); err != nil {
-		errs = append(errs, unjoin(err)...)
-	}
-	return errors.Join(append(errs, c.checkHost()...)...)
-}
-
-func (c *Config) checkHost() []error {
-	var errs []error
+// HostChecks are the checks of the configuration against the machine
+// that need no server part: data directories sharing a file system (whose
+// space would count twice) are problems; a capacity larger than the file
+// systems that would hold it is a warning (serve starts with it, and the
+// file systems may be short of a disk out of service), each with its key
+// and its fix. Server.Check runs them with every other check.
+func (c *Config) HostChecks() (problems []error, warnings []string) {
 	dirs := c.Cache.DataDirs
 	if len(dirs) == 0 && c.Cache.Dir != "" {
 		dirs = []string{c.Cache.Dir}
@@ -68,31 +61,25 @@ func (c *Config) checkHost() []error {
 	for _, d := range dirs {
 		at, dev, size, err := fsOf(d)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", keyOfDir(c, d), err))
+			// Not there (a data disk not mounted, a directory this user
+			// cannot reach): Server.Check says why.
 			continue
 		}
 		if other, dup := seen[dev]; dup {
-			errs = append(errs, fmt.Errorf("cache.data_dirs: %s and %s are on one file system (that of %s): each data directory must be a disk of its own, else its space counts twice; list one directory per disk", other, d, at))
+			problems = append(problems, fmt.Errorf("cache.data_dirs: %s and %s are on one file system (that of %s): each data directory must be a disk of its own, else its space counts twice; list one directory per disk", other, d, at))
 			continue
 		}
 		seen[dev] = d
 		total += size
 	}
-	if cp := int64(c.Space.Capacity); cp > 0 && total > 0 && cp > total && len(errs) == 0 {
+	if cp := int64(c.Space.Capacity); cp > 0 && total > 0 && cp > total && len(problems) == 0 {
 		where := "the file system holding " + dirs[0]
 		if len(dirs) > 1 {
 			where = "the file systems of cache.data_dirs together"
 		}
-		errs = append(errs, fmt.Errorf("space.capacity = %v: more than %s (%s, %d bytes): at most \"%dG\", or \"0\" for the whole file system", c.Space.Capacity, where, units.Format(total), total, total>>30))
+		warnings = append(warnings, fmt.Sprintf("space.capacity = %v: more than %s (%s, %d bytes): purges keep each file system below its watermarks, but the capacity is never reached; set at most \"%dG\", or \"0\" for the whole file system", c.Space.Capacity, where, units.Format(total), total, total>>30))
 	}
-	return errs
-}
-
-func keyOfDir(c *Config, d string) string {
-	if len(c.Cache.DataDirs) > 0 {
-		return "cache.data_dirs " + d
-	}
-	return "cache.dir " + d
+	return problems, warnings
 }
 
 // fsOf measures the file system that holds (or will hold) dir: that of
@@ -126,7 +113,8 @@ func fsOf(dir string) (at string, dev uint64, size int64, err error) {
 // file itself. Other errors come back unchanged.
 func ExplainPermission(err error, roots ...string) error {
 	var pe *fs.PathError
-	if !errors.As(err, &pe) || !errors.Is(err, fs.ErrPermission) {
+	var done *explainedError
+	if !errors.As(err, &pe) || !errors.Is(err, fs.ErrPermission) || errors.As(err, &done) {
 		return err
 	}
 	me, grp := UserName(os.Geteuid()), GroupName(os.Getegid())
@@ -183,9 +171,15 @@ func ExplainPermission(err error, roots ...string) error {
 	if st.Uid == 0 && os.Geteuid() != 0 {
 		why = " (left by a run as root)"
 	}
-	return fmt.Errorf("%w: %s belongs to %s:%s (mode %v)%s and hepcache runs as %s: %s, or run hepcache as its service user (systemctl start hepcache)",
-		err, block, UserName(int(st.Uid)), GroupName(int(st.Gid)), FileMode(st.Mode), why, me, fix)
+	return &explainedError{fmt.Errorf("%w: %s belongs to %s:%s (mode %v)%s and hepcache runs as %s: %s, or run hepcache as its service user (systemctl start hepcache)",
+		err, block, UserName(int(st.Uid)), GroupName(int(st.Gid)), FileMode(st.Mode), why, me, fix)}
 }
+
+// explainedError is a permission error ExplainPermission explained: it is
+// not explained twice.
+type explainedError struct{ error }
+
+func (e *explainedError) Unwrap() error { return e.error }
 
 // ancestors lists the directories above p, from the root down.
 func ancestors(p string) []string {

@@ -51,8 +51,12 @@ func (s *Server) Reload(next *config.Config) error {
 	}
 	// The same checks as at start-up: a file the next start would refuse
 	// is refused now, not reported reloaded.
-	if err := Check(next); err != nil {
+	warns, err := Check(next)
+	if err != nil {
 		return errors.Join(append(errs, fmt.Errorf("configuration refused (as it would be at start-up), nothing of it applied:\n%w", err))...)
+	}
+	for _, w := range warns {
+		s.log.Warn("reload: " + w)
 	}
 	sp, err := spaceOf(next)
 	if err == nil {
