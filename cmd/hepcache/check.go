@@ -66,6 +66,13 @@ status 1 if anything is wrong. Also: hepcache serve --check.`, defaultConfigPath
 		return err
 	}
 	warns, err := server.Check(cfg)
+	if configFlag(args) == defaultConfigPath {
+		// The packaged config is served by the packaged unit, in its
+		// sandbox.
+		if protect, rw, ok := unitSandbox(unitFiles, dropInDirs); ok {
+			err = errors.Join(append([]error{err}, unitProblems(server.OwnedDirs(cfg), protect, rw)...)...)
+		}
+	}
 	for _, w := range warns {
 		fmt.Fprintf(os.Stderr, "  warning: %s\n", w)
 	}

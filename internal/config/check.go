@@ -111,10 +111,20 @@ func fsOf(dir string) (at string, dev uint64, size int64, err error) {
 // directory above it; for a directory above that only has to be crossed,
 // search permission for this user alone (an ACL); else the chown of the
 // file itself. Other errors come back unchanged.
+//
+// A read-only file system (EROFS) is explained too: under systemd (the
+// packaged unit's ProtectSystem=strict makes everything but its
+// ReadWritePaths read-only) with the drop-in that adds the directory.
 func ExplainPermission(err error, roots ...string) error {
 	var pe *fs.PathError
 	var done *explainedError
-	if !errors.As(err, &pe) || !errors.Is(err, fs.ErrPermission) || errors.As(err, &done) {
+	if !errors.As(err, &pe) || errors.As(err, &done) {
+		return err
+	}
+	if errors.Is(err, syscall.EROFS) {
+		return explainReadOnly(err, pe.Path, roots)
+	}
+	if !errors.Is(err, fs.ErrPermission) {
 		return err
 	}
 	me, grp := UserName(os.Geteuid()), GroupName(os.Getegid())
@@ -173,6 +183,22 @@ func ExplainPermission(err error, roots ...string) error {
 	}
 	return &explainedError{fmt.Errorf("%w: %s belongs to %s:%s (mode %v)%s and hepcache runs as %s: %s, or run hepcache as its service user (systemctl start hepcache)",
 		err, block, UserName(int(st.Uid)), GroupName(int(st.Gid)), FileMode(st.Mode), why, me, fix)}
+}
+
+// explainReadOnly explains a write refused on path by a read-only file
+// system: under systemd, the unit's sandbox; else the mount.
+func explainReadOnly(err error, path string, roots []string) error {
+	dir := filepath.Clean(path)
+	for _, r := range roots {
+		if r = filepath.Clean(r); dir == r || strings.HasPrefix(dir, r+"/") {
+			dir = r
+			break
+		}
+	}
+	if os.Getenv("INVOCATION_ID") != "" || os.Getenv("NOTIFY_SOCKET") != "" {
+		return &explainedError{fmt.Errorf("%w: under systemd, the unit's ProtectSystem=strict leaves only its ReadWritePaths writable (the packaged unit: /var/cache/hepcache and /var/log/hepcache): add %s with a drop-in, `systemctl edit hepcache` and\n  [Service]\n  ReadWritePaths=%s\nthen systemctl restart hepcache", err, dir, dir)}
+	}
+	return &explainedError{fmt.Errorf("%w: the file system holding %s is mounted read-only (mount -o remount,rw, or choose a directory on a writable one)", err, dir)}
 }
 
 // explainedError is a permission error ExplainPermission explained: it is

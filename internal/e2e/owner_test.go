@@ -201,3 +201,32 @@ func TestOwnershipFixIsNarrow(t *testing.T) {
 		t.Fatalf("XCache's directory changed owner: uid %d %v", st.Uid, err)
 	}
 }
+
+// TestReadOnlyUnderSystemdNamesDropIn (issue 29 item 8): under systemd
+// (INVOCATION_ID set, as the unit sets it) a cache directory the unit's
+// ProtectSystem=strict leaves read-only (here a read-only bind mount, the
+// same EROFS) stops serve and check with the drop-in that adds it to the
+// unit's ReadWritePaths, not a bare "read-only file system".
+func TestReadOnlyUnderSystemdNamesDropIn(t *testing.T) {
+	realclient.RequireRoot(t, "a read-only bind mount")
+	srv := t.TempDir()
+	if out, err := exec.Command("mount", "--bind", "-o", "ro", srv, srv).CombinedOutput(); err != nil {
+		t.Fatalf("mount: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", srv).Run() })
+	cacheDir := filepath.Join(srv, "xcache", ".hepcache")
+	env := append(os.Environ(), "INVOCATION_ID=0123456789abcdef")
+	for _, args := range [][]string{{"serve"}, {"check"}} {
+		cmd := exec.Command(hepcacheBin, append(args, "--cache-dir", cacheDir, "--origin", "root://127.0.0.1:1", "--listen", freeAddr(t))...)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			t.Fatalf("%s on a read-only file system: accepted\n%s", args[0], out)
+		}
+		for _, want := range []string{"read-only file system", "systemctl edit hepcache", "ReadWritePaths=" + cacheDir} {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("%s: the error lacks %q:\n%s", args[0], want, out)
+			}
+		}
+	}
+}
