@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -23,6 +24,8 @@ var ErrLink = errors.New("symbolic link in the cache directory, not followed")
 // O_NOFOLLOW: no symbolic link is followed, and paths outside the trees are
 // refused.
 type Confined struct {
+	// mu protects roots: Reopen replaces a tree while others resolve.
+	mu    sync.RWMutex
 	roots []confinedRoot
 }
 
@@ -32,6 +35,33 @@ type confinedRoot struct {
 }
 
 var _ FS = (*Confined)(nil)
+
+// Reopen opens the tree at dir again (or for the first time), replacing
+// the one of that name: a data disk mounted since it was opened is then
+// reached, instead of the directory its mount point covers. dir must
+// exist. Operations in progress in the old tree may fail.
+func (c *Confined) Reopen(dir string) error {
+	dir = filepath.Clean(dir)
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	var old *os.Root
+	for i := range c.roots {
+		if c.roots[i].dir == dir {
+			old, c.roots[i].root = c.roots[i].root, r
+		}
+	}
+	if old == nil {
+		c.roots = append(c.roots, confinedRoot{dir: dir, root: r})
+	}
+	c.mu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+	return nil
+}
 
 // NewConfined opens dirs, creating them if needed.
 func NewConfined(dirs ...string) (*Confined, error) {
@@ -54,6 +84,8 @@ func NewConfined(dirs ...string) (*Confined, error) {
 
 // Close releases the trees.
 func (c *Confined) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for _, r := range c.roots {
 		r.root.Close()
 	}
@@ -64,6 +96,8 @@ func (c *Confined) Close() error {
 // and name's path inside it.
 func (c *Confined) resolve(op, name string) (*os.Root, string, error) {
 	name = filepath.Clean(name)
+	c.mu.RLock()
+	defer c.mu.RUnlock()
 	var best *confinedRoot
 	for i := range c.roots {
 		r := &c.roots[i]

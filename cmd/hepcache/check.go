@@ -6,49 +6,178 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
+	"os/user"
+	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/hepcache/hepcache/internal/config"
+	"github.com/hepcache/hepcache/internal/server"
 )
 
-// runCheck validates a configuration the way serve would read it, and
-// what only the machine can tell (file-system sizes and devices), without
+// serviceUser is the packaged unit's User=: `hepcache check` as root on
+// the packaged config checks as this user.
+const serviceUser = "hepcache"
+
+// checkedAsEnv tells a check started by checkAs whom it runs as.
+const checkedAsEnv = "HEPCACHE_CHECKED_AS"
+
+// runCheck validates a configuration the way serve would, with serve's
+// own checks (server.Check), as the user serve would run as, without
 // binding a port or sending a packet.
 func runCheck(ctx context.Context, args []string) error {
 	for _, a := range args {
 		if a == "-h" || a == "--help" || a == "-help" {
 			fs := newFlagSet("check", fmt.Sprintf(`Reads the configuration as 'hepcache serve' would (the file, default %s,
-then the flags), and reports every problem at once, each with its key and its
-fix: values serve refuses, sizes below one block, a capacity larger than the
-file system, data directories sharing a file system. Binds no port, sends
-nothing; exit status 1 if anything is wrong. Also: hepcache serve --check.`, defaultConfigPath), "hepcache check [--config FILE] [serve's flags]")
+then the flags), and runs every check serve runs before it binds, reporting
+every problem at once, each with its key and its fix: values serve refuses,
+origins (scheme, host), TLS files, credentials files, rule principals, the
+cache directory, data disks and log files writable by the service user, data
+disks never taken into service, data directories sharing a file system; and
+warnings (a data disk not mounted, a capacity larger than the disks). Run as
+root, it checks as the service user: the one given with --user, or %s for
+the packaged config. Binds no port, sends nothing, creates nothing; exit
+status 1 if anything is wrong. Also: hepcache serve --check.`, defaultConfigPath, serviceUser),
+				"hepcache check [--user NAME] [--config FILE] [serve's flags]")
 			fs.String("config", "", "TOML configuration `FILE` (default "+defaultConfigPath+")")
+			fs.String("user", "", "check as this `USER`, the one serve runs as (needs root; default "+serviceUser+" for "+defaultConfigPath+")")
 			config.Default().Flags(fs)
 			fs.Usage()
 			return flag.ErrHelp
 		}
+	}
+	name, args, err := cutFlag(args, "user")
+	if err != nil {
+		return err
 	}
 	if !hasConfigFlag(args) {
 		if p, err := configPath(""); err == nil {
 			args = append([]string{"--config", p}, args...)
 		}
 	}
+	if u, err := checkUser(name, configFlag(args)); err != nil {
+		return err
+	} else if u != nil {
+		return checkAs(u, args)
+	}
 	cfg, err := loadServeConfig(args)
 	if err != nil {
 		return err
 	}
-	if err := cfg.Check(); err != nil {
+	warns, err := server.Check(cfg)
+	if configFlag(args) == defaultConfigPath {
+		// The packaged config is served by the packaged unit, in its
+		// sandbox.
+		if protect, rw, ok := unitSandbox(unitFiles, dropInDirs); ok {
+			err = errors.Join(append([]error{err}, unitProblems(server.OwnedDirs(cfg), protect, rw)...)...)
+		}
+	}
+	for _, w := range warns {
+		fmt.Fprintf(os.Stderr, "  warning: %s\n", w)
+	}
+	as := ""
+	if u := os.Getenv(checkedAsEnv); u != "" {
+		as = " (checked as " + u + ")"
+	}
+	if err != nil {
 		n := len(unjoinErr(err))
 		for _, e := range unjoinErr(err) {
 			fmt.Fprintf(os.Stderr, "  %v\n", e)
 		}
 		if n == 1 {
-			return errors.New("1 problem in the configuration")
+			return fmt.Errorf("1 problem in the configuration%s", as)
 		}
-		return fmt.Errorf("%d problems in the configuration", n)
+		return fmt.Errorf("%d problems in the configuration%s", n, as)
 	}
-	fmt.Printf("configuration OK: cache %s, origin %q, root:// on %s\n", cfg.Cache.Dir, cfg.Origin.Default, cfg.Server.Listen)
+	fmt.Printf("configuration OK%s: cache %s, origin %q, root:// on %s\n", as, cfg.Cache.Dir, cfg.Origin.Default, cfg.Server.Listen)
 	return nil
+}
+
+// checkUser is the user to check as, nil for this process: the one named
+// (--user), else the packaged service user when root checks the packaged
+// config.
+func checkUser(name, cfgPath string) (*user.User, error) {
+	me := os.Geteuid()
+	if name == "" {
+		if me != 0 || cfgPath != defaultConfigPath {
+			return nil, nil
+		}
+		u, err := user.Lookup(serviceUser)
+		if err != nil {
+			return nil, nil // not the package's host: check as root
+		}
+		return u, nil
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		return nil, fmt.Errorf("--user %s: %w", name, err)
+	}
+	if u.Uid == strconv.Itoa(me) {
+		return nil, nil
+	}
+	if me != 0 {
+		return nil, fmt.Errorf("--user %s: checking as another user needs root (run as %s, or with sudo)", name, name)
+	}
+	return u, nil
+}
+
+// checkAs runs this check again as u (its uid, gid and groups), which is
+// what serve will be: what u cannot read or write fails the check.
+func checkAs(u *user.User, args []string) error {
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	var groups []uint32
+	if ids, err := u.GroupIds(); err == nil {
+		for _, g := range ids {
+			if n, err := strconv.Atoi(g); err == nil {
+				groups = append(groups, uint32(n))
+			}
+		}
+	}
+	// /proc/self/exe: the binary itself, wherever it is and whatever
+	// directories above it u may not cross.
+	cmd := exec.Command("/proc/self/exe", append([]string{"check"}, args...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: groups}}
+	cmd.Env = append(os.Environ(), checkedAsEnv+"="+u.Username)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		os.Exit(ee.ExitCode()) // it said why
+	}
+	if err != nil {
+		return fmt.Errorf("check as %s: %w", u.Username, err)
+	}
+	return nil
+}
+
+// cutFlag removes --name VALUE (or --name=VALUE, -name) from args.
+func cutFlag(args []string, name string) (string, []string, error) {
+	var val string
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--"+name || a == "-"+name:
+			if i+1 >= len(args) {
+				return "", nil, fmt.Errorf("flag needs an argument: --%s", name)
+			}
+			val = args[i+1]
+			i++
+		case strings.HasPrefix(a, "--"+name+"=") || strings.HasPrefix(a, "-"+name+"="):
+			_, val, _ = strings.Cut(a, "=")
+		default:
+			out = append(out, a)
+		}
+	}
+	return val, out, nil
+}
+
+// configFlag is the --config value in args, "" if none.
+func configFlag(args []string) string {
+	v, _, _ := cutFlag(args, "config")
+	return v
 }
 
 // hasConfigFlag reports whether args name a config file.
@@ -64,9 +193,15 @@ func hasConfigFlag(args []string) bool {
 	return false
 }
 
+// unjoinErr lists the errors joined in err (errors.Join), depth first.
 func unjoinErr(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
 	}
-	return []error{err}
+	var out []error
+	for _, e := range j.Unwrap() {
+		out = append(out, unjoinErr(e)...)
+	}
+	return out
 }

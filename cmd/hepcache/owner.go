@@ -3,10 +3,10 @@ package main
 import (
 	"log/slog"
 	"os"
-	"path/filepath"
 	"syscall"
 
 	"github.com/hepcache/hepcache/internal/config"
+	"github.com/hepcache/hepcache/internal/server"
 )
 
 // warnForeignOwner warns when serve runs as root on directories that
@@ -27,19 +27,5 @@ func warnForeignOwner(log *slog.Logger, cfg *config.Config) {
 	}
 }
 
-// ownedDirs are the directories serve writes into: the cache's, the data
-// disks' and those of the log files.
-func ownedDirs(cfg *config.Config) []string {
-	var dirs []string
-	for _, d := range append([]string{cfg.Cache.Dir}, cfg.Cache.DataDirs...) {
-		if d != "" {
-			dirs = append(dirs, d)
-		}
-	}
-	for _, f := range []string{cfg.Log.AccessLog, cfg.Log.File} {
-		if f != "" && f != "-" {
-			dirs = append(dirs, filepath.Dir(f))
-		}
-	}
-	return dirs
-}
+// ownedDirs are the directories serve writes into (server.OwnedDirs).
+func ownedDirs(cfg *config.Config) []string { return server.OwnedDirs(cfg) }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
@@ -35,6 +36,10 @@ func SocketPath(dir string) string { return filepath.Join(dir, "admin.sock") }
 // returned function or when the process dies (kill -9 included).
 func Lock(dir string) (unlock func(), err error) {
 	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	if errors.Is(err, fs.ErrPermission) {
+		// A lock file left by a run as root: flock needs no write access.
+		f, err = os.Open(filepath.Join(dir, "lock"))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("lock cache dir: %w", err)
 	}

@@ -81,8 +81,9 @@ type Cache struct {
 
 	index *index
 	// disks hold the data files (disks.go); the index knows which file is
-	// on which.
-	disks []*dataDisk
+	// on which. diskMu serialises their checks (CheckDisks).
+	disks  []*dataDisk
+	diskMu sync.Mutex
 	// confined is the default file system (closed to links), released at
 	// Close; nil when Config.FS was given.
 	confined *disk.Confined
@@ -117,7 +118,9 @@ func New(cfg *Config) (_ *Cache, err error) {
 	var confined *disk.Confined
 	if c.FS == nil && c.Dir != "" {
 		// The cache's own trees, closed to symbolic links (disk.Confined).
-		fsys, cerr := disk.NewConfined(append([]string{c.Dir}, c.DataDirs...)...)
+		// A data directory that is not there is not created: its disk is
+		// out of service until it is mounted (disks.go).
+		fsys, cerr := disk.NewConfined(append([]string{c.Dir}, existingDirs(c.DataDirs)...)...)
 		if cerr != nil {
 			return nil, fmt.Errorf("cache dir: %w", cerr)
 		}
@@ -162,7 +165,19 @@ func New(cfg *Config) (_ *Cache, err error) {
 		disks:      disks,
 		confined:   confined,
 	}
-	ca.CheckDisks() // measure them; take out any that is already failing
+	for _, d := range disks {
+		if why := d.down.Load(); why != nil {
+			c.Logger.Error("data disk out of service from the start: serving from the other disks and the origin until it is mounted (checked every "+diskCheckInterval.String()+" and on reload)",
+				"dir", d.root, "reason", *why)
+		}
+	}
+	for _, d := range disks { // measure them; take out any that is already failing
+		if d.up() {
+			if why, absent := ca.checkDisk(d); why != "" {
+				ca.takeOut(d, why, absent)
+			}
+		}
+	}
 	ca.rules.Store(ca.index.rules)
 	ca.ctx, ca.cancel = context.WithCancel(context.Background())
 	start := c.now()

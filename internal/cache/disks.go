@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/hepcache/hepcache/internal/sidecar"
 )
 
 // A JBOD node keeps its data files on several disks (Config.DataDirs) and
@@ -38,6 +40,11 @@ type dataDisk struct {
 	mark string // the marker's content
 	// down holds why the disk was taken out; nil while in service.
 	down atomic.Pointer[string]
+	// absent: the disk was out of service because it was not there (not
+	// mounted at start-up, unmounted, another disk in its place), not
+	// because it failed: the periodic check takes it back as soon as it is
+	// there again. A failed disk is tried again only on a reload.
+	absent atomic.Bool
 	// total and used are the last statfs; placed counts the bytes of the
 	// files placed on the disk since, so that a burst of new files spreads
 	// over the disks instead of all going to the one that was emptiest.
@@ -68,10 +75,14 @@ type DiskUsage struct {
 // openDisks takes the data directories into service and records their
 // devices. Without DataDirs the data lives in Dir with the metadata (a
 // bare Dir is an empty cache) and the marker is written at the first
-// start. Each of DataDirs must carry its marker and sit on its recorded
-// device (diskrecord.go); a directory that does not is an error naming
-// every such directory and the fix: a node should not start with a disk
-// missing unnoticed, nor fill the file system under a bare mount point.
+// start. Each of DataDirs must have been taken into service once (`hepcache
+// disk init`, diskrecord.go): a directory never recorded is an error
+// naming every such directory and the fix. A recorded disk that is not
+// there now (not mounted: a bare mount point on another file system,
+// another disk's marker, the directory gone) is opened out of service, as
+// a disk failing while serving would be: the node serves from the other
+// disks and the origin, never fills the file system under a bare mount
+// point, and takes the disk back once it is mounted again (CheckDisks).
 func openDisks(c *Config) ([]*dataDisk, error) {
 	if len(c.DataDirs) == 0 {
 		d, err := openOwnDisk(c)
@@ -80,43 +91,95 @@ func openDisks(c *Config) ([]*dataDisk, error) {
 		}
 		return []*dataDisk{d}, nil
 	}
-	recs, err := readDiskRecords(c.Dir)
+	found, recs, migrate, err := examineDataDirs(c.Dir, c.DataDirs)
 	if err != nil {
 		return nil, err
-	}
-	// A cache from before the record: the markers it wrote are recorded
-	// once, as found.
-	migrate := len(recs) == 0
-	var disks []*dataDisk
-	var refused []error
-	for i, dir := range c.DataDirs {
-		dev, err := deviceOf(dir)
-		if err != nil {
-			refused = append(refused, fmt.Errorf("data dir %s: %w (disk not mounted?)", dir, err))
-			continue
-		}
-		mark, merr := os.ReadFile(filepath.Join(dir, diskMarker))
-		if migrate && merr == nil {
-			recs[dir] = diskRecord{Dir: dir, Marker: string(mark), Device: dev}
-		}
-		if why := checkRecorded(recs, dir, mark, merr, dev); why != "" {
-			refused = append(refused, fmt.Errorf("data dir %s: %s", dir, why))
-			continue
-		}
-		if err := c.FS.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
-			return nil, fmt.Errorf("data dir %s: %w", dir, err)
-		}
-		disks = append(disks, &dataDisk{id: i, root: dir, dev: dev, mark: string(mark)})
-	}
-	if len(refused) > 0 {
-		return nil, errors.Join(refused...)
 	}
 	if migrate {
 		if err := writeDiskRecords(c.Dir, recs); err != nil {
 			return nil, err
 		}
 	}
+	var disks []*dataDisk
+	for i, f := range found {
+		d := &dataDisk{id: i, root: f.rec.Dir, dev: f.rec.Device, mark: f.rec.Marker}
+		if f.absent == "" {
+			if err := c.FS.MkdirAll(filepath.Join(d.root, "data"), 0o755); err != nil {
+				return nil, fmt.Errorf("data dir %s: %w", d.root, err)
+			}
+		} else {
+			d.absent.Store(true)
+			d.down.Store(&f.absent)
+		}
+		disks = append(disks, d)
+	}
 	return disks, nil
+}
+
+// dataDirState is a data directory as found: its record, and why it is
+// not there ("" when it is).
+type dataDirState struct {
+	rec    diskRecord
+	absent string
+}
+
+// examineDataDirs compares each of dataDirs with its record in cacheDir,
+// without changing anything. A directory never recorded is refused (the
+// error names each with its fix); a recorded one that is not there now is
+// absent, with why. migrate says recs were made now from the markers found
+// (a cache from before the record).
+func examineDataDirs(cacheDir string, dataDirs []string) (found []dataDirState, recs map[string]diskRecord, migrate bool, err error) {
+	if recs, err = readDiskRecords(cacheDir); err != nil {
+		return nil, nil, false, err
+	}
+	migrate = len(recs) == 0
+	var refused []error
+	for _, dir := range dataDirs {
+		r, recorded := recs[dir]
+		dev, err := deviceOf(dir)
+		if err != nil {
+			if recorded {
+				found = append(found, dataDirState{rec: r, absent: fmt.Sprintf("not mounted: %v", err)})
+			} else {
+				refused = append(refused, fmt.Errorf("data dir %s: %w (disk not mounted?); if this directory is the disk you mean, take it into service with `hepcache disk init --config FILE %s`", dir, err, dir))
+			}
+			continue
+		}
+		mark, merr := os.ReadFile(filepath.Join(dir, diskMarker))
+		if migrate && merr == nil {
+			recs[dir] = diskRecord{Dir: dir, Marker: string(mark), Device: dev}
+			r, recorded = recs[dir], true
+		}
+		switch why := checkRecorded(recs, dir, mark, merr, dev); {
+		case why == "":
+			found = append(found, dataDirState{rec: r})
+		case recorded:
+			found = append(found, dataDirState{rec: r, absent: why})
+		default:
+			refused = append(refused, fmt.Errorf("data dir %s: %s", dir, why))
+		}
+	}
+	if len(refused) > 0 {
+		return nil, nil, false, errors.Join(refused...)
+	}
+	return found, recs, migrate, nil
+}
+
+// CheckDataDirs tells, without changing anything, what the cache's start
+// would do with the data directories of the cache in cacheDir: the
+// directories it refuses (never taken into service with `hepcache disk
+// init`), in one error with each fix, and those it opens out of service
+// (recorded, but not there now), each with why. `hepcache check` and the
+// server run it before anything binds.
+func CheckDataDirs(cacheDir string, dataDirs []string) (absent map[string]string, err error) {
+	found, _, _, err := examineDataDirs(cacheDir, dataDirs)
+	absent = map[string]string{}
+	for _, f := range found {
+		if f.absent != "" {
+			absent[f.rec.Dir] = f.absent
+		}
+	}
+	return absent, err
 }
 
 // openOwnDisk takes Dir into service as the only data disk.
@@ -147,27 +210,38 @@ func deviceOf(dir string) (uint64, error) {
 	return uint64(st.Dev), nil
 }
 
-// check probes d: the marker is still there (an unmounted disk leaves the
-// bare mount point), the device is the same, a file can be created and the
-// file system measured. It returns why d is unusable, or "".
-func (c *Cache) checkDisk(d *dataDisk) string {
+// checkDisk probes d: the marker is still there (an unmounted disk leaves
+// the bare mount point), the device is the same, a file can be created
+// and the file system measured. It returns why d is unusable, or "", and
+// whether that is because the disk is not there (absent) rather than
+// failing.
+func (c *Cache) checkDisk(d *dataDisk) (why string, absent bool) {
+	if why := c.diskThere(d); why != "" {
+		return why, true
+	}
+	probe := filepath.Join(d.root, diskMarker+".probe")
+	if err := os.WriteFile(probe, nil, 0o644); err != nil && diskFailure(err) {
+		return err.Error(), false
+	}
+	os.Remove(probe)
+	if err := c.measure(d); err != nil {
+		return err.Error(), false
+	}
+	return "", false
+}
+
+// diskThere says why d's directory is not the disk taken into service
+// (another device, no marker, another marker), "" if it is.
+func (c *Cache) diskThere(d *dataDisk) string {
 	if dev, err := deviceOf(d.root); err != nil {
 		return err.Error()
 	} else if dev != d.dev {
-		return "the directory is on another device now (disk unmounted?)"
+		return fmt.Sprintf("the directory is on device %s, the disk was on %s (disk unmounted?)", devString(dev), devString(d.dev))
 	}
 	if mark, err := os.ReadFile(filepath.Join(d.root, diskMarker)); err != nil {
 		return fmt.Sprintf("marker %s unreadable (disk unmounted?): %v", diskMarker, err)
 	} else if string(mark) != d.mark {
 		return fmt.Sprintf("marker %s changed: another disk is mounted there", diskMarker)
-	}
-	probe := filepath.Join(d.root, diskMarker+".probe")
-	if err := os.WriteFile(probe, nil, 0o644); err != nil && diskFailure(err) {
-		return err.Error()
-	}
-	os.Remove(probe)
-	if err := c.measure(d); err != nil {
-		return err.Error()
 	}
 	return ""
 }
@@ -220,25 +294,31 @@ func (c *Cache) diskError(id int, err error) {
 		c.noSpaceKick()
 	}
 	if diskFailure(err) {
-		c.takeOut(d, err.Error())
+		c.takeOut(d, err.Error(), false)
 	}
 }
 
-// takeOut removes d from service and forgets its files.
-func (c *Cache) takeOut(d *dataDisk, why string) {
+// takeOut removes d from service and forgets its files. A disk that
+// failed loses its files' sidecars too (a restart must not trust them); a
+// disk that is only not there (absent: unmounted, another disk in its
+// place) keeps them, so that its files are taken back with it.
+func (c *Cache) takeOut(d *dataDisk, why string, absent bool) {
 	if !d.down.CompareAndSwap(nil, &why) {
 		return // already out
 	}
+	d.absent.Store(absent)
 	keys := c.index.forgetDisk(d.id)
-	for _, k := range keys {
-		c.cfg.FS.Remove(c.metaPath(k))
+	if !absent {
+		for _, k := range keys {
+			c.cfg.FS.Remove(c.metaPath(k))
+		}
 	}
 	c.stats.DisksFailed.Add(1)
-	c.cfg.Logger.Error("data disk taken out of service; its files are forgotten and fetched again on other disks",
+	c.cfg.Logger.Error("data disk taken out of service; its files are forgotten and fetched again on other disks until it is back",
 		"dir", d.root, "reason", why, "files", len(keys))
 }
 
-// diskLoop probes every disk in service periodically.
+// diskLoop probes every disk periodically.
 func (c *Cache) diskLoop() {
 	defer c.wg.Done()
 	t := time.NewTicker(diskCheckInterval)
@@ -253,16 +333,131 @@ func (c *Cache) diskLoop() {
 	}
 }
 
-// CheckDisks probes every disk in service now and takes out those that
-// fail; the server also runs it every few seconds.
-func (c *Cache) CheckDisks() {
+// CheckDisks probes every disk now: it takes out those in service that
+// fail, and takes back those out of service because they were not there
+// (not mounted) once they are, with their files. The server also runs it
+// every few seconds.
+func (c *Cache) CheckDisks() { c.checkDisks(false) }
+
+// RetryDisks is CheckDisks that also tries the disks taken out for
+// failures again (a reload: the admin repaired or remounted them); the
+// periodic check does not, so that a failing disk does not come and go.
+func (c *Cache) RetryDisks() { c.checkDisks(true) }
+
+func (c *Cache) checkDisks(retry bool) {
+	c.diskMu.Lock()
+	defer c.diskMu.Unlock()
 	for _, d := range c.disks {
-		if d.up() {
-			if why := c.checkDisk(d); why != "" {
-				c.takeOut(d, why)
+		switch {
+		case d.up():
+			if why, absent := c.checkDisk(d); why != "" {
+				c.takeOut(d, why, absent)
+			}
+		case d.absent.Load() || retry:
+			if c.diskThere(d) == "" {
+				c.takeBack(d)
 			}
 		}
 	}
+}
+
+// takeBack returns d to service: its tree is opened again (the mount
+// point now leads to the disk), it is probed, and the data files on it
+// are adopted where their sidecars still claim them and no other copy
+// was made meanwhile, else removed: nothing is left on it outside the
+// index. MUST be called with diskMu held.
+func (c *Cache) takeBack(d *dataDisk) {
+	if c.confined != nil {
+		if err := c.confined.Reopen(d.root); err != nil {
+			c.warn("data disk still out of service: cannot open it", "dir", d.root, "err", err)
+			return
+		}
+	}
+	if err := c.cfg.FS.MkdirAll(filepath.Join(d.root, "data"), 0o755); err != nil {
+		c.warn("data disk still out of service", "dir", d.root, "err", err)
+		return
+	}
+	probe := filepath.Join(d.root, diskMarker+".probe")
+	if err := os.WriteFile(probe, nil, 0o644); err != nil {
+		c.warn("data disk still out of service: not writable", "dir", d.root, "err", err)
+		return
+	}
+	os.Remove(probe)
+	if err := c.measure(d); err != nil {
+		c.warn("data disk still out of service", "dir", d.root, "err", err)
+		return
+	}
+	type found struct {
+		k          Key
+		p          string
+		bytes      int64
+		lastAccess time.Time
+	}
+	var cands []found
+	var drop []string
+	c.walk(filepath.Join(d.root, "data"), func(p string) {
+		rel, ok := relData(d.root, p)
+		if !ok {
+			return
+		}
+		b, err := readAll(c.cfg.FS, filepath.Join(c.cfg.Dir, "meta", rel)+".hcinfo")
+		var in *sidecar.Info
+		if err == nil {
+			in, err = sidecar.Unmarshal(b)
+		}
+		if err == nil {
+			k := Key{Origin: in.Origin, Path: in.Path}
+			st, serr := c.cfg.FS.Stat(p)
+			if serr == nil && st.Size() == in.FileSize && d.path(k) == p {
+				cands = append(cands, found{k: k, p: p, bytes: durableBytes(in), lastAccess: in.LastAccess})
+				return
+			}
+		}
+		drop = append(drop, p)
+	})
+	// While d is out, nothing is placed on it: what another copy replaced
+	// (an open file, a file on another disk now) is removed first.
+	free := func(k Key) bool {
+		_, known := c.index.diskOf(k)
+		_, open := c.files[k]
+		_, closing := c.closing[k]
+		return !known && !open && !closing
+	}
+	c.mu.Lock()
+	keep := cands[:0]
+	for _, f := range cands {
+		if free(f.k) {
+			keep = append(keep, f)
+		} else {
+			drop = append(drop, f.p)
+		}
+	}
+	c.mu.Unlock()
+	for _, p := range drop {
+		c.cfg.FS.Remove(p)
+	}
+	// Adopt and return to service at once: an open that starts after
+	// finds the files in the index, on a disk in service. One that started
+	// in between fetches its file again (the copy left here is then
+	// replaced or removed at the next start).
+	adopted, late := 0, 0
+	c.mu.Lock()
+	for _, f := range keep {
+		if free(f.k) {
+			c.index.load(f.k, f.bytes, f.lastAccess, d.id)
+			adopted++
+		} else {
+			late++
+		}
+	}
+	c.full[d.id].Store(0)
+	c.direct[d.id].Store(directUnknown)
+	d.absent.Store(false)
+	d.down.Store(nil)
+	c.mu.Unlock()
+	c.index.sortLoaded()
+	c.kickPurge()
+	c.cfg.Logger.Info("data disk back in service", "dir", d.root, "files_adopted", adopted, "files_removed", len(drop), "files_replaced_meanwhile", late)
 }
 
 // placeDisk chooses the disk for a new file of size bytes: the disk in
@@ -392,4 +587,15 @@ func relData(root, p string) (string, bool) {
 		return "", false
 	}
 	return rel, true
+}
+
+// existingDirs are those of dirs that exist as directories.
+func existingDirs(dirs []string) []string {
+	var out []string
+	for _, d := range dirs {
+		if st, err := os.Stat(d); err == nil && st.IsDir() {
+			out = append(out, d)
+		}
+	}
+	return out
 }

@@ -208,29 +208,23 @@ func TestPurgePerDisk(t *testing.T) {
 	}
 }
 
-// TestBareMountPointRefused (issue 21, item 3): a data disk (a real tmpfs)
-// not mounted at start-up leaves a bare directory: the cache refuses to
-// start, naming the directory and `hepcache disk init`, and writes nothing
-// there; another file system mounted there, or a marker copied onto the
-// bare directory, are refused too; a directory never initialised is
-// refused; once initialised, it is used. While running, an unmount takes
-// the disk out (TestDiskTakenOut).
-func TestBareMountPointRefused(t *testing.T) {
+// TestDiskAbsentAtStart (issue 21 item 3, issue 29 item 3): a data
+// directory never initialised is refused, naming it and `hepcache disk
+// init`; a recorded data disk (a real tmpfs) not mounted at start-up
+// leaves a bare directory: the cache starts without it (out of service,
+// with why), serves from the other disk and writes nothing there; a marker
+// copied onto the bare directory or another file system mounted there
+// keep it out too; once initialised, it is used.
+func TestDiskAbsentAtStart(t *testing.T) {
 	m := origin.NewMem("mem://o")
-	m.Put("/f", randomData(7, 3*testBlock), time.Now())
+	want := randomData(7, 3*testBlock)
+	m.Put("/f", want, time.Now())
 	dir := t.TempDir()
 	d0 := realclient.Tmpfs(t, "16m")
 	d1 := t.TempDir()
 	cfg := func(c *Config) { c.DataDirs = []string{d0, d1} }
-	open := func() error {
-		t.Helper()
-		c, err := New(&Config{Dir: dir, Origins: singleOrigin(m), BlockSize: testBlock, PieceSize: testPiece, DataDirs: []string{d0, d1}})
-		if err == nil {
-			c.Close()
-		}
-		return err
-	}
-	if err := open(); err == nil || !strings.Contains(err.Error(), "hepcache disk init") || !strings.Contains(err.Error(), d0) {
+	if _, err := New(&Config{Dir: dir, Origins: singleOrigin(m), BlockSize: testBlock, PieceSize: testPiece, DataDirs: []string{d0, d1}}); err == nil ||
+		!strings.Contains(err.Error(), "hepcache disk init") || !strings.Contains(err.Error(), d0) {
 		t.Fatalf("start with data dirs never initialised: %v", err)
 	}
 	initDisks(t, dir, d0, d1)
@@ -238,34 +232,169 @@ func TestBareMountPointRefused(t *testing.T) {
 	readAllVia(t, c, "/f")
 	c.Close()
 
+	// startOut starts the cache and expects d0 out of service for why.
+	startOut := func(why string) {
+		t.Helper()
+		c := newTestCache(t, dir, m, cfg)
+		defer c.Close()
+		u := c.Disks()
+		if u[0].Up || !strings.Contains(u[0].Reason, why) || !u[1].Up {
+			t.Fatalf("start with d0 %s: %+v", why, u)
+		}
+		if got := readAllVia(t, c, "/f"); !bytes.Equal(got, want) {
+			t.Fatal("wrong bytes with a disk out of service")
+		}
+		waitIdle(t, c)
+	}
 	if out, err := exec.Command("umount", d0).CombinedOutput(); err != nil {
 		t.Fatalf("umount: %v %s", err, out)
 	}
-	err := open()
-	if err == nil || !strings.Contains(err.Error(), d0) || !strings.Contains(err.Error(), "not mounted") {
-		t.Fatalf("start with a data disk unmounted: %v", err)
-	}
-	t.Logf("refused: %v", err)
+	startOut("not mounted")
 	if ents, _ := os.ReadDir(d0); len(ents) != 0 {
 		t.Fatalf("the cache wrote into the bare mount point: %v", ents)
 	}
 	// A copy of the marker on the bare directory: another device.
-	mark, _ := os.ReadFile(filepath.Join(dir, diskRecordFile))
 	recs, _ := readDiskRecords(dir)
 	os.WriteFile(filepath.Join(d0, diskMarker), []byte(recs[d0].Marker), 0o644)
-	if err := open(); err == nil || !strings.Contains(err.Error(), "recorded on") {
-		t.Fatalf("start with the marker copied onto the bare directory (record %s): %v", mark, err)
-	}
+	startOut("recorded on")
 	os.Remove(filepath.Join(d0, diskMarker))
 	// Another, empty, file system mounted there.
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", d0).CombinedOutput(); err != nil {
 		t.Fatalf("mount: %v %s", err, out)
 	}
-	if err := open(); err == nil || !strings.Contains(err.Error(), "no marker") {
-		t.Fatalf("start with an empty disk mounted in place: %v", err)
-	}
+	startOut("no marker")
 	initDisks(t, dir, d0)
-	if err := open(); err != nil {
-		t.Fatalf("start after disk init: %v", err)
+	c = newTestCache(t, dir, m, cfg)
+	defer c.Close()
+	if u := c.Disks(); !u[0].Up {
+		t.Fatalf("after disk init: %+v", u)
 	}
+}
+
+// bindMount mounts src at a new directory; the returned functions unmount
+// it (lazily: a cache serving from it keeps it busy) and mount it again (a
+// disk unplugged and plugged back: its files and device are kept, the mount
+// point is a bare directory meanwhile).
+func bindMount(tb testing.TB, src string) (dir string, unmount, mount func()) {
+	tb.Helper()
+	dir = tb.TempDir()
+	run := func(args ...string) {
+		tb.Helper()
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			tb.Fatalf("%v: %v %s", args, err, out)
+		}
+	}
+	mount = func() { run("mount", "--bind", src, dir) }
+	unmount = func() { run("umount", "-l", dir) }
+	mount()
+	tb.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	return dir, unmount, mount
+}
+
+// TestDiskBackTakesItsFiles (issue 29 item 3): a data disk not mounted at
+// start-up is taken back when it is mounted again (CheckDisks: the server
+// runs it every few seconds and on reload) with the files on it that no
+// other copy replaced meanwhile, read again without the origin; a file
+// fetched again meanwhile keeps its new copy and the old one is removed;
+// nothing stays on the disk outside the index. The same holds for a disk
+// dropped from data_dirs and added back, and for one unmounted while
+// serving.
+func TestDiskBackTakesItsFiles(t *testing.T) {
+	m := origin.NewMem("mem://o")
+	data := map[string][]byte{}
+	for i := range 6 {
+		p := fmt.Sprintf("/f%d", i)
+		data[p] = randomData(uint64(30+i), 3*testBlock)
+		m.Put(p, data[p], time.Now())
+	}
+	dir := t.TempDir()
+	d0, unmount, mount := bindMount(t, realclient.Tmpfs(t, "32m"))
+	d1 := realclient.Tmpfs(t, "32m")
+	both := func(c *Config) { c.DataDirs = []string{d0, d1} }
+	initDisks(t, dir, d0, d1)
+	readAll := func(c *Cache) {
+		t.Helper()
+		for p, want := range data {
+			if got := readAllVia(t, c, p); !bytes.Equal(got, want) {
+				t.Fatalf("%s: wrong bytes", p)
+			}
+		}
+		waitIdle(t, c)
+	}
+	// accounted checks that every data file on the disks is in the index,
+	// on its disk.
+	accounted := func(c *Cache) {
+		t.Helper()
+		u := c.Disks()
+		for i, d := range []string{d0, d1} {
+			if n := filesUnder(filepath.Join(d, "data")); u[i].Up && n != u[i].Files {
+				t.Fatalf("disk %s holds %d data files, the index %d", d, n, u[i].Files)
+			}
+		}
+	}
+	c := newTestCache(t, dir, m, both)
+	readAll(c)
+	onD0 := c.Disks()[0].Files
+	if onD0 < 2 {
+		t.Fatalf("placement left %d files on d0", onD0)
+	}
+	var first string // a file on d0, read while d0 is out
+	for p := range data {
+		if id, _ := c.index.diskOf(Key{Origin: "mem://o", Path: p}); id == 0 {
+			first = p
+			break
+		}
+	}
+	c.Close()
+
+	unmount()
+	c = newTestCache(t, dir, m, both)
+	if u := c.Disks(); u[0].Up {
+		t.Fatalf("d0 unmounted, in service: %+v", u)
+	}
+	readAllVia(t, c, first) // fetched again, onto d1
+	waitIdle(t, c)
+	c.CheckDisks()
+	if u := c.Disks(); u[0].Up {
+		t.Fatalf("still unmounted, taken back: %+v", u)
+	}
+	mount()
+	c.CheckDisks()
+	u := c.Disks()
+	if !u[0].Up || u[0].Files != onD0-1 {
+		t.Fatalf("mounted again: %+v, want d0 in service with %d files", u, onD0-1)
+	}
+	accounted(c)
+	before := m.BytesRead.Load()
+	readAll(c)
+	if got := m.BytesRead.Load() - before; got != 0 {
+		t.Fatalf("the files taken back were fetched again (%d bytes)", got)
+	}
+	// Unmounted while serving, then mounted again.
+	unmount()
+	c.CheckDisks()
+	if u := c.Disks(); u[0].Up || u[0].Files != 0 {
+		t.Fatalf("unmounted while serving: %+v", u)
+	}
+	mount()
+	c.CheckDisks()
+	if u := c.Disks(); !u[0].Up || u[0].Files != onD0-1 {
+		t.Fatalf("mounted again while serving: %+v", u)
+	}
+	accounted(c)
+	c.Close()
+
+	// Dropped from data_dirs for a while, then added back.
+	c = newTestCache(t, dir, m, func(c *Config) { c.DataDirs = []string{d1} })
+	readAll(c)
+	c.Close()
+	c = newTestCache(t, dir, m, both)
+	defer c.Close()
+	accounted(c)
+	before = m.BytesRead.Load()
+	readAll(c)
+	if got := m.BytesRead.Load() - before; got != 0 {
+		t.Fatalf("after d0 was added back, the origin sent %d bytes", got)
+	}
+	accounted(c)
 }

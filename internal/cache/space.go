@@ -330,17 +330,34 @@ func (c *Cache) Evict(originURL, p string) (int64, error) {
 // sidecars are removed together with their data.
 func (c *Cache) loadIndex() error {
 	root := filepath.Join(c.cfg.Dir, "meta")
-	// With several disks, which one holds each file is learnt from their
-	// data trees; files no sidecar claims are removed after the load.
+	// With data disks, which one holds each file is learnt from their
+	// data trees; files no sidecar claims are removed after the load. A
+	// sidecar whose file is on no disk in service is kept while a disk is
+	// out (its file may be there: it is adopted when the disk is back).
 	var onDisk map[string]int
-	if len(c.disks) > 1 {
+	keepUnfound := false
+	if len(c.cfg.DataDirs) > 0 {
 		onDisk = map[string]int{}
 		for _, d := range c.disks {
+			if !d.up() {
+				keepUnfound = true
+				continue
+			}
 			droot := filepath.Join(d.root, "data")
 			c.walk(droot, func(p string) {
 				if rel, ok := relData(d.root, p); ok {
-					if _, dup := onDisk[rel]; dup {
-						c.cfg.FS.Remove(p) // a crash mid-placement: keep the first
+					if other, dup := onDisk[rel]; dup {
+						// A crash mid-placement, or a disk added back
+						// to data_dirs after its file was fetched again
+						// elsewhere: the newer copy is the one its
+						// sidecar describes.
+						op := filepath.Join(c.disks[other].root, "data", rel)
+						if c.newer(p, op) {
+							c.cfg.FS.Remove(op)
+							onDisk[rel] = d.id
+						} else {
+							c.cfg.FS.Remove(p)
+						}
 						return
 					}
 					onDisk[rel] = d.id
@@ -357,7 +374,7 @@ func (c *Cache) loadIndex() error {
 		go func() {
 			defer wg.Done()
 			for p := range paths {
-				if rel := c.loadSidecar(root, p, onDisk); rel != "" && onDisk != nil {
+				if rel := c.loadSidecar(root, p, onDisk, keepUnfound); rel != "" && onDisk != nil {
 					claimedMu.Lock()
 					claimed[rel] = true
 					claimedMu.Unlock()
@@ -383,10 +400,20 @@ func (c *Cache) loadIndex() error {
 	return err
 }
 
+// newer reports whether file a was modified after file b.
+func (c *Cache) newer(a, b string) bool {
+	sa, err := c.cfg.FS.Stat(a)
+	if err != nil {
+		return false
+	}
+	sb, err := c.cfg.FS.Stat(b)
+	return err != nil || sa.ModTime().After(sb.ModTime())
+}
+
 // loadSidecar adds the file of sidecar p to the index and returns its path
 // relative to the data tree ("" if unusable). onDisk (several disks) maps
 // those paths to the disk holding them.
-func (c *Cache) loadSidecar(root, p string, onDisk map[string]int) string {
+func (c *Cache) loadSidecar(root, p string, onDisk map[string]int, keepUnfound bool) string {
 	b, err := readAll(c.cfg.FS, p)
 	if err != nil {
 		c.cfg.Logger.Warn("index: cannot read sidecar", "path", p, "err", err)
@@ -406,6 +433,8 @@ func (c *Cache) loadSidecar(root, p string, onDisk map[string]int) string {
 		switch {
 		case c.metaPath(k) != p:
 			err = fmt.Errorf("sidecar names %s, which belongs elsewhere", k)
+		case !found && keepUnfound:
+			return "" // perhaps on the disk out of service
 		case !found:
 			err = errors.New("no data disk holds its data file")
 		default:

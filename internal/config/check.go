@@ -8,11 +8,13 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/hepcache/hepcache/internal/units"
+	"golang.org/x/sys/unix"
 )
 
 // Normalize rewrites what has an obvious meaning into the canonical form:
@@ -43,20 +45,13 @@ func rootURL(o string) string {
 	return o
 }
 
-// Check is Validate plus what only the machine can tell, each problem with
-// its key and its fix, all at once: a capacity larger than the file
-// systems that would hold it, and data directories sharing a file system
-// (whose space would count twice). It binds no port and sends nothing.
-func (c *Config) Check() error {
-	var errs []error
-	if err := c.Validate(); err != nil {
-		errs = append(errs, unjoin(err)...)
-	}
-	return errors.Join(append(errs, c.checkHost()...)...)
-}
-
-func (c *Config) checkHost() []error {
-	var errs []error
+// HostChecks are the checks of the configuration against the machine
+// that need no server part: data directories sharing a file system (whose
+// space would count twice) are problems; a capacity larger than the file
+// systems that would hold it is a warning (serve starts with it, and the
+// file systems may be short of a disk out of service), each with its key
+// and its fix. Server.Check runs them with every other check.
+func (c *Config) HostChecks() (problems []error, warnings []string) {
 	dirs := c.Cache.DataDirs
 	if len(dirs) == 0 && c.Cache.Dir != "" {
 		dirs = []string{c.Cache.Dir}
@@ -66,31 +61,25 @@ func (c *Config) checkHost() []error {
 	for _, d := range dirs {
 		at, dev, size, err := fsOf(d)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", keyOfDir(c, d), err))
+			// Not there (a data disk not mounted, a directory this user
+			// cannot reach): Server.Check says why.
 			continue
 		}
 		if other, dup := seen[dev]; dup {
-			errs = append(errs, fmt.Errorf("cache.data_dirs: %s and %s are on one file system (that of %s): each data directory must be a disk of its own, else its space counts twice; list one directory per disk", other, d, at))
+			problems = append(problems, fmt.Errorf("cache.data_dirs: %s and %s are on one file system (that of %s): each data directory must be a disk of its own, else its space counts twice; list one directory per disk", other, d, at))
 			continue
 		}
 		seen[dev] = d
 		total += size
 	}
-	if cp := int64(c.Space.Capacity); cp > 0 && total > 0 && cp > total && len(errs) == 0 {
+	if cp := int64(c.Space.Capacity); cp > 0 && total > 0 && cp > total && len(problems) == 0 {
 		where := "the file system holding " + dirs[0]
 		if len(dirs) > 1 {
 			where = "the file systems of cache.data_dirs together"
 		}
-		errs = append(errs, fmt.Errorf("space.capacity = %v: more than %s (%s, %d bytes): at most \"%dG\", or \"0\" for the whole file system", c.Space.Capacity, where, units.Format(total), total, total>>30))
+		warnings = append(warnings, fmt.Sprintf("space.capacity = %v: more than %s (%s, %d bytes): purges keep each file system below its watermarks, but the capacity is never reached; set at most \"%dG\", or \"0\" for the whole file system", c.Space.Capacity, where, units.Format(total), total, total>>30))
 	}
-	return errs
-}
-
-func keyOfDir(c *Config, d string) string {
-	if len(c.Cache.DataDirs) > 0 {
-		return "cache.data_dirs " + d
-	}
-	return "cache.dir " + d
+	return problems, warnings
 }
 
 // fsOf measures the file system that holds (or will hold) dir: that of
@@ -114,34 +103,136 @@ func fsOf(dir string) (at string, dev uint64, size int64, err error) {
 	}
 }
 
-// ExplainPermission explains a permission error on a file: who owns it,
-// who this process is, and the fix (the chown that gives the directory of
-// roots holding the file, or else the file's own directory, to this
-// process's user). Other errors come back unchanged.
+// ExplainPermission explains a permission error on a file: which path
+// refuses this process, who owns it, who this process is, and the
+// narrowest fix: the chown of the directory of roots (the cache's own
+// trees) that holds the refusing path; for a root not created yet, its
+// creation with this process's owner (install -d), never a chown of the
+// directory above it; for a directory above that only has to be crossed,
+// search permission for this user alone (an ACL); else the chown of the
+// file itself. Other errors come back unchanged.
+//
+// A read-only file system (EROFS) is explained too: under systemd (the
+// packaged unit's ProtectSystem=strict makes everything but its
+// ReadWritePaths read-only) with the drop-in that adds the directory.
 func ExplainPermission(err error, roots ...string) error {
 	var pe *fs.PathError
-	if !errors.As(err, &pe) || !errors.Is(err, fs.ErrPermission) {
+	var done *explainedError
+	if !errors.As(err, &pe) || errors.As(err, &done) {
 		return err
 	}
-	p := pe.Path
-	var st syscall.Stat_t
-	for syscall.Stat(p, &st) != nil && p != filepath.Dir(p) {
-		p = filepath.Dir(p)
+	if errors.Is(err, syscall.EROFS) {
+		return explainReadOnly(err, pe.Path, roots)
 	}
-	fix := filepath.Dir(p)
-	for _, r := range roots {
-		if r = filepath.Clean(r); r != "." && (p == r || strings.HasPrefix(p, r+"/")) {
-			fix = r
+	if !errors.Is(err, fs.ErrPermission) {
+		return err
+	}
+	me, grp := UserName(os.Geteuid()), GroupName(os.Getegid())
+	p, _ := filepath.Abs(pe.Path)
+	// at is the deepest part of p that exists; block the path that refuses
+	// this process: a directory above at it may not cross, else at.
+	at := p
+	var st syscall.Stat_t
+	for syscall.Stat(at, &st) != nil && at != filepath.Dir(at) {
+		at = filepath.Dir(at)
+	}
+	// block is the first directory on the way this process may not cross
+	// (at too, when something below it is wanted), else at itself.
+	way := ancestors(at)
+	if at != p {
+		way = append(way, at)
+	}
+	block, cross := at, false
+	for _, a := range way {
+		if unix.Faccessat(unix.AT_FDCWD, a, unix.X_OK, unix.AT_EACCESS) != nil {
+			block, cross = a, true
 			break
 		}
 	}
-	me, grp := UserName(os.Geteuid()), GroupName(os.Getegid())
+	syscall.Stat(block, &st)
+	rootOf := func(q string) string {
+		for _, r := range roots {
+			if r, _ = filepath.Abs(r); r != "/" && (q == r || strings.HasPrefix(q, r+"/")) {
+				return r
+			}
+		}
+		return ""
+	}
+	create := func(r string) string {
+		return fmt.Sprintf("install -d -o %s -g %s %s", me, grp, r)
+	}
+	var fix string
+	switch r, want := rootOf(block), rootOf(p); {
+	case r != "":
+		fix = fmt.Sprintf("give it back to %s with chown -R %s:%s %s", me, me, grp, r)
+	case cross && want != "":
+		fix = fmt.Sprintf("give %s its own directory with %s and let it cross %s with setfacl -m u:%s:x %s (or chmod o+x %s); nothing else needs another owner",
+			me, create(want), block, me, block, block)
+	case cross:
+		fix = fmt.Sprintf("let %s cross it with setfacl -m u:%s:x %s (or chmod o+x %s)", me, me, block, block)
+	case at != p && want != "":
+		fix = fmt.Sprintf("give %s its own directory with %s; nothing above it needs another owner", me, create(want))
+	case at != p:
+		fix = fmt.Sprintf("let %s write there with setfacl -m u:%s:rwx %s", me, me, block)
+	default:
+		fix = fmt.Sprintf("give it to %s with chown %s:%s %s", me, me, grp, block)
+	}
 	why := ""
 	if st.Uid == 0 && os.Geteuid() != 0 {
 		why = " (left by a run as root)"
 	}
-	return fmt.Errorf("%w: %s belongs to %s:%s (mode %v)%s and hepcache runs as %s: give it back to %s with chown -R %s:%s %s, or run hepcache as its service user (systemctl start hepcache)",
-		err, p, UserName(int(st.Uid)), GroupName(int(st.Gid)), os.FileMode(st.Mode&0o777), why, me, me, me, grp, fix)
+	return &explainedError{fmt.Errorf("%w: %s belongs to %s:%s (mode %v)%s and hepcache runs as %s: %s, or run hepcache as its service user (systemctl start hepcache)",
+		err, block, UserName(int(st.Uid)), GroupName(int(st.Gid)), FileMode(st.Mode), why, me, fix)}
+}
+
+// explainReadOnly explains a write refused on path by a read-only file
+// system: under systemd, the unit's sandbox; else the mount.
+func explainReadOnly(err error, path string, roots []string) error {
+	dir := filepath.Clean(path)
+	for _, r := range roots {
+		if r = filepath.Clean(r); dir == r || strings.HasPrefix(dir, r+"/") {
+			dir = r
+			break
+		}
+	}
+	if os.Getenv("INVOCATION_ID") != "" || os.Getenv("NOTIFY_SOCKET") != "" {
+		return &explainedError{fmt.Errorf("%w: under systemd, the unit's ProtectSystem=strict leaves only its ReadWritePaths writable (the packaged unit: /var/cache/hepcache and /var/log/hepcache): add %s with a drop-in, `systemctl edit hepcache` and\n  [Service]\n  ReadWritePaths=%s\nthen systemctl restart hepcache", err, dir, dir)}
+	}
+	return &explainedError{fmt.Errorf("%w: the file system holding %s is mounted read-only (mount -o remount,rw, or choose a directory on a writable one)", err, dir)}
+}
+
+// explainedError is a permission error ExplainPermission explained: it is
+// not explained twice.
+type explainedError struct{ error }
+
+func (e *explainedError) Unwrap() error { return e.error }
+
+// ancestors lists the directories above p, from the root down.
+func ancestors(p string) []string {
+	var out []string
+	for d := filepath.Dir(p); ; d = filepath.Dir(d) {
+		out = append(out, d)
+		if d == filepath.Dir(d) {
+			break
+		}
+	}
+	slices.Reverse(out)
+	return out
+}
+
+// FileMode is a stat mode as ls shows it ("drwx------" for a directory).
+func FileMode(mode uint32) fs.FileMode {
+	m := fs.FileMode(mode & 0o777)
+	switch mode & syscall.S_IFMT {
+	case syscall.S_IFDIR:
+		m |= fs.ModeDir
+	case syscall.S_IFLNK:
+		m |= fs.ModeSymlink
+	}
+	if mode&syscall.S_ISVTX != 0 {
+		m |= fs.ModeSticky
+	}
+	return m
 }
 
 // UserName is uid's login name, or the number when it has none.

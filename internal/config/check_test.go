@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -30,7 +31,8 @@ default = "127.0.0.1:21094"
 	if c.Space.MaxAge.String() != "720h0m0s" {
 		t.Errorf("max_age 30d = %v", c.Space.MaxAge)
 	}
-	err = c.Check()
+	problems, _ := c.HostChecks()
+	err = errors.Join(append(problems, c.Validate())...)
 	if err == nil {
 		t.Fatal("accepted")
 	}
@@ -45,18 +47,22 @@ default = "127.0.0.1:21094"
 	}
 }
 
+// TestCheckCapacityAboveFileSystem (issue 29 item 4): a capacity larger
+// than the file system is a warning, not a problem: serve starts with it
+// (and the file systems may be short of a disk out of service), and check
+// agrees.
 func TestCheckCapacityAboveFileSystem(t *testing.T) {
 	dir := t.TempDir()
 	c := Default()
 	c.Cache.Dir = dir + "/not/yet"
 	c.Origin.Default = "root://o:1094"
 	c.Space.Capacity = 1 << 60
-	err := c.Check()
-	if err == nil || !strings.Contains(err.Error(), "space.capacity = 1024P: more than the file system holding") {
-		t.Fatalf("capacity 1E: %v", err)
+	problems, warns := c.HostChecks()
+	if len(problems) != 0 || len(warns) != 1 || !strings.Contains(warns[0], "space.capacity = 1024P: more than the file system holding") {
+		t.Fatalf("capacity 1E: %v %v", problems, warns)
 	}
 	c.Space.Capacity = 1 << 30
-	if err := c.Check(); err != nil && strings.Contains(err.Error(), "capacity") {
-		t.Fatalf("capacity 1G refused: %v", err)
+	if problems, warns := c.HostChecks(); len(problems)+len(warns) != 0 {
+		t.Fatalf("capacity 1G: %v %v", problems, warns)
 	}
 }

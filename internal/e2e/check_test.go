@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -8,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hepcache/hepcache/internal/realclient"
+	"github.com/hepcache/hepcache/internal/xrdtest"
 )
 
 // TestCheckMode: `hepcache check` (and `serve --check`) reports every
@@ -67,4 +71,139 @@ destination = "` + udp.LocalAddr().String() + `"
 	if n, _, err := udp.ReadFrom(make([]byte, 1500)); err == nil {
 		t.Fatalf("check sent a %d-byte monitoring packet", n)
 	}
+}
+
+// TestCheckAgreesWithServe (issue 29 item 4): `hepcache check` and
+// `hepcache serve` share one validation: for each configuration of the
+// issue, check refuses it if and only if serve does (or serve starts and
+// check says OK), check's message names what serve's does; a problem the
+// service user meets (here nobody: a cache directory of root's) is found
+// by check run as root with --user.
+func TestCheckAgreesWithServe(t *testing.T) {
+	realclient.RequireRoot(t, "check and serve as nobody")
+	setpriv := realclient.Require(t, "setpriv")
+	// A directory nobody may cross, holding a binary nobody may run.
+	top, err := os.MkdirTemp("", "hepcache-check-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(top) })
+	os.Chmod(top, 0o755)
+	bin := filepath.Join(top, "hepcache")
+	copyFile(t, hepcacheBin, bin, 0o755)
+	origin := xrdtest.StartOrigin(t, t.TempDir())
+	badCreds := filepath.Join(top, "credentials")
+	os.WriteFile(badCreds, []byte("[default\naws_access_key_id\n"), 0o644)
+	for _, tc := range []struct {
+		name   string
+		toml   string   // besides listen, cache.dir and origin.default
+		origin string   // default: the test's origin
+		env    []string // for both
+		nobody bool     // check --user nobody, serve as nobody
+		uninit bool     // a data dir never taken into service
+		refuse string   // "" when both accept; else in both messages
+	}{
+		{name: "typo'd origin scheme", origin: "rot://127.0.0.1:1094", refuse: `unsupported scheme "rot"`},
+		{name: "bare host origin", origin: "127.0.0.1", refuse: "needs a scheme"},
+		{name: "uninitialised data disk", uninit: true, refuse: "hepcache disk init"},
+		{name: "cache dir the service user cannot write", nobody: true, refuse: "chown -R nobody:nogroup"},
+		{name: "unknown principal", toml: "[[security.rule]]\npath = \"/\"\nread = [\"wizard:merlin\"]\n", refuse: "wizard"},
+		{name: "missing TLS files", toml: "[security]\ntls_cert = \"" + top + "/none.pem\"\ntls_key = \"" + top + "/none.key\"\n", refuse: "none.pem"},
+		{name: "malformed shared credentials file", origin: "s3://bucket/prefix", toml: "[origin]\ns3_endpoint = \"http://127.0.0.1:9\"\n",
+			env: []string{"AWS_SHARED_CREDENTIALS_FILE=" + badCreds}, refuse: badCreds},
+		{name: "capacity above the file system", toml: "[space]\ncapacity = \"1P\"\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(top, strings.NewReplacer(" ", "-", "'", "").Replace(tc.name))
+			os.MkdirAll(dir, 0o755)
+			cacheDir := filepath.Join(dir, "cache")
+			if tc.nobody {
+				os.Mkdir(cacheDir, 0o755) // root's
+			}
+			o := tc.origin
+			if o == "" {
+				o = "root://" + origin.Addr
+			}
+			addr := freeAddr(t)
+			body := fmt.Sprintf("[server]\nlisten = %q\n[cache]\ndir = %q\n", addr, cacheDir)
+			if tc.uninit {
+				body += fmt.Sprintf("data_dirs = [%q]\n", realclient.Tmpfs(t, "8m"))
+			}
+			body += tc.toml
+			if strings.Contains(tc.toml, "[origin]") {
+				body = strings.Replace(body, "[origin]\n", fmt.Sprintf("[origin]\ndefault = %q\n", o), 1)
+			} else {
+				body += fmt.Sprintf("[origin]\ndefault = %q\n", o)
+			}
+			cfg := filepath.Join(dir, "hepcache.toml")
+			os.WriteFile(cfg, []byte(body), 0o644)
+			env := append(os.Environ(), tc.env...)
+
+			args := []string{"check", "--config", cfg}
+			if tc.nobody {
+				args = append(args, "--user", "nobody")
+			}
+			chk := exec.Command(bin, args...)
+			chk.Env = env
+			checkOut, checkErr := chk.CombinedOutput()
+
+			serveArgs := []string{bin, "serve", "--config", cfg}
+			if tc.nobody {
+				serveArgs = append([]string{setpriv, "--reuid", "nobody", "--regid", "nogroup", "--clear-groups"}, serveArgs...)
+			}
+			srv := exec.Command(serveArgs[0], serveArgs[1:]...)
+			srv.Env = env
+			var serveOut syncBuffer
+			srv.Stdout, srv.Stderr = &serveOut, &serveOut
+			if err := srv.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- srv.Wait() }()
+			var serveErr error
+			started := false
+			stop := make(chan struct{})
+			defer close(stop)
+			select {
+			case serveErr = <-exited:
+			case <-listening(addr, stop):
+				started = true
+				srv.Process.Kill()
+				<-exited
+			}
+			switch {
+			case tc.refuse == "" && (checkErr != nil || !started):
+				t.Fatalf("want both to accept: check %v\n%s\nserve started %v %v\n%s", checkErr, checkOut, started, serveErr, serveOut.String())
+			case tc.refuse != "" && (checkErr == nil || started):
+				t.Fatalf("want both to refuse: check %v\n%s\nserve started %v\n%s", checkErr, checkOut, started, serveOut.String())
+			case tc.refuse != "" && (!strings.Contains(string(checkOut), tc.refuse) || !strings.Contains(serveOut.String(), tc.refuse)):
+				t.Fatalf("want %q in both:\ncheck: %s\nserve: %s", tc.refuse, checkOut, serveOut.String())
+			}
+			if tc.name == "capacity above the file system" && !strings.Contains(string(checkOut), "warning: space.capacity") {
+				t.Errorf("check does not warn about the capacity:\n%s", checkOut)
+			}
+			t.Logf("check: %s", checkOut)
+		})
+	}
+}
+
+// listening is closed once addr accepts connections; it stops trying
+// when stop is closed.
+func listening(addr string, stop <-chan struct{}) <-chan struct{} {
+	ch := make(chan struct{})
+	go func() {
+		for {
+			if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
+				c.Close()
+				close(ch)
+				return
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	return ch
 }

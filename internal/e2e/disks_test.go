@@ -2,13 +2,17 @@ package e2e
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/hepcache/hepcache/internal/cache"
 	"github.com/hepcache/hepcache/internal/config"
 	"github.com/hepcache/hepcache/internal/realclient"
+	"github.com/hepcache/hepcache/internal/xrdtest"
 )
 
 // TestDataDisksFailAndServe: a node with three data disks (real tmpfs
@@ -89,5 +93,77 @@ func TestDataDisksFailAndServe(t *testing.T) {
 	r := realclient.MustRun(t, env, "curl", "-sS", "--fail", s.httpURL()+"/api/stats")
 	if !strings.Contains(string(r.Stdout), `"up":false`) || !strings.Contains(string(r.Stdout), disks[2]) {
 		t.Fatalf("dashboard data lacks the disks:\n%.2000s", r.Stdout)
+	}
+}
+
+// TestDiskInitCreatesCacheDir (issue 29 item 3): `hepcache disk init
+// --cache-dir DIR` on a cache directory that does not exist yet creates it
+// and records the disk (it failed with "lock cache dir: ... no such file").
+func TestDiskInitCreatesCacheDir(t *testing.T) {
+	cacheDir := filepath.Join(t.TempDir(), "not", "yet")
+	disk := t.TempDir()
+	out, err := exec.Command(hepcacheBin, "disk", "init", "--cache-dir", cacheDir, disk).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "data dir "+disk+": wrote a new marker") {
+		t.Fatalf("disk init on a new cache dir: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(cacheDir, "disks.json")); err != nil {
+		t.Fatalf("no disk record: %v", err)
+	}
+}
+
+// TestDiskInitAsRootForServiceUser (issue 29 items 3, 4, 8): root takes a
+// data disk into service for the service user (--user nobody, as the
+// migration guide has it for the packaged hepcache user), on a cache
+// directory that does not exist yet: what it creates is nobody's, `check
+// --user nobody` says OK, and serve as nobody starts and reads a file
+// through the disk with xrdcp.
+func TestDiskInitAsRootForServiceUser(t *testing.T) {
+	realclient.RequireRoot(t, "disk init as root, serve as nobody")
+	setpriv := realclient.Require(t, "setpriv")
+	top, err := os.MkdirTemp("", "hepcache-diskinit-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(top) })
+	os.Chmod(top, 0o755)
+	bin := filepath.Join(top, "hepcache")
+	copyFile(t, hepcacheBin, bin, 0o755)
+	data := t.TempDir()
+	want := writeFile(t, data, "store/init/f.root", 1<<20, 12)
+	origin := xrdtest.StartOrigin(t, data)
+	disk := realclient.Tmpfs(t, "16m")
+	os.Chmod(disk, 0o755)
+	dataDir := filepath.Join(disk, "xcache", ".hepcache")
+	cacheDir := filepath.Join(top, "srv", "cache")
+	addr := freeAddr(t)
+	cfg := filepath.Join(top, "hepcache.toml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf("[server]\nlisten = %q\n[cache]\ndir = %q\ndata_dirs = [%q]\n[origin]\ndefault = \"root://%s\"\n", addr, cacheDir, dataDir, origin.Addr)), 0o644)
+	os.MkdirAll(filepath.Join(top, "srv"), 0o755)
+	os.MkdirAll(filepath.Join(disk, "xcache"), 0o755)
+	if out, err := exec.Command(bin, "disk", "init", "--user", "nobody", "--config", cfg, dataDir).CombinedOutput(); err != nil {
+		t.Fatalf("disk init: %v\n%s", err, out)
+	}
+	for _, p := range []string{cacheDir, filepath.Join(cacheDir, "lock"), filepath.Join(cacheDir, "disks.json"), dataDir, filepath.Join(dataDir, "data"), filepath.Join(dataDir, ".hepcache-disk")} {
+		var st syscall.Stat_t
+		if err := syscall.Stat(p, &st); err != nil || st.Uid != 65534 {
+			t.Errorf("%s: uid %d %v, want nobody's", p, st.Uid, err)
+		}
+	}
+	if out, err := exec.Command(bin, "check", "--user", "nobody", "--config", cfg).CombinedOutput(); err != nil || !strings.Contains(string(out), "checked as nobody") {
+		t.Fatalf("check --user nobody: %v\n%s", err, out)
+	}
+	svc := exec.Command(setpriv, "--reuid", "nobody", "--regid", "nogroup", "--clear-groups", bin, "serve", "--config", cfg)
+	var log syncBuffer
+	svc.Stdout, svc.Stderr = &log, &log
+	if err := svc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { svc.Process.Kill(); svc.Wait() }()
+	waitListen(t, addr)
+	if got := xrdcpSum(t, realclient.Env(), "root://"+addr+"//store/init/f.root"); got != want {
+		t.Fatalf("read through the disk: sha256 %s\n%s", hex(got), log.String())
+	}
+	if filesUnderDir(filepath.Join(dataDir, "data")) == 0 {
+		t.Fatalf("nothing cached on the disk:\n%s", log.String())
 	}
 }

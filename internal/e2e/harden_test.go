@@ -203,49 +203,116 @@ func TestPrestageJobsBelongToSubmitter(t *testing.T) {
 	}
 }
 
-// TestDataDiskUnmountedAcrossRestart (issue 21, item 3): `hepcache serve`
-// with a data disk (a real tmpfs) refuses to start until `hepcache disk
-// init` took it into service; it serves through it; stopped, the disk
-// unmounted, it refuses to start with an error naming the directory, and
-// writes nothing into the bare mount point.
+// TestDataDiskUnmountedAcrossRestart (issue 21 item 3, issue 29 items 3
+// and 7): `hepcache serve` with two data disks (real file systems) refuses
+// to start until `hepcache disk init` took them into service; it serves
+// through them; stopped, one disk unmounted, it starts without it: xrdcp
+// reads every file (from the other disk and the origin), /metrics says the
+// disk is out, /health (curl) is degraded naming it, nothing is written
+// into the bare mount point; the disk mounted again, SIGHUP takes it back
+// with its files (read again without the origin) and /health is healthy.
 func TestDataDiskUnmountedAcrossRestart(t *testing.T) {
 	realclient.Require(t, "xrdcp")
+	curl := realclient.Require(t, "curl")
 	data := t.TempDir()
-	want := writeFile(t, data, "store/disk/f.root", 3<<20, 31)
+	sums := map[string][32]byte{}
+	for i := range 6 {
+		p := fmt.Sprintf("store/disk/f%d.root", i)
+		sums[p] = writeFile(t, data, p, 2<<20+i, uint64(31+i))
+	}
 	origin := xrdtest.StartOrigin(t, data)
-	disk := realclient.Tmpfs(t, "32m")
+	// disk is a tmpfs reached through a bind mount: unmounted, its mount
+	// point is bare; mounted again, its files are there.
+	store := realclient.Tmpfs(t, "64m")
+	disk := t.TempDir()
+	mount := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("mount", args...).CombinedOutput(); err != nil {
+			t.Fatalf("mount %v: %v %s", args, err, out)
+		}
+	}
+	mount("--bind", store, disk)
+	t.Cleanup(func() { exec.Command("umount", "-l", disk).Run() })
+	other := realclient.Tmpfs(t, "64m")
 	cacheDir := t.TempDir()
+	metricsAddr := freeAddr(t)
 	cfgFile := filepath.Join(t.TempDir(), "hepcache.toml")
-	os.WriteFile(cfgFile, []byte(fmt.Sprintf("[cache]\ndir = %q\ndata_dirs = [%q]\n[origin]\ndefault = \"root://%s\"\n", cacheDir, disk, origin.Addr)), 0o644)
+	os.WriteFile(cfgFile, []byte(fmt.Sprintf("[server]\nmetrics_listen = %q\n[cache]\ndir = %q\ndata_dirs = [%q, %q]\n[origin]\ndefault = \"root://%s\"\n",
+		metricsAddr, cacheDir, disk, other, origin.Addr)), 0o644)
 	serve := func() ([]byte, error) {
 		return exec.Command(hepcacheBin, "serve", "--config", cfgFile, "--listen", freeAddr(t)).CombinedOutput()
 	}
 	if out, err := serve(); err == nil || !strings.Contains(string(out), "hepcache disk init") {
 		t.Fatalf("serve with a data dir never initialised: %v\n%s", err, out)
 	}
-	if out, err := exec.Command(hepcacheBin, "disk", "init", "--config", cfgFile, disk).CombinedOutput(); err != nil {
+	if out, err := exec.Command(hepcacheBin, "disk", "init", "--config", cfgFile, disk, other).CombinedOutput(); err != nil {
 		t.Fatalf("hepcache disk init: %v\n%s", err, out)
 	}
-	p := startProc(t, "--config", cfgFile)
-	if got := xrdcpSum(t, realclient.Env(), "root://"+p.addr+"//store/disk/f.root"); got != want {
-		t.Fatalf("read through the data disk: sha256 %s", hex(got))
+	readAll := func(p *proc) {
+		t.Helper()
+		for f, want := range sums {
+			if got := xrdcpSum(t, realclient.Env(), "root://"+p.addr+"//"+f); got != want {
+				t.Fatalf("read %s: sha256 %s", f, hex(got))
+			}
+		}
 	}
+	health := func() string {
+		t.Helper()
+		return string(realclient.MustRun(t, nil, curl, "-sS", "http://"+metricsAddr+"/health").Stdout)
+	}
+	upMetric := `hepcache_disk_up{disk="` + disk + `"} `
+	p := startProc(t, "--config", cfgFile)
+	readAll(p)
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	<-p.done
-	if n := filesUnderDir(filepath.Join(disk, "data")); n == 0 {
+	onDisk := filesUnderDir(filepath.Join(disk, "data"))
+	if onDisk == 0 {
 		t.Fatal("no data file on the data disk")
 	}
 	if out, err := exec.Command("umount", disk).CombinedOutput(); err != nil {
 		t.Fatalf("umount: %v %s", err, out)
 	}
-	out, err := serve()
-	if err == nil || !strings.Contains(string(out), disk) || !strings.Contains(string(out), "not mounted") {
-		t.Fatalf("serve with its data disk unmounted: %v\n%s", err, out)
+
+	p = startProc(t, "--config", cfgFile)
+	if h := health(); !strings.Contains(h, `"status":"degraded"`) || !strings.Contains(h, "data disk "+disk+" out of service") {
+		t.Fatalf("/health with a data disk not mounted: %s", h)
 	}
+	if m := string(realclient.MustRun(t, nil, curl, "-sS", "http://"+metricsAddr+"/metrics").Stdout); !strings.Contains(m, upMetric+"0") {
+		t.Fatalf("/metrics lacks %s0", upMetric)
+	}
+	readAll(p)
 	if ents, _ := os.ReadDir(disk); len(ents) != 0 {
 		t.Fatalf("hepcache wrote into the bare mount point: %v", ents)
 	}
-	t.Logf("refused: %s", out)
+	if !strings.Contains(p.log.String(), "data disk out of service from the start") {
+		t.Fatalf("no log line for the disk out of service:\n%s", p.log.String())
+	}
+
+	mount("--bind", store, disk)
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	eventually.True(t, func() bool { return strings.Contains(p.log.String(), "data disk back in service") }, "SIGHUP to take the disk back")
+	if h := health(); !strings.Contains(h, `"status":"healthy"`) {
+		t.Fatalf("/health with the disk back: %s", h)
+	}
+	if m := string(realclient.MustRun(t, nil, curl, "-sS", "http://"+metricsAddr+"/metrics").Stdout); !strings.Contains(m, upMetric+"1") {
+		t.Fatalf("/metrics lacks %s1", upMetric)
+	}
+	fetched := func() string {
+		t.Helper()
+		m := string(realclient.MustRun(t, nil, curl, "-sS", "http://"+metricsAddr+"/metrics").Stdout)
+		for _, l := range strings.Split(m, "\n") {
+			if strings.HasPrefix(l, "hepcache_origin_fetched_bytes_total ") {
+				return l
+			}
+		}
+		t.Fatal("no hepcache_origin_fetched_bytes_total in /metrics")
+		return ""
+	}
+	before := fetched()
+	readAll(p)
+	if after := fetched(); after != before {
+		t.Fatalf("files on the disks were fetched again: %s, then %s", before, after)
+	}
 }
 
 // filesUnderDir counts the regular files under dir.

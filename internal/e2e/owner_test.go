@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -132,4 +133,100 @@ func waitListen(tb testing.TB, addr string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	tb.Fatalf("nothing listens on %s", addr)
+}
+
+// TestOwnershipFixIsNarrow (issue 29 items 6 and 11): the cache directory
+// of a migrated XCache site, below XCache's own 0700 directory (here
+// daemon's): serve as the service user (nobody) fails with a fix that
+// touches only the cache directory and lets nobody cross XCache's
+// directory, never a chown -R of the directories above, and prints the
+// directory's mode as a directory's (drwx------); the fix it names works.
+func TestOwnershipFixIsNarrow(t *testing.T) {
+	realclient.RequireRoot(t, "serve runs as nobody below a directory of daemon")
+	setpriv := realclient.Require(t, "setpriv")
+	top, err := os.MkdirTemp("", "hepcache-narrow-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(top) })
+	os.Chmod(top, 0o755)
+	bin := filepath.Join(top, "hepcache")
+	copyFile(t, hepcacheBin, bin, 0o755)
+	xc := filepath.Join(top, "xcache")
+	if err := os.Mkdir(xc, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(xc, 1, 1) // daemon:daemon
+	cacheDir := filepath.Join(xc, ".hepcache")
+	addr := freeAddr(t)
+	cfg := filepath.Join(top, "hepcache.toml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf("[server]\nlisten = %q\n[cache]\ndir = %q\n[origin]\ndefault = \"root://127.0.0.1:1\"\n", addr, cacheDir)), 0o644)
+	asNobody := func(args ...string) *exec.Cmd {
+		return exec.Command(setpriv, append([]string{"--reuid", "nobody", "--regid", "nogroup", "--clear-groups", bin}, args...)...)
+	}
+	out, err := asNobody("serve", "--config", cfg).CombinedOutput()
+	if err == nil {
+		t.Fatalf("serve as nobody below daemon's 0700 directory started:\n%s", out)
+	}
+	for _, want := range []string{
+		xc + " belongs to daemon:daemon (mode drwx------)",
+		"install -d -o nobody -g nogroup " + cacheDir,
+		"setfacl -m u:nobody:x " + xc,
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the error lacks %q:\n%s", want, out)
+		}
+	}
+	for _, bad := range []string{"chown -R nobody:nogroup " + top, "-rwx------"} {
+		if strings.Contains(string(out), bad) {
+			t.Errorf("the error says %q:\n%s", bad, out)
+		}
+	}
+	// The fix named (with chmod o+x, as no setfacl is installed here).
+	for _, c := range [][]string{{"install", "-d", "-o", "nobody", "-g", "nogroup", cacheDir}, {"chmod", "o+x", xc}} {
+		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v %s", c, err, out)
+		}
+	}
+	svc := asNobody("serve", "--config", cfg)
+	var svcLog syncBuffer
+	svc.Stdout, svc.Stderr = &svcLog, &svcLog
+	if err := svc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { svc.Process.Kill(); svc.Wait() }()
+	waitListen(t, addr)
+	var st syscall.Stat_t
+	if err := syscall.Stat(xc, &st); err != nil || st.Uid != 1 {
+		t.Fatalf("XCache's directory changed owner: uid %d %v", st.Uid, err)
+	}
+}
+
+// TestReadOnlyUnderSystemdNamesDropIn (issue 29 item 8): under systemd
+// (INVOCATION_ID set, as the unit sets it) a cache directory the unit's
+// ProtectSystem=strict leaves read-only (here a read-only bind mount, the
+// same EROFS) stops serve and check with the drop-in that adds it to the
+// unit's ReadWritePaths, not a bare "read-only file system".
+func TestReadOnlyUnderSystemdNamesDropIn(t *testing.T) {
+	realclient.RequireRoot(t, "a read-only bind mount")
+	srv := t.TempDir()
+	if out, err := exec.Command("mount", "--bind", "-o", "ro", srv, srv).CombinedOutput(); err != nil {
+		t.Fatalf("mount: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", srv).Run() })
+	cacheDir := filepath.Join(srv, "xcache", ".hepcache")
+	env := append(os.Environ(), "INVOCATION_ID=0123456789abcdef")
+	for _, args := range [][]string{{"serve"}, {"check"}} {
+		cmd := exec.Command(hepcacheBin, append(args, "--cache-dir", cacheDir, "--origin", "root://127.0.0.1:1", "--listen", freeAddr(t))...)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			t.Fatalf("%s on a read-only file system: accepted\n%s", args[0], out)
+		}
+		for _, want := range []string{"read-only file system", "systemctl edit hepcache", "ReadWritePaths=" + cacheDir} {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("%s: the error lacks %q:\n%s", args[0], want, out)
+			}
+		}
+	}
 }

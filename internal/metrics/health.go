@@ -19,7 +19,8 @@ const (
 // HealthReport is the body of /health.
 type HealthReport struct {
 	// Status is healthy, degraded (serving, but an admin should look: disk
-	// errors, recent origin errors, usage above the high watermark) or down
+	// errors, a data disk out of service, recent origin errors, usage above
+	// the high watermark) or down
 	// (the cache directory is not writable).
 	Status string `json:"status"`
 	// Reasons explain a status other than healthy; never null.
@@ -58,6 +59,11 @@ func (r *Registry) Health() HealthReport {
 		r.healthMu.Unlock()
 		if !at.IsZero() && now.Sub(at) < r.cfg.HealthWindow {
 			degraded(fmt.Sprintf("disk errors: %d write or sync errors so far, the latest within %v", n, r.cfg.HealthWindow))
+		}
+	}
+	for _, d := range r.diskStates() {
+		if !d.Up {
+			degraded(fmt.Sprintf("data disk %s out of service: %s", d.Dir, d.Reason))
 		}
 	}
 	for _, s := range r.originList() {

@@ -155,6 +155,7 @@ type Registry struct {
 	clients Clients
 	cache   atomic.Pointer[CacheSource]
 	space   atomic.Pointer[func() SpaceFigures]
+	disks   atomic.Pointer[func() []DiskFigure]
 	// prestage reports the prestager (prestage.go).
 	prestage atomic.Pointer[func() PrestageFigures]
 	// originLogEvery is Config.OriginLogInterval (nanoseconds), replaced
@@ -246,6 +247,24 @@ func (r *Registry) ObserveRequest(protocol, operation string, err error) {
 		r.mu.Unlock()
 	}
 	c.Add(1)
+}
+
+// RequestCount is the number of requests of one protocol, operation and
+// outcome (ObserveRequest).
+type RequestCount struct {
+	Protocol, Operation, Outcome string
+	N                            int64
+}
+
+// Requests returns the request counts so far, in no order.
+func (r *Registry) Requests() []RequestCount {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]RequestCount, 0, len(r.requests))
+	for k, c := range r.requests {
+		out = append(out, RequestCount{Protocol: k.protocol, Operation: k.operation, Outcome: k.outcome, N: c.Load()})
+	}
+	return out
 }
 
 // CounterFunc adds a counter whose value fn returns at scrape time (e.g.

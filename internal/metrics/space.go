@@ -54,6 +54,19 @@ type DirFigure struct {
 // (nil: none).
 func (r *Registry) SetSpace(fn func() SpaceFigures) { r.space.Store(&fn) }
 
+// SetDisks sets the function that reports the data disks to /health (nil:
+// none): a disk out of service makes the node degraded.
+func (r *Registry) SetDisks(fn func() []DiskFigure) { r.disks.Store(&fn) }
+
+// diskStates returns the data disks, none when SetDisks was not called.
+func (r *Registry) diskStates() []DiskFigure {
+	p := r.disks.Load()
+	if p == nil || *p == nil {
+		return nil
+	}
+	return (*p)()
+}
+
 // Space returns the current space figures; false when none are set.
 func (r *Registry) Space() (SpaceFigures, bool) {
 	p := r.space.Load()

@@ -65,7 +65,9 @@ func TestStreamsRoundTrip(t *testing.T) {
 			m, err := New(Config{Summary: addr, FStream: addr, GStream: addr, Host: "cache.example", Port: 1094, Site: "T2_Test",
 				SummaryInterval: 50 * time.Millisecond, FStreamFlush: 50 * time.Millisecond, GStreamFlush: 50 * time.Millisecond,
 				XfrInterval: 10 * time.Millisecond, GStreamJSONHeader: jsonHdr,
-				Stats: func() Figures { return Figures{Connections: 1, ConnectionsTotal: 3, BytesOut: 300000, Misses: 1} }})
+				Stats: func() Figures {
+					return Figures{Connections: 1, ConnectionsTotal: 3, BytesOut: 300000, Misses: 1, Ops: Ops{Open: 1, Read: 2, ReadV: 1}}
+				}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -135,12 +137,13 @@ func TestStreamsRoundTrip(t *testing.T) {
 			}
 			s := col.Summaries()[0]
 			for k, want := range map[string]string{"link.num": "1", "link.tot": "3", "link.out": "300000", "info.port": "1094",
-				"cache.rd.miss": "1", "info.host": "cache.example"} {
+				"cache.rd.miss": "1", "info.host": "cache.example", "xrootd.ops.open": "1", "xrootd.ops.rd": "2", "xrootd.ops.rv": "1",
+				"xrootd.lgn.num": "0", "xrootd.dly": "0", "xrootd.rdr": "0"} {
 				if s.Values[k] != want {
 					t.Errorf("summary %s = %q, want %q", k, s.Values[k], want)
 				}
 			}
-			if s.Types["cache"] != "hepcache" || s.Attr["site"] != "T2_Test" || s.Attr["pgm"] != "hepcache" {
+			if s.Types["cache"] != "pfc" || s.Attr["site"] != "T2_Test" || s.Attr["pgm"] != "xrootd" {
 				t.Errorf("summary %+v", s)
 			}
 		})
@@ -170,14 +173,15 @@ func TestSummaryReadByMpxstats(t *testing.T) {
 	}()
 	m, err := New(Config{Summary: "127.0.0.1:" + strconv.Itoa(port), SummaryInterval: 20 * time.Millisecond, Host: "cache.example", Port: 1094,
 		Stats: func() Figures {
-			return Figures{Connections: 2, ConnectionsTotal: 7, BytesOut: 12345, BytesHit: 10000, BytesMissed: 2345, Hits: 3, Misses: 1, Files: 4}
+			return Figures{Connections: 2, ConnectionsTotal: 7, BytesOut: 12345, BytesHit: 10000, BytesMissed: 2345, Hits: 3, Misses: 1, Files: 4,
+				Ops: Ops{Open: 4, Read: 9}}
 		}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	want := []string{"pgm hepcache", "info.host cache.example", "info.port 1094", "link.num 2", "link.tot 7", "link.out 12345",
-		"cache.rd.out 12345", "cache.rd.hits 3", "cache.rd.miss 1", "cache.files.now 4", "xrootd.ops.open 4"}
+	want := []string{"pgm xrootd", "info.host cache.example", "info.port 1094", "link.num 2", "link.tot 7", "link.out 12345",
+		"cache.rd.out 12345", "cache.rd.hits 3", "cache.rd.miss 1", "cache.files.now 4", "xrootd.ops.open 4", "xrootd.ops.rd 9"}
 	eventually.True(t, func() bool {
 		got := out.String()
 		for _, w := range want {

@@ -31,6 +31,23 @@ type Figures struct {
 	// MemoryLimit and MemoryUsed are the bytes the cache may hold in
 	// flight from origins and holds now.
 	MemoryLimit, MemoryUsed int64
+	// Ops are the root:// requests, as the xrootd section counts them.
+	Ops Ops
+}
+
+// Ops counts root:// requests since start-up by kind, as XRootD's summary
+// report does in its xrootd section.
+type Ops struct {
+	// Open, Read (kXR_read and kXR_pgread), ReadV, Sync, Misc (every other
+	// request) count requests.
+	Open, Read, ReadV, Sync, Misc int64
+	// Errors counts requests answered with an error, Redirects with
+	// kXR_redirect, Delays with kXR_wait.
+	Errors, Redirects, Delays int64
+	// Logins counts kXR_login; AuthFailed and AuthOK the kXR_auth that
+	// failed and succeeded; Unauthenticated the logins that needed no
+	// kXR_auth.
+	Logins, AuthFailed, AuthOK, Unauthenticated int64
 }
 
 // sendSummary sends one summary report.
@@ -45,13 +62,16 @@ func (m *Monitor) sendSummary() {
 
 // summaryXML renders a report as XrdStats does (xrd.report ... all): the
 // statistics element with the sections hepcache has figures for: info,
-// link, proc, xrootd (opens and errors), cache (the pfc section layout,
-// type "hepcache") and sgen.
+// link, proc, xrootd (operations, errors, redirects, delays, logins),
+// cache (XrdPfc's section, type "pfc") and sgen. The program is "xrootd",
+// as XCache's: collectors drop reports of other programs (the OSG
+// collector's SummaryCollector.py), and read every value of the sections
+// they know, so each is sent; ver names the hepcache build.
 func (m *Monitor) summaryXML(f Figures) []byte {
 	c := &m.cfg
 	now := c.now()
 	var b bytes.Buffer
-	fmt.Fprintf(&b, `<statistics tod="%d" ver="%s" src="%s:%d" tos="%d" pgm="hepcache" ins="%s" pid="%d" site="%s">`,
+	fmt.Fprintf(&b, `<statistics tod="%d" ver="%s" src="%s:%d" tos="%d" pgm="xrootd" ins="%s" pid="%d" site="%s">`,
 		now.Unix(), esc(m.version), esc(c.Host), c.Port, m.start.Unix(), esc(c.Name), os.Getpid(), esc(c.Site))
 	fmt.Fprintf(&b, `<stats id="info"><host>%s</host><port>%d</port><name>%s</name></stats>`, esc(c.Host), c.Port, esc(c.Name))
 	fmt.Fprintf(&b, `<stats id="link"><num>%d</num><maxn>%d</maxn><tot>%d</tot><in>%d</in><out>%d</out>`+
@@ -63,10 +83,13 @@ func (m *Monitor) summaryXML(f Figures) []byte {
 			ru.Utime.Sec, ru.Utime.Usec, ru.Stime.Sec, ru.Stime.Usec)
 	}
 	opens := f.Hits + f.PartialHits + f.Misses
-	fmt.Fprintf(&b, `<stats id="xrootd"><num>%d</num><ops><open>%d</open><rf>0</rf><rd>0</rd><pr>0</pr><rv>0</rv><rs>0</rs>`+
-		`<wv>0</wv><ws>0</ws><wr>0</wr><sync>0</sync><getf>0</getf><putf>0</putf><misc>0</misc></ops>`+
-		`<err>%d</err></stats>`, f.ConnectionsTotal, opens, f.OpenErrors)
-	fmt.Fprintf(&b, `<stats id="cache" type="hepcache"><prerd><in>%d</in><hits>0</hits><miss>0</miss></prerd>`+
+	o := f.Ops
+	fmt.Fprintf(&b, `<stats id="xrootd"><num>%d</num><ops><open>%d</open><rf>0</rf><rd>%d</rd><pr>0</pr><rv>%d</rv><rs>0</rs>`+
+		`<wv>0</wv><ws>0</ws><wr>0</wr><sync>%d</sync><getf>0</getf><putf>0</putf><misc>%d</misc></ops>`+
+		`<err>%d</err><rdr>%d</rdr><dly>%d</dly><lgn><num>%d</num><af>%d</af><au>%d</au><ua>%d</ua></lgn></stats>`,
+		f.ConnectionsTotal, o.Open, o.Read, o.ReadV, o.Sync, o.Misc, o.Errors, o.Redirects, o.Delays,
+		o.Logins, o.AuthFailed, o.AuthOK, o.Unauthenticated)
+	fmt.Fprintf(&b, `<stats id="cache" type="pfc"><prerd><in>%d</in><hits>0</hits><miss>0</miss></prerd>`+
 		`<rd><in>%d</in><out>%d</out><hits>%d</hits><miss>%d</miss></rd>`+
 		`<pass>%d<cnt>0</cnt></pass><wr><out>0</out><updt>0</updt></wr><saved>0</saved><purge>%d</purge>`+
 		`<files><opened>%d</opened><closed>%d</closed><new>%d</new><del>%d</del><now>%d</now><full>0</full></files>`+

@@ -355,6 +355,32 @@ func TestCompareWithXCache(t *testing.T) {
 			}
 		}
 	}
+	// What collectors written for XCache parse (issue 29 item 7): the OSG
+	// collector (xrootd-monitoring-collector's SummaryCollector.py) drops a
+	// report whose pgm is not xrootd and reads each of these values, so a
+	// report without one fails there; XRootD names its cache section's
+	// type after the cache library (XrdPfc: "pfc").
+	if xs.Attr["pgm"] != hs.Attr["pgm"] || xs.Types["cache"] != hs.Types["cache"] {
+		t.Errorf("summary pgm %q, cache type %q; XCache's %q, %q", hs.Attr["pgm"], hs.Types["cache"], xs.Attr["pgm"], xs.Types["cache"])
+	}
+	for _, k := range []string{"info.host", "link.num", "link.tot", "link.in", "link.out", "link.ctime", "link.tmo",
+		"proc.sys.s", "proc.usr.s", "xrootd.err", "xrootd.dly", "xrootd.rdr", "xrootd.ops.open", "xrootd.ops.pr",
+		"xrootd.ops.rd", "xrootd.ops.rv", "xrootd.ops.sync", "xrootd.ops.wr", "xrootd.lgn.num", "xrootd.lgn.af",
+		"xrootd.lgn.au", "xrootd.lgn.ua", "sgen.as", "sgen.toe"} {
+		if _, ok := xs.Values[k]; !ok {
+			t.Errorf("summary: XCache does not send %s, which the OSG collector reads", k)
+		}
+		if _, ok := hs.Values[k]; !ok {
+			t.Errorf("summary: hepcache does not send %s, which the OSG collector reads (XCache: %s)", k, xs.Values[k])
+		}
+	}
+	// The clients' reads and vector reads are counted as XCache counts them.
+	for _, k := range []string{"xrootd.ops.open", "xrootd.ops.rd", "xrootd.ops.rv"} {
+		if hs.Values[k] == "0" {
+			t.Errorf("summary %s = 0 after the reads (XCache: %s)", k, xs.Values[k])
+		}
+		t.Logf("summary %s: XCache %s, hepcache %s", k, xs.Values[k], hs.Values[k])
+	}
 	// XCache 5.5.3's cache section stays all zeros; hepcache's counts.
 	if hs.Values["cache.rd.out"] == "0" || hs.Values["cache.rd.hits"] == "0" || hs.Values["cache.files.opened"] == "0" {
 		t.Errorf("hepcache's cache section: %v", hs.Values)

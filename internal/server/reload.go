@@ -25,7 +25,8 @@ import (
 // Keys that changed but need a restart are named, each by its full key,
 // in a warning. What fails to apply is reported and the rest still
 // applies; a part that fails keeps its previous value. log.level and
-// log.file are the caller's (serve): it owns the logger.
+// log.file are the caller's (serve): it owns the logger. Data disks out of
+// service are probed and taken back if they are there again.
 func (s *Server) Reload(next *config.Config) error {
 	var errs []error
 	if s.alog != nil {
@@ -41,13 +42,21 @@ func (s *Server) Reload(next *config.Config) error {
 			errs = append(errs, err)
 		}
 	}
+	// A data disk out of service is tried again: the admin may have
+	// mounted or repaired it (the periodic check takes back only those
+	// that were not mounted).
+	s.cache.RetryDisks()
 	if next == nil {
 		return errors.Join(errs...)
 	}
 	// The same checks as at start-up: a file the next start would refuse
 	// is refused now, not reported reloaded.
-	if err := Check(next); err != nil {
+	warns, err := Check(next)
+	if err != nil {
 		return errors.Join(append(errs, fmt.Errorf("configuration refused (as it would be at start-up), nothing of it applied:\n%w", err))...)
+	}
+	for _, w := range warns {
+		s.log.Warn("reload: " + w)
 	}
 	sp, err := spaceOf(next)
 	if err == nil {
@@ -144,14 +153,21 @@ func (s *Server) spaceFigures() metrics.SpaceFigures {
 		f.Quotas = append(f.Quotas, metrics.QuotaFigure{Prefix: q.Prefix, Limit: q.Limit, High: q.High, Low: q.Low,
 			Bytes: q.Bytes, Files: int64(q.Files), EvictedFiles: q.EvictedFiles, EvictedBytes: q.EvictedBytes})
 	}
-	for _, d := range s.cache.Disks() {
-		f.Disks = append(f.Disks, metrics.DiskFigure{Dir: d.Dir, Up: d.Up, Reason: d.Reason, Total: d.Total, Used: d.Used,
-			High: d.High, Low: d.Low, Files: int64(d.Files), Bytes: d.Bytes, Errors: d.Errors, DirectIO: d.DirectIO})
-	}
+	f.Disks = s.diskFigures()
 	for _, d := range s.cache.DirStats() {
 		f.Dirs = append(f.Dirs, metrics.DirFigure{Dir: d.Dir, Files: int64(d.Files), Bytes: d.Bytes,
 			Hits: d.Hits, Partial: d.Partial, Misses: d.Misses,
 			BytesHit: d.BytesHit, BytesMissed: d.BytesMissed, BytesBypassed: d.BytesBypassed})
 	}
 	return f
+}
+
+// diskFigures reports the data disks to /metrics and /health.
+func (s *Server) diskFigures() []metrics.DiskFigure {
+	var out []metrics.DiskFigure
+	for _, d := range s.cache.Disks() {
+		out = append(out, metrics.DiskFigure{Dir: d.Dir, Up: d.Up, Reason: d.Reason, Total: d.Total, Used: d.Used,
+			High: d.High, Low: d.Low, Files: int64(d.Files), Bytes: d.Bytes, Errors: d.Errors, DirectIO: d.DirectIO})
+	}
+	return out
 }

@@ -98,11 +98,16 @@ type Server struct {
 // directory's lock, rebuilds the cache index and starts listening. Serving
 // goroutines run until Shutdown.
 func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("invalid configuration:\n%w", err)
-	}
 	if log == nil {
 		log = slog.Default()
+	}
+	// The one validation, as `hepcache check` and a reload run it.
+	warns, err := Check(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("invalid configuration:\n%w", err)
+	}
+	for _, w := range warns {
+		log.Warn(w)
 	}
 	// Clients cause many log lines (failed requests, denials, bad
 	// handshakes): each is cut short and each message rate-bounded, with
@@ -199,6 +204,7 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	}
 	s.metrics.SetCache(cachemetrics.Source(s.cache))
 	s.metrics.SetSpace(s.spaceFigures)
+	s.metrics.SetDisks(s.diskFigures)
 	// The front ends call the loop guard, then the cluster's Router,
 	// then the cache.
 	be, err := s.cl.backend(s.cache)

@@ -28,6 +28,17 @@ func TestNewFailsCleanly(t *testing.T) {
 			c.Security.TLSCert, c.Security.TLSKey = filepath.Join(dir, "none.pem"), filepath.Join(dir, "none.key")
 		}, "none.pem"},
 		{"port in use", func(c *config.Config) { c.Server.Listen = busy.Addr().String() }, "server.listen"},
+		// Issue 29 item 1: with a summary stream, a start that fails
+		// before the cache exists sent a last report from Close and
+		// panicked on the missing cache.
+		{"uninitialised data disk with a summary stream", func(c *config.Config) {
+			c.Monitor.Summary = "127.0.0.1:9"
+			c.Cache.DataDirs = []string{filepath.Join(dir, "disk0")}
+		}, "disk init"},
+		{"port in use with a summary stream", func(c *config.Config) {
+			c.Monitor.Summary = "127.0.0.1:9"
+			c.Server.Listen = busy.Addr().String()
+		}, "server.listen"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := config.Default()
