@@ -47,6 +47,9 @@ nothing; exit status 1 if anything is wrong. Also: hepcache serve --check.`, def
 		}
 		return fmt.Errorf("%d problems in the configuration", n)
 	}
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintf(os.Stderr, "  warning: %s\n", w)
+	}
 	fmt.Printf("configuration OK: cache %s, origin %q, root:// on %s\n", cfg.Cache.Dir, cfg.Origin.Default, cfg.Server.Listen)
 	return nil
 }

@@ -108,6 +108,9 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	// the count of dropped lines on the next one.
 	lb := logbound.New(log.Handler(), logbound.Config{})
 	log = slog.New(lb)
+	for _, w := range cfg.Warnings() {
+		log.Warn("configuration: " + w)
+	}
 	s = &Server{cfg: cfg, log: log, serveErrs: make(chan error, 4), closeDone: make(chan struct{})}
 	// "return nil, err" sets s to nil: close what was built through a copy.
 	built := s
