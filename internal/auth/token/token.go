@@ -108,6 +108,10 @@ type Claims struct {
 	Scopes []Scope
 	// Groups are the wlcg.groups ("/cms", "/cms/uscms").
 	Groups []string
+	// OtherScopes are the scopes that are not storage scopes, as written
+	// ("openid", "compute.read", a service's own such as
+	// "pelican.directorTestReport"), for services that grant by them.
+	OtherScopes []string
 	// Profile is "wlcg" (wlcg.ver), "scitokens" (ver scitoken:2.0) or "".
 	Profile string
 }
@@ -391,6 +395,7 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (*Claims, error) {
 	if c.Scopes, err = parseScopes(rc.Scope, is.cfg.BasePath); err != nil {
 		return nil, fmt.Errorf("token of %s: %w", rc.Iss, errors.Join(ErrInvalid, err))
 	}
+	c.OtherScopes = otherScopes(rc.Scope)
 	switch {
 	case rc.WLCGVer != "":
 		c.Profile = "wlcg"
