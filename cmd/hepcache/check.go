@@ -90,6 +90,9 @@ status 1 if anything is wrong. Also: hepcache serve --check.`, defaultConfigPath
 		}
 		return fmt.Errorf("%d problems in the configuration%s", n, as)
 	}
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintf(os.Stderr, "  warning: %s\n", w)
+	}
 	fmt.Printf("configuration OK%s: cache %s, origin %q, root:// on %s\n", as, cfg.Cache.Dir, cfg.Origin.Default, cfg.Server.Listen)
 	return nil
 }

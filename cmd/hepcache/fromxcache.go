@@ -30,7 +30,7 @@ every directive. Then: hepcache check --config FILE.`, "hepcache from-xcache [-o
 		return errors.New("from-xcache needs one XCache configuration file")
 	}
 	res, err := xcacheconf.Translate(fs.Arg(0), xcacheconf.TranslateOptions{
-		Options:  xcacheconf.Options{Instance: *instance, Host: *host},
+		Options:    xcacheconf.Options{Instance: *instance, Host: *host},
 		CacheDir:   *cacheDir,
 		AllowWider: *wider,
 	})

@@ -246,7 +246,7 @@ func (a *adopter) skipped(st *unix.Stat_t) bool {
 // the tree, and behind a symbolic link of the tree, in a space.
 type named struct {
 	*node
-	dir  *dir   // holds name (the link, if any)
+	dir  *dir // holds name (the link, if any)
 	name string
 	// link: the name in dir is a symbolic link to target's name in tdir.
 	link  bool

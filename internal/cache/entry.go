@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hepcache/hepcache/disk"
 	"github.com/hepcache/hepcache/internal/blockstore"
@@ -27,20 +28,22 @@ type entry struct {
 
 	// initCh is a one-slot lock serialising init; initDone is set once the
 	// fields below it are valid and immutable.
-	initCh  chan struct{}
-	initOK  bool
-	info    origin.FileInfo
+	initCh chan struct{}
+	initOK bool
+	info   origin.FileInfo
 	// unconfirmed: an adopted copy the origin could not confirm at open
 	// (info.ModTime is then when XCache cached it; see adopted.go).
 	unconfirmed bool
-	size    int64
-	nblocks int
-	data    *blockstore.File
+	size        int64
+	nblocks     int
+	data        *blockstore.File
 	// id names this copy's blocks in the block store (index.opened).
 	id uint64
 	// disk is the id of the data disk holding data.
 	disk     int
 	wasState string // "hit", "partial" or "miss" at open
+	// created is when the copy entered the cache (the sidecar's Created).
+	created time.Time
 
 	// ctx scopes every origin fetch of this entry; cancelled at finish, or
 	// at last close when downloads stop with the clients.
@@ -235,6 +238,7 @@ func (e *entry) init(ctx context.Context, revalidate, noFetch bool) error {
 		}
 	}
 	e.side = side
+	e.created = side.Created
 	e.data = data
 	e.size = side.FileSize
 	e.nblocks = side.Durable.Len()
@@ -375,6 +379,16 @@ func (e *entry) openOrigin(op *originOpen) {
 	op.of, op.err = of, err
 	e.ofMu.Unlock()
 	close(op.done)
+}
+
+// infoNow is the file's metadata with Cached set when every block is
+// present.
+func (e *entry) infoNow() origin.FileInfo {
+	fi := e.info
+	if e.complete() {
+		fi.Cached = e.created
+	}
+	return fi
 }
 
 // complete reports whether every block is present. Lock order: Cache.mu may

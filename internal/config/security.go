@@ -275,7 +275,7 @@ func CheckHostPattern(h string) error {
 		return fmt.Errorf("one address, CIDR block, host or domain per entry")
 	case strings.Contains(h, "/"):
 		if _, _, err := net.ParseCIDR(h); err != nil {
-			return fmt.Errorf("not a CIDR block: %v", err)
+			return fmt.Errorf("not a CIDR block: %w", err)
 		}
 	case strings.Contains(h[1:], "*"):
 		return fmt.Errorf("a wildcard only as the first label (*.site.example)")

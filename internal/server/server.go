@@ -26,9 +26,9 @@ import (
 	"github.com/hepcache/hepcache/internal/config"
 	"github.com/hepcache/hepcache/internal/dashboard"
 	"github.com/hepcache/hepcache/internal/federation"
-	"github.com/hepcache/hepcache/internal/hostallow"
 	httpfront "github.com/hepcache/hepcache/internal/frontend/http"
 	"github.com/hepcache/hepcache/internal/frontend/xrootd"
+	"github.com/hepcache/hepcache/internal/hostallow"
 	"github.com/hepcache/hepcache/internal/logbound"
 	"github.com/hepcache/hepcache/internal/metrics"
 	"github.com/hepcache/hepcache/internal/monitor"
@@ -114,6 +114,9 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	// the count of dropped lines on the next one.
 	lb := logbound.New(log.Handler(), logbound.Config{})
 	log = slog.New(lb)
+	for _, w := range cfg.Warnings() {
+		log.Warn("configuration: " + w)
+	}
 	s = &Server{cfg: cfg, log: log, serveErrs: make(chan error, 4), closeDone: make(chan struct{})}
 	// "return nil, err" sets s to nil: close what was built through a copy.
 	built := s

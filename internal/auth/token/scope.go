@@ -122,3 +122,27 @@ func restrict(scopes []Scope, restricted []string) []Scope {
 	}
 	return out
 }
+
+// otherScopes lists the scopes of the claim that parseScopes does not
+// take as storage scopes.
+func otherScopes(claim string) []string {
+	var out []string
+	for _, s := range strings.Fields(claim) {
+		name, _, _ := strings.Cut(s, ":")
+		if wlcgOps[name] == "" && sciOps[name] == "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// HasScope reports whether the token carries scope s among its other
+// (non-storage) scopes, exactly as written.
+func (c *Claims) HasScope(s string) bool {
+	for _, o := range c.OtherScopes {
+		if o == s {
+			return true
+		}
+	}
+	return false
+}

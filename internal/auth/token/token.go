@@ -113,6 +113,10 @@ type Claims struct {
 	Scopes []Scope
 	// Groups are the wlcg.groups ("/cms", "/cms/uscms").
 	Groups []string
+	// OtherScopes are the scopes that are not storage scopes, as written
+	// ("openid", "compute.read", a service's own such as
+	// "pelican.directorTestReport"), for services that grant by them.
+	OtherScopes []string
 	// Profile is "wlcg" (wlcg.ver), "scitokens" (ver scitoken:2.0) or "".
 	Profile string
 }
@@ -408,6 +412,7 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (*Claims, error) {
 	if len(is.cfg.RestrictedPaths) > 0 {
 		c.Scopes = restrict(c.Scopes, is.cfg.RestrictedPaths)
 	}
+	c.OtherScopes = otherScopes(rc.Scope)
 	switch {
 	case rc.WLCGVer != "":
 		c.Profile = "wlcg"

@@ -62,6 +62,9 @@ func TestVerifyAlgorithms(t *testing.T) {
 			if !c.Allows("read", "/store/mc/f.root") || c.Allows("read", "/other") || c.Allows("stage", "/store/f") {
 				t.Errorf("scopes %v", c.Scopes)
 			}
+			if !c.HasScope("openid") || c.HasScope("storage.read:/store") || len(c.OtherScopes) != 1 {
+				t.Errorf("other scopes %q; want [openid]", c.OtherScopes)
+			}
 		})
 	}
 }
