@@ -14,6 +14,7 @@ import (
 
 	"github.com/hepcache/hepcache/internal/config"
 	"github.com/hepcache/hepcache/internal/server"
+	"github.com/hepcache/hepcache/internal/units"
 )
 
 // serviceUser is the packaged unit's User=: `hepcache check` as root on
@@ -94,6 +95,10 @@ status 1 if anything is wrong. Also: hepcache serve --check.`, defaultConfigPath
 		fmt.Fprintf(os.Stderr, "  warning: %s\n", w)
 	}
 	fmt.Printf("configuration OK%s: cache %s, origin %q, root:// on %s\n", as, cfg.Cache.Dir, cfg.Origin.Default, cfg.Server.Listen)
+	if cc, err := cfg.CacheConfig(); err == nil {
+		cc.EnsureDefaults()
+		fmt.Printf("ram %s (%s), of which fetch_memory %s\n", units.Format(cc.RAM), cc.RAMFrom, units.Format(cc.FetchMemory))
+	}
 	return nil
 }
 

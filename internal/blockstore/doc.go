@@ -14,15 +14,18 @@
 // # Pieces
 //
 //   - An arena (arena.go): one mapping of Size bytes made at start-up, cut
-//     into slots of one block each, aligned for direct I/O, outside the Go
-//     heap and never handed back piecemeal (re-faulting a released page costs
-//     about as much as the write it serves). A slot's pages are touched only
-//     when first used, so a process's memory grows with what it holds.
+//     into slots of one block each, aligned for direct I/O (and on a huge
+//     page boundary, with transparent huge pages asked for), outside the Go
+//     heap. A slot's pages are touched only when first used, so a process's
+//     memory grows with what it holds; SetLimit hands slots' memory back to
+//     the kernel when the node needs it (the cache watches the node's
+//     memory pressure) and lets them take it again later.
 //   - A RAM block cache (store.go) in those slots: blocks being filled from
-//     an origin, and blocks recently filled or read back from disk, under
-//     S3-FIFO: a block enters a small probation queue and moves to the main
-//     queue only when read again, so a one-time scan of a large file cycles
-//     through a tenth of the arena instead of evicting what is hot.
+//     an origin, and blocks recently filled or read back from disk. While a
+//     slot is free a block takes it; once the arena is full, S3-FIFO
+//     decides what goes: a block enters a small probation queue and moves
+//     to the main queue only when read again, so a one-time scan of a
+//     large file evicts from probation instead of what is hot.
 //   - Data files (file.go) opened with O_DIRECT: whole blocks are written
 //     from their slots and read back into slots without the page cache; a
 //     file system that refuses O_DIRECT is used with buffered I/O.

@@ -44,6 +44,11 @@ type Config struct {
 	Size int64
 	// SlotSize is the size of one block in bytes, a multiple of Align.
 	SlotSize int64
+	// NoHugePages does not ask for transparent huge pages for the arena.
+	// Default false: asked for (where the kernel's setting is "madvise" or
+	// "always"), making a first touch of the arena several times cheaper
+	// (bench floor).
+	NoHugePages bool
 }
 
 // MinSlots is the fewest slots a store has: enough for a few fetches and
@@ -51,12 +56,12 @@ type Config struct {
 const MinSlots = 16
 
 // smallShare is the part of the cached blocks S3-FIFO's probation queue
-// holds (the paper's 10 %), and minSmall the fewest it holds (or a tenth
-// of the slots, if less). The share is of what the cache holds, not of the
-// arena: a scan through a fresh process cycles through minSmall slots
-// instead of first touching a tenth of the arena (first touch of a page
-// costs as much as the write it would serve on a VM whose host takes
-// freed pages back); the probation queue grows as blocks prove hot.
+// holds (the paper's 10 %) once the arena is full, and minSmall the fewest
+// it holds (or a tenth of the slots, if less). While a slot is free (or
+// handed back to the kernel and not needed back by the node) a block
+// takes it rather than another block's: free memory holds what was read,
+// as the page cache would, and probation and ghosts only decide what goes
+// once RAM is full.
 const (
 	smallShare = 10
 	minSmall   = 32
@@ -71,8 +76,14 @@ type Store struct {
 	minSmall int
 
 	// mu protects everything below and every slot's fields but buf.
-	mu          sync.Mutex
-	free        []*slot // LIFO: the most recently freed (warm) slot first
+	mu sync.Mutex
+	// free are slots whose memory is resident, most recently freed
+	// first; cold are slots without memory (never used, or handed back
+	// under pressure), the lowest index first.
+	free, cold  []*slot
+	// limit is how many slots may hold blocks (SetLimit: the node's
+	// memory pressure lowers it); handing is the slots being handed back.
+	limit, handing int
 	cached      map[Key]*slot
 	small, main queue
 	ghost       ghost
@@ -106,6 +117,7 @@ type Stats struct {
 	GhostHits        atomic.Int64 // blocks loaded again soon after eviction from probation: into the main queue
 	AcquireWaits     atomic.Int64 // slot requests that had to wait for a slot
 	UncheckedLoads   atomic.Int64 // blocks read back with no recorded CRC (checksummed, trusted on first use)
+	HandedBack       atomic.Int64 // bytes of slots whose memory went back to the kernel (SetLimit)
 	FallbackWrites   atomic.Int64 // block writes without direct I/O
 	DirectWrites     atomic.Int64
 	DirectWriteBytes atomic.Int64
@@ -149,7 +161,7 @@ func New(cfg Config) (*Store, error) {
 	if n < MinSlots {
 		return nil, fmt.Errorf("blockstore: %d bytes hold %d blocks of %d bytes, want at least %d", cfg.Size, n, cfg.SlotSize, MinSlots)
 	}
-	a, err := newArena(n, int(cfg.SlotSize))
+	a, err := newArena(n, int(cfg.SlotSize), !cfg.NoHugePages)
 	if err != nil {
 		return nil, err
 	}
@@ -157,15 +169,16 @@ func New(cfg Config) (*Store, error) {
 		arena:    a,
 		slots:    make([]slot, n),
 		minSmall: max(1, min(minSmall, n*smallShare/100)),
+		limit:    n,
 		cached:   map[Key]*slot{},
 		loading:  map[Key]*load{},
 		changed:  make(chan struct{}),
 	}
 	s.ghost.init(n)
-	s.free = make([]*slot, 0, n)
+	s.cold = make([]*slot, 0, n)
 	for i := n - 1; i >= 0; i-- { // slot 0 on top: slots are touched in order
 		s.slots[i].idx, s.slots[i].buf = i, a.slot(i)
-		s.free = append(s.free, &s.slots[i])
+		s.cold = append(s.cold, &s.slots[i])
 	}
 	return s, nil
 }
@@ -191,6 +204,12 @@ func (s *Store) Stats() *Stats { return &s.stats }
 // Usage is the store's occupancy.
 type Usage struct {
 	Slots, SlotSize int
+	// Limit is how many slots may hold blocks now (SetLimit); Cold counts
+	// the slots without memory (never used, or handed back).
+	Limit, Cold int
+	// HugePages: the arena asked for transparent huge pages and the
+	// kernel took the request.
+	HugePages bool
 	// Cached counts the blocks held for reuse (probation and main),
 	// Filling the slots being filled, Pinned the slots in use by readers
 	// or fills, Touched the slots ever used (the arena's resident part).
@@ -203,7 +222,7 @@ type Usage struct {
 func (s *Store) Usage() Usage {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Usage{Slots: len(s.slots), SlotSize: s.arena.slotSize, Cached: len(s.cached),
+	return Usage{Slots: len(s.slots), SlotSize: s.arena.slotSize, Limit: s.limit, Cold: len(s.cold), HugePages: s.arena.huge, Cached: len(s.cached),
 		Small: s.small.len, Main: s.main.len, Filling: s.filling, Pinned: s.pinned, Touched: s.touched, Unread: s.unread}
 }
 
@@ -285,10 +304,16 @@ func (s *Store) pinLocked(sl *slot) {
 	sl.refs++
 }
 
+// freeLocked returns sl to the free slots, or, while more slots hold
+// memory than the limit allows, queues it to be handed back.
 func (s *Store) freeLocked(sl *slot) {
 	sl.state, sl.n, sl.freq, sl.key, sl.reader = slotFree, 0, 0, Key{}, Internal
 	s.free = append(s.free, sl)
 }
+
+// inUseLocked counts the slots holding memory for blocks: not free, not
+// cold, not being handed back.
+func (s *Store) inUseLocked() int { return len(s.slots) - len(s.free) - len(s.cold) - s.handing }
 
 func (s *Store) wakeLocked() {
 	close(s.changed)
@@ -375,20 +400,22 @@ func (s *Store) acquire(ctx context.Context) (*slot, error) {
 	}
 }
 
-// takeLocked finds a slot: a free one while the probation queue is under
-// its share (so a scan recycles its own slots instead of touching new
-// ones), else an evicted one, else any free one.
+// takeLocked finds a slot: a free one (resident first, then one without
+// memory) while the limit allows another, else an evicted one.
 func (s *Store) takeLocked() *slot {
-	if s.small.len < s.smallTargetLocked() && len(s.free) > 0 {
-		return s.popFreeLocked()
+	if s.inUseLocked() < s.limit {
+		if len(s.free) > 0 {
+			return s.popFreeLocked()
+		}
+		if len(s.cold) > 0 {
+			sl := s.cold[len(s.cold)-1]
+			s.cold[len(s.cold)-1] = nil
+			s.cold = s.cold[:len(s.cold)-1]
+			s.touched = max(s.touched, sl.idx+1)
+			return sl
+		}
 	}
-	if sl := s.evictLocked(); sl != nil {
-		return sl
-	}
-	if len(s.free) > 0 {
-		return s.popFreeLocked()
-	}
-	return nil
+	return s.evictLocked()
 }
 
 // smallTargetLocked is the probation queue's share now: a tenth of the
@@ -436,7 +463,7 @@ func (s *Store) evictFromLocked(q *queue) *slot {
 	for tries := 2*q.len + 1; tries > 0 && q.tail != nil; tries-- {
 		sl := q.tail
 		switch {
-		case sl.refs > 0, sl.unread && s.unread <= len(s.slots)/2:
+		case sl.refs > 0, sl.unread && s.unread <= s.limit/2:
 			q.moveToHead(sl)
 		case q == &s.small && sl.freq > 0:
 			q.remove(sl)
@@ -459,6 +486,43 @@ func (s *Store) evictFromLocked(q *queue) *slot {
 		}
 	}
 	return nil
+}
+
+// SetLimit bounds the slots that hold memory to n (at least MinSlots):
+// unpinned blocks beyond it are evicted, least useful first, and the
+// memory of every free slot is handed back to the kernel until as many
+// slots hold memory as n allows (pinned blocks and fills in progress are
+// waited for: they count until released). Raising the limit lets slots
+// take memory again as blocks need it. It returns the bytes handed back.
+func (s *Store) SetLimit(n int) int64 {
+	n = max(MinSlots, min(n, len(s.slots)))
+	s.mu.Lock()
+	s.limit = n
+	var back []*slot
+	for s.inUseLocked()+len(s.free) > n {
+		var sl *slot
+		if len(s.free) > 0 {
+			sl = s.popFreeLocked()
+		} else if sl = s.evictLocked(); sl == nil {
+			break // the rest is pinned
+		}
+		back = append(back, sl)
+		s.handing++
+	}
+	s.mu.Unlock()
+	// The memory goes back outside the lock (a system call per slot).
+	for _, sl := range back {
+		s.arena.handBack(sl.idx)
+	}
+	s.mu.Lock()
+	s.handing -= len(back)
+	for _, sl := range back {
+		s.cold = append(s.cold, sl)
+	}
+	s.stats.HandedBack.Add(int64(len(back)) * int64(s.arena.slotSize))
+	s.wakeLocked()
+	s.mu.Unlock()
+	return int64(len(back)) * int64(s.arena.slotSize)
 }
 
 // Publish makes the filled block b findable as k with its first n bytes,

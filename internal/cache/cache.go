@@ -144,7 +144,7 @@ func New(cfg *Config) (_ *Cache, err error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := blockstore.New(blockstore.Config{Size: c.RAM, SlotSize: c.BlockSize})
+	store, err := blockstore.New(blockstore.Config{Size: c.RAM, SlotSize: c.BlockSize, NoHugePages: c.NoHugePages})
 	if err != nil {
 		return nil, fmt.Errorf("cache ram: %w", err)
 	}
@@ -192,6 +192,10 @@ func New(cfg *Config) (_ *Cache, err error) {
 	go ca.syncLoop()
 	go ca.purgeLoop()
 	go ca.diskLoop()
+	if w := ca.newPressureWatch(); w != nil && !c.NoPressureWatch {
+		ca.wg.Add(1)
+		go ca.pressureLoop(w)
+	}
 	ca.kickPurge() // the cache may be over its watermark already
 	return ca, nil
 }

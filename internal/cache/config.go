@@ -5,11 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/hepcache/hepcache/disk"
+	"github.com/hepcache/hepcache/internal/nodemem"
 	"github.com/hepcache/hepcache/internal/policy"
+	"github.com/hepcache/hepcache/internal/units"
 	"github.com/hepcache/hepcache/origin"
 )
 
@@ -28,14 +29,20 @@ const (
 	defaultPrefetchMax = 128
 	// maxPrefetch bounds prefetch and prefetch max, in blocks.
 	maxPrefetch = 1024
-	// RAM's default is an eighth of the machine's memory, at least minRAM
-	// and at most maxRAM: on a 16 GB node 2 GiB, of which FetchMemory
-	// (half) holds blocks in flight, enough for a 50 Gbit/s link at
-	// 150 ms. The arena is mapped once; its pages are touched only as
-	// blocks use them, and a scan cycles through a tenth of it
-	// (blockstore), so the memory used grows with what is hot, up to RAM.
-	minRAM = 256 << 20
-	maxRAM = 4 << 30
+	// RAM's default is what the node gives the process (its cgroup's
+	// memory limit, else the machine's memory) less a reserve, as ZFS's
+	// ARC and ScyllaDB size themselves: the node's hot data is then held
+	// as XCache's page cache would hold it. The reserve is a sixteenth of
+	// the node's memory, at least reserveMin, for the kernel and other
+	// daemons, plus reserveProcess for hepcache outside its arena
+	// (30-60 MB measured, plus its connections). Memory the node needs
+	// back is handed back under pressure (pressure.go). At least minRAM.
+	minRAM         = 256 << 20
+	reserveMin     = 1 << 30
+	reserveProcess = 256 << 20
+	// maxDefaultFetchMemory bounds the default FetchMemory (half of RAM):
+	// 2 GiB fill a 100 Gbit/s link at 150 ms.
+	maxDefaultFetchMemory = 2 << 30
 	// initialWindow is where every origin's window starts (and its
 	// floor): 32 MiB fill a 150 ms link at 1.7 Gbit/s in the first round
 	// trip. From 8 MiB, doubling each round trip took two more to reach
@@ -96,13 +103,27 @@ type Config struct {
 	// RAM is the memory that holds blocks, in bytes: the blocks being
 	// fetched and a RAM cache of recently used blocks (XCache's pfc.ram,
 	// which bounds only the former), in one arena of whole blocks mapped
-	// at start-up (package blockstore). Default: an eighth of the
-	// machine's memory within [256 MiB, 4 GiB], and at least twice
-	// FetchMemory when that is set. At least 16 blocks.
+	// at start-up (package blockstore). Default: the node's memory (the
+	// cgroup's limit, else the machine's) less a reserve of a sixteenth of
+	// it, at least 1 GiB, and 256 MiB for the process outside the arena;
+	// at least 256 MiB and twice FetchMemory when that is set. At least 16
+	// blocks; never more than the node's memory.
 	RAM int64
+	// RAMFrom says where RAM came from, for logs and `hepcache check`;
+	// set by EnsureDefaults.
+	RAMFrom string
+	// Node is where the node's memory is read (nodemem). Zero: this node.
+	Node nodemem.Node
+	// NoPressureWatch keeps RAM whatever the node's memory pressure.
+	// Default false: memory is handed back when the node runs short
+	// (pressure.go) and taken again when it is free.
+	NoPressureWatch bool
+	// NoHugePages does not ask for transparent huge pages for RAM
+	// (blockstore.Config.NoHugePages). Default false.
+	NoHugePages bool
 	// FetchMemory is the part of RAM that blocks in flight from origins
 	// may take, in bytes; a quarter of it is reserved for demand reads.
-	// Default half of RAM; at most three quarters of it. Raise it (and
+	// Default half of RAM, at most 2 GiB; at most three quarters of it. Raise it (and
 	// RAM) for fast high-latency origins (bytes in flight = bandwidth x
 	// RTT: 10 Gbit/s over 150 ms is about 190 MB); less means less
 	// parallelism per file when many files are cold at once.
@@ -246,10 +267,15 @@ func (c *Config) EnsureDefaults() {
 		c.PrefetchMax = max(c.Prefetch, 0)
 	}
 	if c.RAM == 0 {
-		c.RAM = max(defaultRAM(), 2*c.FetchMemory)
+		c.RAM, c.RAMFrom = defaultRAM(c.Node)
+		if 2*c.FetchMemory > c.RAM {
+			c.RAM, c.RAMFrom = 2*c.FetchMemory, "twice fetch_memory"
+		}
+	} else if c.RAMFrom == "" {
+		c.RAMFrom = "configured"
 	}
 	if c.FetchMemory == 0 {
-		c.FetchMemory = c.RAM / 2
+		c.FetchMemory = min(c.RAM/2, maxDefaultFetchMemory)
 	}
 	if c.SyncInterval == 0 {
 		c.SyncInterval = defaultSyncInterval
@@ -349,6 +375,10 @@ func (c *Config) Validate() error {
 	if c.BlockSize > 0 && c.RAM < 16*c.BlockSize {
 		bad("RAM", fmt.Errorf("ram %d: at least 16 blocks (%d)", c.RAM, 16*c.BlockSize))
 	}
+	if l, err := c.Node.Limit(); err == nil && c.RAM > l.Bytes {
+		bad("RAM", fmt.Errorf("ram %s is more than this node's memory, %s (%s): the arena could not be held; leave ram at 0 for %s",
+			units.Format(c.RAM), units.Format(l.Bytes), l.From, func() string { r, _ := defaultRAM(c.Node); return units.Format(r) }()))
+	}
 	if c.FetchMemory < 4*c.PieceSize {
 		bad("FetchMemory", fmt.Errorf("fetch memory %d: at least 4 pieces (%d)", c.FetchMemory, 4*c.PieceSize))
 	}
@@ -413,11 +443,17 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// defaultRAM is an eighth of the machine's memory within [minRAM, maxRAM].
-func defaultRAM() int64 {
-	var si syscall.Sysinfo_t
-	if err := syscall.Sysinfo(&si); err != nil {
-		return minRAM
+// defaultRAM is the node's memory less the reserve, and where that came
+// from.
+func defaultRAM(n nodemem.Node) (int64, string) {
+	l, err := n.Limit()
+	if err != nil {
+		return minRAM, fmt.Sprintf("the node's memory cannot be read (%v)", err)
 	}
-	return min(max(int64(si.Totalram)*int64(si.Unit)/8, minRAM), maxRAM)
+	reserve := Reserve(l.Bytes)
+	ram := max(minRAM, l.Bytes-reserve)
+	return ram, fmt.Sprintf("the node's %s (%s) less a reserve of %s", units.Format(l.Bytes), l.From, units.Format(reserve))
 }
+
+// Reserve is the memory a node of mem bytes keeps outside the default RAM.
+func Reserve(mem int64) int64 { return max(reserveMin, mem/16) + reserveProcess }

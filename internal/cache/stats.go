@@ -37,6 +37,9 @@ type Stats struct {
 	// equal to their recorded CRC32C; BlocksCorrupt those that were not
 	// (dropped and fetched again, never served).
 	BlocksChecked, BlocksCorrupt atomic.Int64
+	// RAMHandBacks counts the times memory pressure made the RAM cache
+	// hand memory back to the node (pressure.go).
+	RAMHandBacks atomic.Int64
 	// LinksRefused counts symbolic links found in the cache directory
 	// (never followed).
 	LinksRefused atomic.Int64

@@ -32,6 +32,7 @@ func (s source) CacheFigures() metrics.CacheFigures {
 	slot := int64(u.SlotSize)
 	f.RAM = metrics.RAMFigures{Size: int64(u.Slots) * slot, Cached: int64(u.Cached) * slot, Filling: int64(u.Filling) * slot,
 		Pinned: int64(u.Pinned) * slot, Touched: int64(u.Touched) * slot, Resident: s.c.RAMResident(),
+		Limit: int64(u.Limit) * slot, HandedBack: rs.HandedBack.Load(),
 		Hits: rs.Hits.Load(), Misses: rs.Misses.Load(), Evictions: rs.Evictions.Load(),
 		DiskReads: rs.DiskReads.Load(), DiskReadBytes: rs.DiskReadBytes.Load(),
 		DirectWrites: st.DirectWrites.Load(), BufferedWrites: st.BufferedWrites.Load()}

@@ -68,6 +68,9 @@ type CacheFigures struct {
 // in flight and the RAM block cache.
 type RAMFigures struct {
 	Size, Cached, Filling, Pinned, Touched int64 // bytes
+	// Limit is the RAM the cache may use now (Size, less what memory
+	// pressure made it hand back); HandedBack counts bytes handed back.
+	Limit, HandedBack int64
 	// Resident is the arena's part of the RSS (-1: unknown).
 	Resident                     int64
 	Hits, Misses, Evictions      int64 // block lookups and evictions
@@ -450,6 +453,8 @@ func writeRAM(e *expWriter, r RAMFigures) {
 	e.gauge("hepcache_ram_pinned_bytes", "Bytes of RAM blocks in use by readers or fetches now.", r.Pinned)
 	e.gauge("hepcache_ram_touched_bytes", "Bytes of the RAM arena ever handed out to a block (a high-water mark).", r.Touched)
 	e.gauge("hepcache_ram_resident_bytes", "Bytes of the RAM arena in memory now: its part of the process's resident memory.", r.Resident)
+	e.gauge("hepcache_ram_limit_bytes", "RAM the cache may use now: cache.ram, less what the node's memory pressure made it hand back.", r.Limit)
+	e.counter("hepcache_ram_handed_back_bytes_total", "Bytes of RAM handed back to the node under memory pressure.", r.HandedBack)
 	e.counter("hepcache_ram_hits_total", "Block reads answered from RAM.", r.Hits)
 	e.counter("hepcache_ram_misses_total", "Block reads not in RAM (read back from disk, checked).", r.Misses)
 	e.counter("hepcache_ram_evictions_total", "Blocks evicted from RAM to make room.", r.Evictions)

@@ -29,6 +29,7 @@ import (
 	httpfront "github.com/hepcache/hepcache/internal/frontend/http"
 	"github.com/hepcache/hepcache/internal/frontend/xrootd"
 	"github.com/hepcache/hepcache/internal/hostallow"
+	"github.com/hepcache/hepcache/internal/units"
 	"github.com/hepcache/hepcache/internal/logbound"
 	"github.com/hepcache/hepcache/internal/metrics"
 	"github.com/hepcache/hepcache/internal/monitor"
@@ -288,6 +289,8 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	if s.cmsd, err = s.startCmsd(cfg, be); err != nil {
 		return nil, err
 	}
+	cc := s.cache.Config()
+	log.Info("hepcache ram", "ram", units.Format(cc.RAM), "from", cc.RAMFrom, "fetch_memory", units.Format(cc.FetchMemory))
 	log.Info("hepcache serving", "root", s.rootLn.Addr().String(), "http", addrOf(s.httpLn), "metrics", addrOf(s.adminLn),
 		"cache_dir", cfg.Cache.Dir, "origin", cfg.Origin.Default, "forward_allow", strings.Join(cfg.Origin.ForwardAllow, ","))
 	return s, nil
