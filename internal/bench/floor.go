@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -50,6 +51,28 @@ type FloorResult struct {
 	Cold, HotRAM, HotDisk float64
 }
 
+// Wall returns the wall seconds per GiB of the named step (0 if absent).
+func (r *FloorResult) Wall(name string) float64 {
+	for _, s := range r.Steps {
+		if s.Name == name {
+			return s.Wall
+		}
+	}
+	return 0
+}
+
+// DiskReadWall returns the wall seconds per GiB of O_DIRECT reads with
+// depth reads in flight (1, 4 or 16; the nearest measured below).
+func (r *FloorResult) DiskReadWall(depth int) float64 {
+	switch {
+	case depth >= 16:
+		return r.Wall(StepDirectRead16)
+	case depth >= 4:
+		return r.Wall(StepDirectRead4)
+	}
+	return r.Wall(StepDirectRead1M)
+}
+
 // Step returns the CPU per GiB of the named step (0 if absent).
 func (r *FloorResult) Step(name string) float64 {
 	for _, s := range r.Steps {
@@ -68,7 +91,10 @@ const (
 	StepDirectWrite128K = "O_DIRECT pwrite 128 KiB"
 	StepBufReadUncached = "buffered read, file not in the page cache"
 	StepDirectRead1M    = "O_DIRECT read 1 MiB"
+	StepDirectRead4     = "O_DIRECT read 1 MiB, 4 in flight"
+	StepDirectRead16    = "O_DIRECT read 1 MiB, 16 in flight"
 	StepFirstTouch      = "first touch of fresh anonymous memory"
+	StepFirstTouchHuge  = "first touch, transparent huge pages"
 	StepCRC32C          = "CRC32C (the per-block check)"
 	StepRecv            = "receive from a loopback TCP socket"
 	StepSendWrite       = "send to a loopback TCP socket: write() from memory"
@@ -97,21 +123,30 @@ func Floor(cfg FloorConfig) (*FloorResult, error) {
 	for _, st := range []struct {
 		name string
 		run  func() error
+		// all: the step runs on several threads; count the process's CPU.
+		all bool
 	}{
-		{StepBufWriteNew, func() error { return f.bufWrite("a", true) }},
-		{StepBufWriteCached, func() error { return f.bufWrite("a", false) }},
-		{StepDirectWrite1M, func() error { return f.directWrite("b", 1<<20) }},
-		{StepDirectWrite128K, func() error { return f.directWrite("b", 128<<10) }},
-		{StepBufReadUncached, func() error { return f.bufReadUncached("a") }},
-		{StepDirectRead1M, func() error { return f.directRead("b") }},
-		{StepFirstTouch, f.firstTouch},
-		{StepCRC32C, f.crc},
-		{StepRecv, func() error { return f.socket(recvSide) }},
-		{StepSendWrite, func() error { return f.socket(sendWrite) }},
-		{StepSendfile, func() error { return f.socket(sendFile) }},
+		{StepBufWriteNew, func() error { return f.bufWrite("a", true) }, false},
+		{StepBufWriteCached, func() error { return f.bufWrite("a", false) }, false},
+		{StepDirectWrite1M, func() error { return f.directWrite("b", 1<<20) }, false},
+		{StepDirectWrite128K, func() error { return f.directWrite("b", 128<<10) }, false},
+		{StepBufReadUncached, func() error { return f.bufReadUncached("a") }, false},
+		{StepDirectRead1M, func() error { return f.directRead("b") }, false},
+		{StepDirectRead4, func() error { return f.directReadDepth("b", 4) }, true},
+		{StepDirectRead16, func() error { return f.directReadDepth("b", 16) }, true},
+		{StepFirstTouch, func() error { return f.firstTouch(false) }, false},
+		{StepFirstTouchHuge, func() error { return f.firstTouch(true) }, false},
+		{StepCRC32C, f.crc, false},
+		{StepRecv, func() error { return f.socket(recvSide) }, false},
+		{StepSendWrite, func() error { return f.socket(sendWrite) }, false},
+		{StepSendfile, func() error { return f.socket(sendFile) }, false},
 	} {
 		s := FloorStep{Name: st.name}
-		cpu, wall, err := threadCost(st.run)
+		cost := threadCost
+		if st.all {
+			cost = processCost
+		}
+		cpu, wall, err := cost(st.run)
 		if err != nil {
 			s.Err = err.Error()
 		} else {
@@ -139,6 +174,7 @@ func printFloor(w io.Writer, r *FloorResult, cfg FloorConfig) {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nFloor per GiB: cold %.3f s (receive + O_DIRECT write 1 MiB + write() to the client), hot from RAM %.3f s (write()), hot from disk %.3f s (O_DIRECT read + CRC32C + write()).\n", r.Cold, r.HotRAM, r.HotDisk)
+	fmt.Fprintf(w, "The disk's O_DIRECT reads: %.3f s/GiB one at a time, %.3f with 4 in flight, %.3f with 16.\n", r.DiskReadWall(1), r.DiskReadWall(4), r.DiskReadWall(16))
 }
 
 type floor struct {
@@ -166,6 +202,19 @@ func threadCost(fn func() error) (cpu, wall time.Duration, err error) {
 		cpu = time.Duration(b.Utime.Nano()+b.Stime.Nano()-a.Utime.Nano()-a.Stime.Nano()) * time.Nanosecond
 	}()
 	<-done
+	return cpu, wall, err
+}
+
+// processCost is threadCost for a step that runs on several threads: the
+// process's CPU time.
+func processCost(fn func() error) (cpu, wall time.Duration, err error) {
+	var a, b unix.Rusage
+	unix.Getrusage(unix.RUSAGE_SELF, &a)
+	t0 := time.Now()
+	err = fn()
+	wall = time.Since(t0)
+	unix.Getrusage(unix.RUSAGE_SELF, &b)
+	cpu = time.Duration(b.Utime.Nano()+b.Stime.Nano()-a.Utime.Nano()-a.Stime.Nano()) * time.Nanosecond
 	return cpu, wall, err
 }
 
@@ -273,17 +322,71 @@ func (f *floor) readFile(p string, flag int) error {
 }
 
 // firstTouch maps fresh anonymous memory and writes one byte per page:
-// what re-faulting a buffer whose pages were handed back costs.
-func (f *floor) firstTouch() error {
-	b, err := unix.Mmap(-1, 0, int(f.cfg.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+// what re-faulting a buffer whose pages were handed back costs; with huge,
+// on a 2 MiB boundary with transparent huge pages asked for, as the block
+// store's arena does.
+func (f *floor) firstTouch(huge bool) error {
+	const hp = 2 << 20
+	raw, err := unix.Mmap(-1, 0, int(f.cfg.Size)+hp, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
 	if err != nil {
 		return err
 	}
-	defer unix.Munmap(b)
+	defer unix.Munmap(raw)
+	skip := int((hp - uintptr(unsafe.Pointer(unsafe.SliceData(raw)))%hp) % hp)
+	b := raw[skip : skip+int(f.cfg.Size)]
+	if huge {
+		if err := unix.Madvise(b, unix.MADV_HUGEPAGE); err != nil {
+			return fmt.Errorf("madvise MADV_HUGEPAGE: %w (transparent huge pages off in this kernel)", err)
+		}
+	} else {
+		unix.Madvise(b, unix.MADV_NOHUGEPAGE)
+	}
 	for i := 0; i < len(b); i += 4096 {
 		b[i] = 1
 	}
 	return nil
+}
+
+// directReadDepth reads Size bytes of name with O_DIRECT, 1 MiB at a
+// time, keeping depth reads in flight in file order, as the cache reads a
+// file back from disk ahead of its reader.
+func (f *floor) directReadDepth(name string, depth int) error {
+	fd, err := os.OpenFile(f.path(name), os.O_RDONLY|syscall.O_DIRECT, 0)
+	if err != nil {
+		return err
+	}
+	defer fd.Close()
+	offs := make(chan int64)
+	errs := make(chan error, depth)
+	var wg sync.WaitGroup
+	for range depth {
+		buf, free, err := alignedBuf(1 << 20)
+		if err != nil {
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer free()
+			for off := range offs {
+				if _, err := fd.ReadAt(buf, off); err != nil && err != io.EOF {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	for off := int64(0); off < f.cfg.Size; off += 1 << 20 {
+		offs <- off
+	}
+	close(offs)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return nil
+	}
 }
 
 func (f *floor) crc() error {

@@ -114,25 +114,31 @@ func (e *entry) block(ctx context.Context, b int, r blockstore.Reader) (*blockst
 	}
 }
 
-// diskAhead is how many present blocks after one a client read from disk
-// are read into RAM ahead of it: a sequential reader of a cached file then
-// finds them there instead of waiting for each read from disk in turn.
-const diskAhead = 4
-
 // readAheadFromDisk starts reading into RAM the present blocks after b
-// that are not there yet (blockstore.Internal: no access counted; they
-// stay until their reader comes, as blocks read ahead from the origin).
+// that are not there yet, up to the disk's read depth (blockstore.Internal:
+// no access counted; they stay until their reader comes, as blocks read
+// ahead from the origin): a reader going through a cached file finds them
+// in RAM, read from disk several at a time, as the device's bandwidth
+// needs. When the disk's pool of reads ahead is full, the rest waits for
+// its reader.
 func (e *entry) readAheadFromDisk(b int) {
-	for nb := b + 1; nb <= b+diskAhead && nb < e.nblocks; nb++ {
+	d := e.c.disks[e.disk]
+	for nb := b + 1; nb <= b+d.depth && nb < e.nblocks; nb++ {
 		e.mu.Lock()
 		present := e.st.has(nb)
 		e.mu.Unlock()
 		if !present || e.c.store.Has(e.blockKey(nb)) {
 			continue
 		}
+		select {
+		case d.reads <- struct{}{}:
+		default:
+			return
+		}
 		e.fetchWG.Add(1)
 		go func() {
 			defer e.fetchWG.Done()
+			defer func() { <-d.reads }()
 			if blk, err := e.block(e.ctx, nb, blockstore.Internal); err == nil {
 				blk.Release()
 			}

@@ -255,3 +255,37 @@ func TestNoPlaceholderCRC(t *testing.T) {
 		}
 	}
 }
+
+// TestDiskReadDepth: a client reading a file back from disk has the disk's
+// read depth of blocks after it read into RAM ahead of it (several reads in
+// flight, as devices need), no more.
+func TestDiskReadDepth(t *testing.T) {
+	dir := t.TempDir()
+	m, data := memWithFile(4, 40*testBlock)
+	c := newTestCache(t, dir, m, nil)
+	readAllVia(t, c, "/f")
+	waitIdle(t, c)
+	c.Close()
+	const depth = 8
+	c2 := newTestCache(t, dir, m, func(cfg *Config) { cfg.DiskReadDepth = depth })
+	if d := c2.disks[0].depth; d != depth {
+		t.Fatalf("disk read depth %d, want %d", d, depth)
+	}
+	f := openTest(t, c2, "/f")
+	buf := make([]byte, 100)
+	if _, err := f.ReadAt(context.Background(), buf, 0); err != nil || !bytes.Equal(buf, data[:100]) {
+		t.Fatalf("read: %v", err)
+	}
+	h := f.(*handle)
+	h.e.fetchWG.Wait()
+	for b := 1; b < 40; b++ {
+		if got, want := c2.store.Has(h.e.blockKey(b)), b <= depth; got != want {
+			t.Errorf("block %d in RAM %v, want %v (read ahead to depth %d)", b, got, want, depth)
+		}
+	}
+	f.Close()
+	// Sized to the device when not given.
+	if d := readDepthOf(dir); d != depthSolid && d != depthRotational {
+		t.Fatalf("depth of %s: %d", dir, d)
+	}
+}

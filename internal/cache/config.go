@@ -114,6 +114,12 @@ type Config struct {
 	RAMFrom string
 	// Node is where the node's memory is read (nodemem). Zero: this node.
 	Node nodemem.Node
+	// DiskReadDepth is how many blocks a reader of a file on disk keeps in
+	// flight from the disk (read ahead of it into RAM, each checked).
+	// Default 0: sized to each data disk, 16 on solid state (NVMe, SSD,
+	// tmpfs), 4 on rotational disks. Each disk also bounds its reads
+	// ahead to four readers' worth.
+	DiskReadDepth int
 	// NoPressureWatch keeps RAM whatever the node's memory pressure.
 	// Default false: memory is handed back when the node runs short
 	// (pressure.go) and taken again when it is free.
@@ -378,6 +384,9 @@ func (c *Config) Validate() error {
 	if l, err := c.Node.Limit(); err == nil && c.RAM > l.Bytes {
 		bad("RAM", fmt.Errorf("ram %s is more than this node's memory, %s (%s): the arena could not be held; leave ram at 0 for %s",
 			units.Format(c.RAM), units.Format(l.Bytes), l.From, func() string { r, _ := defaultRAM(c.Node); return units.Format(r) }()))
+	}
+	if c.DiskReadDepth < 0 || c.DiskReadDepth > 256 {
+		bad("DiskReadDepth", fmt.Errorf("disk read depth %d: 0 (sized to the disk) to 256 blocks", c.DiskReadDepth))
 	}
 	if c.FetchMemory < 4*c.PieceSize {
 		bad("FetchMemory", fmt.Errorf("fetch memory %d: at least 4 pieces (%d)", c.FetchMemory, 4*c.PieceSize))

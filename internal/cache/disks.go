@@ -50,6 +50,26 @@ type dataDisk struct {
 	// over the disks instead of all going to the one that was emptiest.
 	total, used, placed atomic.Int64
 	errors              atomic.Int64
+	// depth is how many blocks a reader keeps in flight from this disk
+	// (Config.DiskReadDepth, or sized to the device); reads is the
+	// disk's pool of read-ahead slots (readsPerDepth per unit of depth):
+	// read-ahead beyond it waits for its reader instead of queueing.
+	depth int
+	reads chan struct{}
+}
+
+// readsPerDepth bounds the reads ahead in flight on one disk, in units
+// of a reader's depth: that many readers at full depth at once.
+const readsPerDepth = 4
+
+// setDepth sizes the disk's read-ahead: depth if given, else from the
+// device (readDepthOf).
+func (d *dataDisk) setDepth(depth int) {
+	if depth <= 0 {
+		depth = readDepthOf(d.root)
+	}
+	d.depth = depth
+	d.reads = make(chan struct{}, readsPerDepth*depth)
 }
 
 func (d *dataDisk) up() bool { return d.down.Load() == nil }
@@ -103,6 +123,7 @@ func openDisks(c *Config) ([]*dataDisk, error) {
 	var disks []*dataDisk
 	for i, f := range found {
 		d := &dataDisk{id: i, root: f.rec.Dir, dev: f.rec.Device, mark: f.rec.Marker}
+		d.setDepth(c.DiskReadDepth)
 		if f.absent == "" {
 			if err := c.FS.MkdirAll(filepath.Join(d.root, "data"), 0o755); err != nil {
 				return nil, fmt.Errorf("data dir %s: %w", d.root, err)
@@ -196,6 +217,7 @@ func openOwnDisk(c *Config) (*dataDisk, error) {
 		return nil, fmt.Errorf("data dir %s: %w", dir, err)
 	}
 	d := &dataDisk{id: 0, root: dir, mark: string(mark)}
+	d.setDepth(c.DiskReadDepth)
 	if d.dev, err = deviceOf(dir); err != nil {
 		return nil, fmt.Errorf("data dir %s: %w", dir, err)
 	}

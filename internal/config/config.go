@@ -170,10 +170,15 @@ type CacheConfig struct {
 	// I/O by itself. Default true.
 	DirectIO bool `toml:"direct_io"`
 	// RAM is the memory holding blocks: in flight from origins and a RAM
-	// cache of recently used ones (XCache's pfc.ram). Default 0: an eighth
-	// of the machine's memory within [256M, 4G], at least twice
-	// fetch_memory.
+	// cache of recently used ones (XCache's pfc.ram). Default 0: the
+	// node's memory (cgroup limit, else the machine's) less a reserve, at
+	// least twice fetch_memory; handed back under memory pressure.
 	RAM Size `toml:"ram"`
+	// HugePages asks for transparent huge pages for ram. Default true.
+	HugePages bool `toml:"huge_pages"`
+	// DiskReadDepth is how many blocks a reader keeps in flight from a
+	// data disk. Default 0: 16 on solid state, 4 on rotational disks.
+	DiskReadDepth int `toml:"disk_read_depth"`
 	// DataDirs put the data files on several disks (one directory per
 	// disk), Dir keeping the metadata. Default []: the data lives in Dir.
 	DataDirs []string `toml:"data_dirs"`
@@ -314,7 +319,7 @@ func Default() *Config {
 	cd := cache.DefaultConfig()
 	return &Config{
 		Server: ServerConfig{Listen: ":1094", ShutdownTimeout: Duration(30e9), HealthWindow: Duration(300e9)},
-		Cache: CacheConfig{DataDirs: []string{}, BlockChecksums: !cd.NoBlockChecksums, DirectIO: !cd.NoDirectIO, BlockSize: Size(cd.BlockSize),
+		Cache: CacheConfig{DataDirs: []string{}, BlockChecksums: !cd.NoBlockChecksums, DirectIO: !cd.NoDirectIO, HugePages: !cd.NoHugePages, BlockSize: Size(cd.BlockSize),
 			PieceSize: Size(cd.PieceSize), Prefetch: cd.Prefetch, PrefetchMax: cd.PrefetchMax,
 			SyncInterval: Duration(cd.SyncInterval)},
 		Space: SpaceConfig{Watermarks: fmt.Sprintf("%.2f,%.2f", cd.LowWatermark, cd.HighWatermark),
@@ -632,6 +637,7 @@ var cacheKeys = map[string]string{
 	"PieceSize": "cache.piece_size", "BlockSize": "cache.block_size", "Prefetch": "cache.prefetch",
 	"PrefetchMax": "cache.prefetch_max", "FetchMemory": "cache.fetch_memory", "RAM": "cache.ram", "SyncInterval": "cache.sync_interval",
 	"LocalRedirect": "cache.local_redirect", "DataDirs": "cache.data_dirs", "VerifyChecksum": "space.verify_checksum",
+	"DiskReadDepth": "cache.disk_read_depth",
 	"Capacity": "space.capacity", "Watermarks": "space.watermarks", "MaxAge": "space.max_age",
 	"MaxFiles": "space.max_files", "PurgeInterval": "space.purge_interval", "Quotas": "quota",
 	"DirStatsMax": "space.dir_stats_max", "OriginTimeout": "origin.timeout", "PinShare": "space.pin_share",
@@ -662,6 +668,8 @@ func (c *Config) CacheConfig() (*cache.Config, error) {
 		NoBlockChecksums:   !c.Cache.BlockChecksums,
 		NoDirectIO:         !c.Cache.DirectIO,
 		RAM:                int64(c.Cache.RAM),
+		NoHugePages:        !c.Cache.HugePages,
+		DiskReadDepth:      c.Cache.DiskReadDepth,
 		BlockSize:          int64(c.Cache.BlockSize),
 		PieceSize:          int64(c.Cache.PieceSize),
 		Prefetch:           c.Cache.Prefetch,
