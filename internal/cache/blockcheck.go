@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/hepcache/hepcache/internal/backend"
 	"github.com/hepcache/hepcache/internal/bitmap"
 	"github.com/hepcache/hepcache/internal/blockstore"
 	"github.com/hepcache/hepcache/internal/sidecar"
@@ -153,14 +154,22 @@ func (e *entry) readPresent(ctx context.Context, r blockstore.Reader, off, n int
 	var done int64
 	for pos, end := off, off+n; pos < end; {
 		b := int(pos / bs)
+		// The client must have taken what was sent before a block is
+		// pinned for it (backend.Pacer).
+		paced, err := backend.Pace(ctx)
+		if err != nil {
+			return done, err
+		}
 		blk, err := e.block(ctx, b, r)
 		if err != nil {
+			paced()
 			return done, err
 		}
 		bstart := int64(b) * bs
 		segEnd := min(end, bstart+int64(len(blk.Bytes())))
 		err = out(blk.Bytes()[pos-bstart : segEnd-bstart])
 		blk.Release()
+		paced()
 		if err != nil {
 			return done, err
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hepcache/hepcache/disk"
+	"github.com/hepcache/hepcache/internal/backend"
 	"github.com/hepcache/hepcache/internal/blockstore"
 	"github.com/hepcache/hepcache/internal/checksum"
 	"github.com/hepcache/hepcache/internal/readat"
@@ -620,6 +621,26 @@ func (e *entry) stream(ctx context.Context, h *handle, off, n int64, out func([]
 			pos = segEnd
 			continue
 		}
+		if f := e.fetches[b]; f == nil && h.req.NoFetch {
+			// Joining another client's download is fine; starting one is
+			// not.
+			e.mu.Unlock()
+			return done, notCached(e.key, fmt.Sprintf("block %d is missing", b))
+		}
+		e.mu.Unlock()
+		// The client must have taken what was sent before this reader
+		// holds a block being fetched (backend.Pacer): a client that stops
+		// reading holds none of the cache's RAM.
+		paced, err := backend.Pace(ctx)
+		if err != nil {
+			return done, err
+		}
+		e.mu.Lock()
+		if e.st.has(b) {
+			e.mu.Unlock()
+			paced()
+			continue // arrived meanwhile: read it from RAM
+		}
 		f := e.fetches[b]
 		if f != nil && f.failed.Load() != nil {
 			// Failed but not yet unregistered: never joined; this reader
@@ -629,9 +650,8 @@ func (e *entry) stream(ctx context.Context, h *handle, off, n int64, out func([]
 		}
 		switch {
 		case f == nil && h.req.NoFetch:
-			// Joining another client's download is fine; starting one is
-			// not.
 			e.mu.Unlock()
+			paced()
 			return done, notCached(e.key, fmt.Sprintf("block %d is missing", b))
 		case f == nil:
 			e.st.claim(b)
@@ -646,6 +666,7 @@ func (e *entry) stream(ctx context.Context, h *handle, off, n int64, out func([]
 		e.mu.Unlock()
 
 		k, err := e.streamFromFetch(ctx, h, f, pos, segEnd, out)
+		paced()
 		done += k
 		pos += k
 		if err != nil {

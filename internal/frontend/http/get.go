@@ -395,23 +395,26 @@ func writeStatus(w http.ResponseWriter, code int) func() error {
 // an error status; after the first byte an error can only cut the
 // connection (the client sees a short body, never a wrong one).
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, f backend.File, off, n int64, first func() error) error {
-	ctx := r.Context()
 	rc := http.NewResponseController(w)
+	bw := &bodyWriter{w: w, rc: rc, timeout: s.cfg.WriteChunkTimeout}
+	ctx := backend.WithPacer(r.Context(), bw)
 	var writeErr error
 	got, err := f.Stream(ctx, off, n, func(p []byte) error {
-		rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteChunkTimeout))
 		if first != nil {
 			if writeErr = first(); writeErr != nil {
 				return writeErr
 			}
 			first = nil
 		}
-		if _, err := w.Write(p); err != nil {
+		if err := bw.take(p); err != nil {
 			writeErr = err
 			return err
 		}
 		return nil
 	})
+	if err := bw.finish(); err != nil && writeErr == nil {
+		writeErr = err
+	}
 	if writeErr != nil {
 		return fmt.Errorf("write to client %s: %w: %w", r.RemoteAddr, writeErr, context.Canceled)
 	}

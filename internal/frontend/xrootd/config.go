@@ -112,6 +112,11 @@ type Config struct {
 	// MaxConnections bounds concurrent client connections; further
 	// connections are closed at once. Default 0: no limit.
 	MaxConnections int
+	// MaxConnectionsPerClient bounds the connections one client address
+	// holds at once; further ones are told "server busy" (kXR_Overloaded)
+	// as over MaxConnections. Default 0: 1024; negative: no bound. A site
+	// whose worker nodes reach the cache through one NAT address raises it.
+	MaxConnectionsPerClient int
 
 	// HandshakeTimeout bounds the time from accept to a completed login.
 	// Default 30 s.
@@ -159,12 +164,21 @@ func DefaultConfig() *Config {
 }
 
 // EnsureDefaults fills every zero field with its default.
+// DefaultMaxConnectionsPerClient is the default bound on the connections
+// of one client address (root:// and HTTP): far above what one host's jobs
+// open (XrdCl keeps one connection per server and process), far below a
+// server's descriptors.
+const DefaultMaxConnectionsPerClient = 1024
+
 func (c *Config) EnsureDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	if c.MaxInFlight == 0 {
 		c.MaxInFlight = defaultMaxInFlight
+	}
+	if c.MaxConnectionsPerClient == 0 {
+		c.MaxConnectionsPerClient = DefaultMaxConnectionsPerClient
 	}
 	if c.MaxMessage == 0 {
 		c.MaxMessage = defaultMaxMessage

@@ -75,6 +75,8 @@ type conn struct {
 	hsDeadline  time.Time // login (and auth) must be done by then
 	hasSession  bool      // sessID is registered with the server
 	refuse      bool      // over MaxConnections: answer refuseFull and close
+	refuseWhy   string    // the refusal's message ("" : over MaxConnections)
+	counted     bool      // counted in the server's perClient
 	sessID      [16]byte  // written before registration, then read-only
 }
 

@@ -94,7 +94,7 @@ func (c *conn) doRead(ctx context.Context, h proto.RequestHeader, body []byte) e
 			return nil
 		})
 	} else {
-		_, err = of.f.Stream(ctx, r.Offset, n, bytes)
+		_, err = of.f.Stream(backend.WithPacer(ctx, c.w), r.Offset, n, bytes)
 	}
 	c.srv.stats.BytesSent.Add(sent)
 	switch {
@@ -283,7 +283,7 @@ func (c *conn) doPgRead(ctx context.Context, h proto.RequestHeader, body []byte)
 	}
 	s := newPgSender(c, h.StreamID, r.Offset, r.Offset+n)
 	defer s.release()
-	_, err := of.f.Stream(ctx, r.Offset, n, s.feed)
+	_, err := of.f.Stream(backend.WithPacer(ctx, c.w), r.Offset, n, s.feed)
 	c.srv.stats.BytesSent.Add(s.sent)
 	switch {
 	case err != nil && c.streamFailed(err):

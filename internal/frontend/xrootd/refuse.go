@@ -43,7 +43,11 @@ func (c *conn) refuseFull() {
 			}
 			continue
 		}
-		c.sendError(h.StreamID, proto.ErrOverloaded, fmt.Sprintf("server busy: it serves at most %d connections; retry later", c.cfg.MaxConnections))
+		why := c.refuseWhy
+		if why == "" {
+			why = fmt.Sprintf("server busy: it serves at most %d connections; retry later", c.cfg.MaxConnections)
+		}
+		c.sendError(h.StreamID, proto.ErrOverloaded, why)
 		return
 	}
 }

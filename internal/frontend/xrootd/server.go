@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/hepcache/hepcache/internal/connlimit"
 )
 
 // ErrServerClosed is returned by Serve after Shutdown or Close.
@@ -60,6 +62,8 @@ type Server struct {
 	conns     map[*conn]struct{}
 	sessions  map[[16]byte]*conn
 	refusing  int           // conns in conns that only get refuseFull's error
+	// perClient counts the connections of each client address.
+	perClient *connlimit.PerAddr
 	closing   bool          // Shutdown or Close called: accept nothing new
 	idle      chan struct{} // closed when closing and no connection is left
 
@@ -89,6 +93,7 @@ func New(cfg *Config) (*Server, error) {
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*conn]struct{}),
 		sessions:  make(map[[16]byte]*conn),
+		perClient: connlimit.New(0),
 	}
 	srv.cur.Store(&srv.cfg)
 	if c.Metrics != nil {
@@ -104,6 +109,7 @@ func New(cfg *Config) (*Server, error) {
 // runs. Zero fields take the defaults, as in Config.
 type Limits struct {
 	MaxConnections, MaxInFlight, MaxRequestBody int
+	MaxConnectionsPerClient                     int
 	MaxReadVSegments, MaxReadVSegmentSize       int
 	HandshakeTimeout, IdleTimeout               time.Duration
 }
@@ -115,6 +121,7 @@ type Limits struct {
 func (s *Server) SetLimits(l Limits) error {
 	c := *s.cur.Load()
 	c.MaxConnections, c.MaxInFlight, c.MaxRequestBody = l.MaxConnections, l.MaxInFlight, l.MaxRequestBody
+	c.MaxConnectionsPerClient = l.MaxConnectionsPerClient
 	c.MaxReadVSegments, c.MaxReadVSegmentSize = l.MaxReadVSegments, l.MaxReadVSegmentSize
 	c.HandshakeTimeout, c.IdleTimeout = l.HandshakeTimeout, l.IdleTimeout
 	c.EnsureDefaults()
@@ -188,7 +195,21 @@ func (s *Server) track(c *conn) bool {
 	if s.closing {
 		return false
 	}
-	if max := c.cfg.MaxConnections; max > 0 && len(s.conns)-s.refusing >= max {
+	if max := c.cfg.MaxConnectionsPerClient; max > 0 && !c.refuse {
+		s.perClient.SetMax(max)
+		if s.perClient.Acquire(c.remote) {
+			c.counted = true
+		} else {
+			s.stats.Rejected.Add(1)
+			s.log.Warn("xrootd: too many connections from one client address; refusing", "client", c.remote, "max", max)
+			if s.refusing >= maxRefusing {
+				return false
+			}
+			c.refuse, c.refuseWhy = true, fmt.Sprintf("server busy: it serves at most %d connections from one client address; retry later", max)
+			s.refusing++
+		}
+	}
+	if max := c.cfg.MaxConnections; max > 0 && !c.refuse && len(s.conns)-s.refusing >= max {
 		s.stats.Rejected.Add(1)
 		s.log.Warn("xrootd: too many connections; refusing", "client", c.remote, "max", max)
 		if s.refusing >= maxRefusing {
@@ -211,6 +232,9 @@ func (s *Server) untrack(c *conn) {
 	delete(s.conns, c)
 	if c.refuse {
 		s.refusing--
+	}
+	if c.counted {
+		s.perClient.Release(c.remote)
 	}
 	if c.hasSession {
 		if s.sessions[c.sessID] == c {

@@ -2,6 +2,8 @@ package xrootd
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -17,9 +19,22 @@ import (
 // writev of the caller's buffers (no copy); on TLS the buffers are gathered
 // into a bufio.Writer first so that small pieces (pgread CRCs) do not each
 // become a TLS record.
+//
+// A write never holds the caller's buffers while the client does not read:
+// a writev that has not finished within stallAfter (and every write on
+// TLS, whose state a timed-out write would corrupt) leaves what is unsent
+// to a queue, copied, that a flusher goroutine sends in order with the
+// connection's write timeout; later writes join the queue until it is
+// sent. The caller's buffers may be the cache's RAM: a client that stops
+// reading then holds a copy of at most one block (Ready), not the cache's
+// memory. maxQueued bounds the queue for writers that do not pace
+// themselves: they wait for it to drain.
 type respWriter struct {
 	timeout time.Duration
 	onErr   func(error) // called once, without mu held, after a failed write
+	// token is held from Ready to its done: one stream at a time hands
+	// the cache's memory to this connection (backend.Pacer).
+	token chan struct{}
 
 	// mu protects everything below and serialises writes.
 	mu  sync.Mutex
@@ -29,10 +44,28 @@ type respWriter struct {
 	err error         // first write error; later writes fail with it
 	// backing is reused to hold the buffer list of one writev.
 	backing [][]byte
+	// queue holds copies of what could not be sent at once, in order;
+	// flushing is set while the flusher sends it, drained is closed when
+	// it stops.
+	queue    [][]byte
+	queued   int
+	flushing bool
+	drained  chan struct{}
 }
 
+// stallAfter is how long a direct write may take before the rest of it is
+// copied and queued: far longer than a send to any client that reads (a
+// MiB to a client at 100 Mbit/s takes 80 ms), short enough that a client
+// that stopped reading never holds the cache's memory for long.
+const stallAfter = 200 * time.Millisecond
+
+// maxQueued bounds the bytes queued on one connection for writers that do
+// not pace themselves (vector reads, whose buffers are their own): beyond
+// it they wait for the queue to drain.
+const maxQueued = 8 << 20
+
 func newRespWriter(nc net.Conn, timeout time.Duration, onErr func(error)) *respWriter {
-	w := &respWriter{timeout: timeout, onErr: onErr}
+	w := &respWriter{timeout: timeout, onErr: onErr, token: make(chan struct{}, 1)}
 	w.setConnLocked(nc)
 	return w
 }
@@ -49,39 +82,89 @@ func (w *respWriter) setConnLocked(nc net.Conn) {
 	}
 }
 
+// Ready implements backend.Pacer: it returns once the queue is sent (the
+// client has taken what was handed over before) and this caller holds the
+// connection's token, released by done.
+func (w *respWriter) Ready(ctx context.Context) (done func(), err error) {
+	select {
+	case w.token <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if err := w.waitDrained(ctx); err != nil {
+		<-w.token
+		return nil, err
+	}
+	return func() { <-w.token }, nil
+}
+
+// waitDrained returns once nothing is queued, or the connection failed.
+func (w *respWriter) waitDrained(ctx context.Context) error {
+	for {
+		w.mu.Lock()
+		err, flushing, ch := w.err, w.flushing, w.drained
+		w.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		if !flushing {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
 // write sends the concatenation of bufs as one message. The caller keeps
-// ownership of bufs; they are not retained after return.
+// ownership of bufs; they are not retained after return (what is queued is
+// a copy). A nil error means sent or queued; a failed connection's error
+// comes with a later write.
 func (w *respWriter) write(bufs ...[]byte) error {
 	w.mu.Lock()
+	for w.flushing && w.queued > maxQueued && w.err == nil {
+		ch := w.drained
+		w.mu.Unlock()
+		<-ch
+		w.mu.Lock()
+	}
 	if w.err != nil {
 		err := w.err
 		w.mu.Unlock()
 		return err
 	}
-	if w.timeout > 0 {
-		w.nc.SetWriteDeadline(time.Now().Add(w.timeout))
+	if w.flushing || !w.tcp {
+		w.enqueueLocked(bufs, 0)
+		w.mu.Unlock()
+		return nil
 	}
+	limit := stallAfter
+	if w.timeout > 0 && w.timeout < limit {
+		limit = w.timeout
+	}
+	w.nc.SetWriteDeadline(time.Now().Add(limit))
+	var n int64
 	var err error
-	if w.tcp {
-		if len(bufs) == 1 {
-			_, err = w.nc.Write(bufs[0])
-		} else {
-			// WriteTo consumes the slice header it is given (nb), so the
-			// backing array keeps its capacity for the next write.
-			w.backing = append(w.backing[:0], bufs...)
-			nb := net.Buffers(w.backing)
-			_, err = nb.WriteTo(w.nc)
-			clear(w.backing)
-		}
+	if len(bufs) == 1 {
+		var k int
+		k, err = w.nc.Write(bufs[0])
+		n = int64(k)
 	} else {
-		for _, b := range bufs {
-			if _, err = w.bw.Write(b); err != nil {
-				break
-			}
-		}
-		if err == nil {
-			err = w.bw.Flush()
-		}
+		// WriteTo consumes the slice header it is given (nb), so the
+		// backing array keeps its capacity for the next write.
+		w.backing = append(w.backing[:0], bufs...)
+		nb := net.Buffers(w.backing)
+		n, err = nb.WriteTo(w.nc)
+		clear(w.backing)
+	}
+	var ne net.Error
+	if err != nil && errors.As(err, &ne) && ne.Timeout() && (w.timeout == 0 || limit < w.timeout) {
+		// The client is slow or stopped reading: the rest waits in the
+		// queue, copied, and the caller's buffers are free.
+		w.enqueueLocked(bufs, n)
+		err = nil
 	}
 	if err != nil {
 		w.err = fmt.Errorf("write response: %w", err)
@@ -92,6 +175,81 @@ func (w *respWriter) write(bufs ...[]byte) error {
 		w.onErr(err)
 	}
 	return err
+}
+
+// enqueueLocked appends a copy of bufs, less their first skip bytes, to
+// the queue and starts the flusher. MUST be called with mu held.
+func (w *respWriter) enqueueLocked(bufs [][]byte, skip int64) {
+	size := 0
+	for _, b := range bufs {
+		size += len(b)
+	}
+	c := make([]byte, 0, size-int(skip))
+	for _, b := range bufs {
+		if skip >= int64(len(b)) {
+			skip -= int64(len(b))
+			continue
+		}
+		c = append(c, b[skip:]...)
+		skip = 0
+	}
+	w.queue = append(w.queue, c)
+	w.queued += len(c)
+	if !w.flushing {
+		w.flushing = true
+		w.drained = make(chan struct{})
+		go w.flush()
+	}
+}
+
+// flush sends the queue in order, with the connection's write timeout,
+// until it is empty or the connection fails.
+func (w *respWriter) flush() {
+	for {
+		w.mu.Lock()
+		q := w.queue
+		w.queue, w.queued = nil, 0
+		if len(q) == 0 || w.err != nil {
+			w.flushing = false
+			close(w.drained)
+			w.mu.Unlock()
+			return
+		}
+		nc, bw := w.nc, w.bw
+		w.mu.Unlock()
+		if w.timeout > 0 {
+			nc.SetWriteDeadline(time.Now().Add(w.timeout))
+		}
+		var err error
+		if bw != nil {
+			for _, b := range q {
+				if _, err = bw.Write(b); err != nil {
+					break
+				}
+			}
+			if err == nil {
+				err = bw.Flush()
+			}
+		} else {
+			nb := net.Buffers(q)
+			_, err = nb.WriteTo(nc)
+		}
+		if err != nil {
+			w.mu.Lock()
+			if w.err == nil {
+				w.err = fmt.Errorf("write response: %w", err)
+			}
+			err = w.err
+			w.flushing = false
+			w.queue, w.queued = nil, 0
+			close(w.drained)
+			w.mu.Unlock()
+			if w.onErr != nil {
+				w.onErr(err)
+			}
+			return
+		}
+	}
 }
 
 // canSendFile reports whether writeFile may be used (plain TCP, no TLS).
@@ -105,7 +263,17 @@ func (w *respWriter) canSendFile() bool {
 // message. The bytes must exist: the header announced them, so a short
 // file breaks the framing and fails the connection.
 func (w *respWriter) writeFile(hdr []byte, f *os.File, off int64, n int) error {
+	if err := w.waitDrained(context.Background()); err != nil {
+		return err
+	}
 	w.mu.Lock()
+	for w.flushing && w.err == nil {
+		// Queued meanwhile: what was queued goes first.
+		ch := w.drained
+		w.mu.Unlock()
+		<-ch
+		w.mu.Lock()
+	}
 	if w.err != nil {
 		err := w.err
 		w.mu.Unlock()
