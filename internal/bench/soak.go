@@ -246,9 +246,9 @@ type SoakResult struct {
 	Durations map[string]*SoakDurations `json:"durations"`
 	// DiskReadBlocks is how many blocks the cache read back from disk
 	// (all its processes together).
-	DiskReadBlocks int64 `json:"disk_read_blocks"`
-	Samples  []SoakSample              `json:"samples"`
-	Restarts []float64                 `json:"restart_s"`
+	DiskReadBlocks int64        `json:"disk_read_blocks"`
+	Samples        []SoakSample `json:"samples"`
+	Restarts       []float64    `json:"restart_s"`
 	// Failures say why the run failed; none: it passed.
 	Failures []string `json:"failures"`
 }
