@@ -214,3 +214,23 @@ func (c *Confined) SyncDir(name string) error {
 	defer d.Close()
 	return d.Sync()
 }
+
+// Lchown changes the owner of name itself (a link is not followed).
+func (c *Confined) Lchown(name string, uid, gid int) error {
+	r, rel, err := c.resolve("chown", name)
+	if err != nil {
+		return err
+	}
+	return linkErr("chown", name, r.Lchown(rel, uid, gid))
+}
+
+// OpenDir opens the directory name for use as a directory descriptor
+// (openat, linkat); a link is refused.
+func (c *Confined) OpenDir(name string) (*os.File, error) {
+	r, rel, err := c.resolve("open", name)
+	if err != nil {
+		return nil, err
+	}
+	d, err := r.OpenFile(rel, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_DIRECTORY, 0)
+	return d, linkErr("open", name, err)
+}

@@ -29,13 +29,14 @@ type Mem struct {
 	// Lookups counts Stat and Open calls, failed ones included.
 	Lookups atomic.Int64
 
-	// mu protects files, failErr, gate, onRead, onDeliver and sums.
+	// mu protects files, failErr, gate, onRead, onDeliver, onDone and sums.
 	mu        sync.Mutex
 	files     map[string]memFile
 	failErr   error
 	gate      chan struct{}
 	onRead    ReadHook
 	onDeliver ReadHook
+	onDone    ReadHook
 	sums      map[string]string // "algo path" -> forced checksum
 }
 
@@ -63,10 +64,20 @@ func (m *Mem) OnDeliver(fn ReadHook) {
 	m.mu.Unlock()
 }
 
-func (m *Mem) hooks() (onRead, onDeliver ReadHook) {
+// OnDone sets the completion hook (nil removes it), run after the whole
+// answer of a request was delivered: an error it returns fails the read
+// although every byte arrived (a connection that breaks after the last
+// byte, before the request's status).
+func (m *Mem) OnDone(fn ReadHook) {
+	m.mu.Lock()
+	m.onDone = fn
+	m.mu.Unlock()
+}
+
+func (m *Mem) hooks() (onRead, onDeliver, onDone ReadHook) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.onRead, m.onDeliver
+	return m.onRead, m.onDeliver, m.onDone
 }
 
 type memFile struct {
@@ -269,7 +280,7 @@ func (h *memHandle) read(ctx context.Context, p []byte, off int64, step int, pro
 	if err != nil {
 		return 0, err
 	}
-	onRead, onDeliver := h.m.hooks()
+	onRead, onDeliver, onDone := h.m.hooks()
 	if onRead != nil {
 		if err := onRead(ctx, h.path, off, len(p)); err != nil {
 			return 0, err
@@ -300,6 +311,11 @@ func (h *memHandle) read(ctx context.Context, p []byte, off int64, step int, pro
 		h.m.BytesRead.Add(int64(k))
 		if progress != nil {
 			progress(done)
+		}
+	}
+	if onDone != nil {
+		if err := onDone(ctx, h.path, off, done); err != nil {
+			return done, err
 		}
 	}
 	if done < len(p) {

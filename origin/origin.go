@@ -61,6 +61,11 @@ type FileInfo struct {
 	ETag string
 	// Offline is set when the origin reports the file is not on disk (tape).
 	Offline bool
+	// Cached is when the cache that answers holds the file whole: set by
+	// the cache (the backend) on the answers it gives from a complete copy,
+	// the time the copy entered the cache; zero otherwise. Origins leave
+	// it zero. The HTTP front end turns it into an Age header.
+	Cached time.Time
 	// VersionPinned, on an open File's Info, says every read is pinned to
 	// the version opened (an HTTP or S3 ETag checked by the server): a read
 	// of a replaced file fails with ErrChanged instead of returning new

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"syscall"
 
 	"github.com/hepcache/hepcache/internal/admin"
@@ -88,6 +89,14 @@ Stop XCache and hepcache first. Rerunning continues an interrupted adoption.`, "
 	}
 	defer unlock()
 	uid, gid := ownerFor(cfg.Cache.Dir)
+	if uid >= 0 {
+		// The lock is the service's: a root-owned one would keep it from
+		// starting.
+		os.Lchown(filepath.Join(cfg.Cache.Dir, "lock"), uid, gid)
+	}
+	if err := dropToTreeOwner(fs.Arg(0), uid, gid); err != nil {
+		return err
+	}
 	res, err := adopt.Run(adopt.Config{
 		XCacheDir: fs.Arg(0), Spaces: spaces, CacheDir: cfg.Cache.Dir, DataDirs: cfg.Cache.DataDirs,
 		Origin: o, BlockSize: int64(cfg.Cache.BlockSize), Keep: *keep, UID: uid, GID: gid,
@@ -113,4 +122,27 @@ func ownerFor(dir string) (uid, gid int) {
 		return -1, -1
 	}
 	return int(st.Uid), int(st.Gid)
+}
+
+// dropToTreeOwner gives up root before adoption touches the XCache tree
+// when the service user (uid, from the cache directory's owner) is the
+// tree's owner too: adoption then can do nothing the tree's owner could
+// not do itself. Otherwise (XCache's user is another) adoption needs root
+// to give the files to the service user, and relies on its descriptor
+// walk (internal/adopt).
+func dropToTreeOwner(xcacheDir string, uid, gid int) error {
+	var st syscall.Stat_t
+	if os.Geteuid() != 0 || uid < 0 || syscall.Stat(xcacheDir, &st) != nil || int(st.Uid) != uid {
+		return nil
+	}
+	if err := syscall.Setgroups(nil); err != nil {
+		return fmt.Errorf("drop privileges: %w", err)
+	}
+	if err := syscall.Setgid(gid); err != nil {
+		return fmt.Errorf("drop privileges: %w", err)
+	}
+	if err := syscall.Setuid(uid); err != nil {
+		return fmt.Errorf("drop privileges: %w", err)
+	}
+	return nil
 }

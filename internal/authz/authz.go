@@ -29,6 +29,8 @@ type Subject struct {
 	X509 *x509proxy.Chain
 	// VOMS holds the verified VOMS attributes of X509 (may be empty).
 	VOMS []voms.Attributes
+	// User is the name the grid map gives X509's subject, or "".
+	User string
 }
 
 // Authenticated reports whether any credential was verified.
@@ -64,6 +66,7 @@ type Rule struct {
 	//   group:/G           VOMS FQAN group /G, or token group /G
 	//   fqan:/G/Role=R     VOMS FQAN with group /G and role R
 	//   dn:/DC=...         certificate subject DN
+	//   user:NAME          a certificate the grid map names NAME
 	Read []string
 	// Fetch lists who may make the cache fetch from the origin what it
 	// does not hold yet. Empty: the same as Read. Others may only read
@@ -154,7 +157,7 @@ func parsePrincipals(list []string) ([]principal, error) {
 			default:
 				errs = append(errs, fmt.Errorf("%q: scope operation must be read or stage", s))
 			}
-		case "issuer", "vo", "dn":
+		case "issuer", "vo", "dn", "user":
 			if arg == "" {
 				errs = append(errs, fmt.Errorf("%q needs a value after the colon", s))
 			}
@@ -169,7 +172,7 @@ func parsePrincipals(list []string) ([]principal, error) {
 			}
 			p.arg = f.String()
 		default:
-			errs = append(errs, fmt.Errorf("unknown principal %q (want anonymous, authenticated, none, scope[:read|stage], issuer:URL, vo:NAME, group:/G, fqan:/G/Role=R, dn:DN)", s))
+			errs = append(errs, fmt.Errorf("unknown principal %q (want anonymous, authenticated, none, scope[:read|stage], issuer:URL, vo:NAME, group:/G, fqan:/G/Role=R, dn:DN, user:NAME)", s))
 		}
 		out = append(out, p)
 	}
@@ -255,6 +258,8 @@ func (pr principal) match(s *Subject, p string) bool {
 		return tok != nil && tok.Issuer == pr.arg
 	case "dn":
 		return s.X509 != nil && s.X509.Subject == pr.arg
+	case "user":
+		return s.X509 != nil && s.User == pr.arg
 	case "vo":
 		for _, a := range s.VOMS {
 			if a.VO == pr.arg {

@@ -531,7 +531,7 @@ func (c *Cache) Stat(ctx context.Context, req backend.Request) (origin.FileInfo,
 			// the cached copy that an open would serve.
 			if in := c.readSidecar(k); in != nil {
 				c.warn("origin unreachable, answering stat from the cached copy", "key", k.String(), "err", err)
-				return origin.FileInfo{Name: k.Path, Size: in.FileSize, ModTime: in.ModTime, Mode: 0o444, ETag: in.ETag}, nil
+				return sidecarInfo(k, in), nil
 			}
 		}
 		return fi, err
@@ -540,14 +540,31 @@ func (c *Cache) Stat(ctx context.Context, req backend.Request) (origin.FileInfo,
 	e := c.files[k]
 	c.mu.Unlock()
 	if e != nil && e.initialized() {
-		return e.info, nil
+		return e.infoNow(), nil
 	}
-	if in := c.readSidecar(k); in != nil {
-		return origin.FileInfo{Name: k.Path, Size: in.FileSize, ModTime: in.ModTime, Mode: 0o444, ETag: in.ETag}, nil
+	in := c.readSidecar(k)
+	if in != nil && !in.Unconfirmed() {
+		return sidecarInfo(k, in), nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.OriginTimeout)
 	defer cancel()
-	return o.Stat(ctx, k.Path)
+	fi, err := o.Stat(ctx, k.Path)
+	if in != nil && err != nil && !errors.Is(err, origin.ErrNotFound) {
+		// An adopted copy the origin cannot confirm now: what an open
+		// would serve.
+		return sidecarInfo(k, in), nil
+	}
+	return fi, err
+}
+
+// sidecarInfo is the metadata a sidecar records, with Cached set when the
+// copy is complete.
+func sidecarInfo(k Key, in *sidecar.Info) origin.FileInfo {
+	fi := infoOf(k, in)
+	if in.Complete() {
+		fi.Cached = in.Created
+	}
+	return fi
 }
 
 // List implements backend.Backend; listings always come from the origin.

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hepcache/hepcache/disk"
 	"github.com/hepcache/hepcache/internal/blockstore"
@@ -27,17 +28,22 @@ type entry struct {
 
 	// initCh is a one-slot lock serialising init; initDone is set once the
 	// fields below it are valid and immutable.
-	initCh  chan struct{}
-	initOK  bool
-	info    origin.FileInfo
-	size    int64
-	nblocks int
-	data    *blockstore.File
+	initCh chan struct{}
+	initOK bool
+	info   origin.FileInfo
+	// unconfirmed: an adopted copy the origin could not confirm at open
+	// (info.ModTime is then when XCache cached it; see adopted.go).
+	unconfirmed bool
+	size        int64
+	nblocks     int
+	data        *blockstore.File
 	// id names this copy's blocks in the block store (index.opened).
 	id uint64
 	// disk is the id of the data disk holding data.
 	disk     int
 	wasState string // "hit", "partial" or "miss" at open
+	// created is when the copy entered the cache (the sidecar's Created).
+	created time.Time
 
 	// ctx scopes every origin fetch of this entry; cancelled at finish, or
 	// at last close when downloads stop with the clients.
@@ -162,6 +168,11 @@ func (e *entry) init(ctx context.Context, revalidate, noFetch bool) error {
 			}
 		}
 	}
+	if side != nil && data != nil && side.Unconfirmed() {
+		if side = e.confirmAdopted(ctx, side, data); side == nil {
+			data = nil
+		}
+	}
 	if side != nil && revalidate && !e.stillCurrent(ctx, side) {
 		c.stats.Revalidations.Add(1)
 		side = nil // the origin's file changed: fetch it again
@@ -215,7 +226,8 @@ func (e *entry) init(ctx context.Context, revalidate, noFetch bool) error {
 		e.info = origin.FileInfo{Name: e.key.Path, Size: info.Size, ModTime: info.ModTime, Mode: 0o444, ETag: info.ETag}
 		e.wasState = "miss"
 	} else {
-		e.info = origin.FileInfo{Name: e.key.Path, Size: side.FileSize, ModTime: side.ModTime, Mode: 0o444, ETag: side.ETag}
+		e.info = infoOf(e.key, side)
+		e.unconfirmed = side.Unconfirmed()
 		switch {
 		case side.Complete():
 			e.wasState = "hit"
@@ -226,6 +238,7 @@ func (e *entry) init(ctx context.Context, revalidate, noFetch bool) error {
 		}
 	}
 	e.side = side
+	e.created = side.Created
 	e.data = data
 	e.size = side.FileSize
 	e.nblocks = side.Durable.Len()
@@ -374,6 +387,16 @@ func (e *entry) openOrigin(op *originOpen) {
 	op.of, op.err = of, err
 	e.ofMu.Unlock()
 	close(op.done)
+}
+
+// infoNow is the file's metadata with Cached set when every block is
+// present.
+func (e *entry) infoNow() origin.FileInfo {
+	fi := e.info
+	if e.complete() {
+		fi.Cached = e.created
+	}
+	return fi
 }
 
 // complete reports whether every block is present. Lock order: Cache.mu may

@@ -104,6 +104,15 @@ func (f *fetch) pieceErr(i int) error {
 // fetch makes it unjoinable.
 func (e *entry) failPiece(f *fetch, i int, err error) {
 	f.errs[i].Store(&err)
+	e.failFetch(f, err)
+	close(f.pieceCh[i])
+}
+
+// failFetch marks f failed: its block is neither written nor published,
+// also when every piece was handed to its readers before the origin's
+// read failed (the bytes may be whole, but nothing vouches for them, and
+// their checksums were never taken).
+func (e *entry) failFetch(f *fetch, err error) {
 	if f.failed.CompareAndSwap(nil, &err) {
 		// No new reader may join a failed fetch: the next one starts a
 		// fresh fetch while this one's other pieces wind down.
@@ -114,7 +123,6 @@ func (e *entry) failPiece(f *fetch, i int, err error) {
 		}
 		e.mu.Unlock()
 	}
-	close(f.pieceCh[i])
 }
 
 // fetchLocked registers and starts the fetch of block b, which the
@@ -231,6 +239,9 @@ func (e *entry) runFetch(f *fetch, win *fetchwindow.Window, werr error) {
 		c.grew(e.key, f.n)
 	}
 	e.mu.Lock()
+	if written && sums.Len != f.n {
+		panic(fmt.Sprintf("cache: block %d of %s published with checksums of %d bytes, not its %d", f.block, e.key, sums.Len, f.n))
+	}
 	if written {
 		e.blockSums[f.block] = sums
 		e.crcs.set(f.block, sums.CRC32C)
@@ -293,6 +304,7 @@ func (e *entry) readPieces(ctx context.Context, f *fetch, of origin.File, win *f
 		for i := next; i < len(f.pieceCh); i++ {
 			e.failPiece(f, i, err)
 		}
+		e.failFetch(f, err)
 		return
 	}
 	progress(int(f.n)) // an origin that under-reported (k == n)

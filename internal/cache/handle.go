@@ -42,7 +42,7 @@ func newHandle(e *entry, req backend.Request, now time.Time) *handle {
 }
 
 // Info implements backend.File.
-func (h *handle) Info() origin.FileInfo { return h.e.info }
+func (h *handle) Info() origin.FileInfo { return h.e.infoNow() }
 
 // Stream implements backend.File.
 func (h *handle) Stream(ctx context.Context, off, n int64, fn func([]byte) error) (int64, error) {

@@ -32,6 +32,12 @@ func (e *entry) versionDiffers(fi origin.FileInfo) string {
 	switch {
 	case fi.Size != e.info.Size:
 		return fmt.Sprintf("size %d, cached copy %d", fi.Size, e.info.Size)
+	case e.unconfirmed:
+		// info.ModTime is when XCache cached the copy: the file must not
+		// have changed since.
+		if fi.ModTime.After(e.info.ModTime) {
+			return fmt.Sprintf("modified at %s, after the adopted copy was cached at %s", fi.ModTime.UTC().Format("2006-01-02T15:04:05Z"), e.info.ModTime.UTC().Format("2006-01-02T15:04:05Z"))
+		}
 	case !fi.ModTime.IsZero() && !e.info.ModTime.IsZero() && fi.ModTime.Unix() != e.info.ModTime.Unix():
 		return fmt.Sprintf("modification time %s, cached copy %s", fi.ModTime.UTC().Format("2006-01-02T15:04:05Z"), e.info.ModTime.UTC().Format("2006-01-02T15:04:05Z"))
 	case fi.ETag != "" && e.info.ETag != "" && fi.ETag != e.info.ETag:

@@ -66,3 +66,19 @@ func TestCheckCapacityAboveFileSystem(t *testing.T) {
 		t.Fatalf("capacity 1G: %v %v", problems, warns)
 	}
 }
+
+func TestWarningsOriginParts(t *testing.T) {
+	c := Default()
+	c.Origin.Default = "root://h:1094//store"
+	c.Origin.Fallback = []string{"https://u:pw@h2/api/v1.0/director/origin", "https://h3/data"}
+	w := c.Warnings()
+	if len(w) != 2 {
+		t.Fatalf("Warnings() = %q; want 2 (the root path, the credentials)", w)
+	}
+	if !strings.Contains(w[0], "origin.default") || !strings.Contains(w[0], `"//store"`) {
+		t.Errorf("warning %q does not name origin.default and its path", w[0])
+	}
+	if !strings.Contains(w[1], "origin.fallback[0]") || strings.Contains(w[1], "pw") {
+		t.Errorf("warning %q does not name the key or shows the password", w[1])
+	}
+}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"strings"
 	"time"
 )
@@ -51,6 +52,33 @@ type SecurityConfig struct {
 	// Rules are the authorization rules ([[security.rule]]). Empty: every
 	// client may read and fetch everything (a cache without security).
 	Rules []AuthzRule `toml:"rule"`
+	// Authorize says that requests must be authorized (XRootD's
+	// ofs.authorize, set by from-xcache when the XCache had it): check and
+	// serve then refuse a config without rules, or whose rules let anyone
+	// read everywhere. Default false.
+	Authorize bool `toml:"authorize"`
+	// AllowHosts lists the client addresses that may connect (root:// and
+	// HTTP): an IP address, a CIDR block ("10.0.0.0/8"), a host name, or a
+	// domain ("*.site.example" or ".site.example", matched against the
+	// client's reverse DNS name, confirmed forward). Others are
+	// disconnected at once. Default empty: every address may connect.
+	AllowHosts []string `toml:"allow_hosts"`
+	// GridMap is a grid-mapfile ("DN" name per line) naming certificate
+	// subjects for the user:NAME principal (XRootD's http.gridmap and gsi
+	// -gridmap). Re-read on SIGHUP. Default "": none.
+	GridMap string `toml:"gridmap"`
+	// GridMapRequired refuses a client certificate whose subject the grid
+	// map does not name (XrdHttp's "http.gridmap FILE required"). Default
+	// false.
+	GridMapRequired bool `toml:"gridmap_required"`
+	// HTTPClientAuth is whether HTTPS asks clients for a certificate:
+	// "request" (default when ca_paths is set) or "off" (XrdHttp's
+	// http.tlsclientauth off: certificates play no part over HTTPS).
+	HTTPClientAuth string `toml:"http_client_auth"`
+	// DenyHTTPListing refuses directory listings over HTTP (PROPFIND with
+	// depth, GET of a directory), as XrdHttp's http.listingdeny. Default
+	// false.
+	DenyHTTPListing bool `toml:"deny_http_listing"`
 
 	// OriginTokenFile is a file holding the token the cache presents to
 	// origins (HTTP Authorization header, root:// ztn), re-read when it
@@ -78,6 +106,10 @@ type IssuerConfig struct {
 	JWKSURL  string `toml:"jwks_url"`
 	// BasePath is where the issuer's scope paths live. Default "/".
 	BasePath string `toml:"base_path"`
+	// RestrictedPaths, if set, bound what the issuer's tokens may grant:
+	// a scope reaches only into these paths (XrdAccSciTokens'
+	// restricted_path). Default empty: no bound beyond base_path.
+	RestrictedPaths []string `toml:"restricted_paths"`
 }
 
 // AuthzRule is one [[security.rule]].
@@ -133,6 +165,14 @@ func (s *SecurityConfig) validate(bad func(key string, val any, allowed string))
 			bad(key+".jwks_file", `""`, "keys are fetched only over https: give jwks_file, an https jwks_url or an https issuer")
 		}
 	}
+	for i, is := range s.Issuers {
+		for _, rp := range is.RestrictedPaths {
+			if !strings.HasPrefix(rp, "/") {
+				bad(fmt.Sprintf("security.issuer[%d].restricted_paths", i), fmt.Sprintf("%q", rp), "absolute namespace paths")
+			}
+		}
+	}
+	open := len(s.Rules) > 0
 	for i, r := range s.Rules {
 		key := fmt.Sprintf("security.rule[%d]", i)
 		if !strings.HasPrefix(r.Path, "/") {
@@ -141,6 +181,30 @@ func (s *SecurityConfig) validate(bad func(key string, val any, allowed string))
 		if len(r.Read) == 0 {
 			bad(key+".read", "[]", `who may read: e.g. ["anonymous"], ["vo:cms", "scope"], or ["none"]`)
 		}
+		anyone := false
+		for _, p := range r.Read {
+			anyone = anyone || p == "anonymous" || p == "*"
+		}
+		open = open && anyone
+	}
+	if s.Authorize && (len(s.Rules) == 0 || open) {
+		bad("security.authorize", true, "requests must be authorized, but no [[security.rule]] restricts anything (every rule lets anyone read): write the rules the XCache's authorization had")
+	}
+	for _, h := range s.AllowHosts {
+		if err := CheckHostPattern(h); err != nil {
+			bad("security.allow_hosts", fmt.Sprintf("%q", h), err.Error())
+		}
+	}
+	if s.GridMapRequired && s.GridMap == "" {
+		bad("security.gridmap_required", true, "needs security.gridmap")
+	}
+	if s.GridMap != "" && len(s.CAPaths) == 0 {
+		bad("security.gridmap", s.GridMap, "needs security.ca_paths (the grid map names client certificates)")
+	}
+	switch s.HTTPClientAuth {
+	case "", "request", "off":
+	default:
+		bad("security.http_client_auth", fmt.Sprintf("%q", s.HTTPClientAuth), `"request" or "off"`)
 	}
 	if (s.OriginCert == "") != (s.OriginKey == "") {
 		bad("security.origin_cert/origin_key", fmt.Sprintf("%q/%q", s.OriginCert, s.OriginKey), "give both or neither (a proxy file may be both)")
@@ -200,4 +264,21 @@ func (l *LimitsConfig) validate(bad func(key string, val any, allowed string)) {
 	if l.MaxRequestBody != 0 && l.MaxRequestBody < 16<<10 {
 		bad("limits.max_request_body", l.MaxRequestBody, "0 (default) or at least 16K (a full readv list)")
 	}
+}
+
+// CheckHostPattern reports what is wrong with an allow_hosts entry.
+func CheckHostPattern(h string) error {
+	switch {
+	case h == "":
+		return fmt.Errorf("empty")
+	case strings.ContainsAny(h, " \t/") && !strings.Contains(h, "/"):
+		return fmt.Errorf("one address, CIDR block, host or domain per entry")
+	case strings.Contains(h, "/"):
+		if _, _, err := net.ParseCIDR(h); err != nil {
+			return fmt.Errorf("not a CIDR block: %w", err)
+		}
+	case strings.Contains(h[1:], "*"):
+		return fmt.Errorf("a wildcard only as the first label (*.site.example)")
+	}
+	return nil
 }

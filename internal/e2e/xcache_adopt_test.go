@@ -69,10 +69,21 @@ for url, ranges in ((sys.argv[1], ((0, 1<<20), (5<<20, 1<<20))), (sys.argv[2], (
 	}, "XCache's .cinfo files to record the blocks read")
 	xc.Stop()
 
+	// The cache directory belongs to the service user, here XCache's own
+	// (nobody): adoption, run as root, drops to that user before touching
+	// the tree, and leaves the lock to it.
 	hc := filepath.Join(dir, "hepcache")
+	os.Mkdir(hc, 0o755)
+	os.Chown(hc, 65534, 65534)
 	out, err := exec.Command(hepcacheBin, "adopt-xcache", "--cache-dir", hc, "--origin", origin.URL, xcDir).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "adopted 2 complete and 2 partial files") {
 		t.Fatalf("adopt-xcache: %v\n%s", err, out)
+	}
+	for _, p := range []string{filepath.Join(hc, "lock"), filepath.Join(hc, "meta")} {
+		var st syscall.Stat_t
+		if err := syscall.Stat(p, &st); err != nil || st.Uid != 65534 {
+			t.Fatalf("%s after adoption: owner %d, %v; want the service user's", p, st.Uid, err)
+		}
 	}
 	if _, err := os.Stat(filepath.Join(xcDir, "store", "full1.root")); !os.IsNotExist(err) {
 		t.Fatalf("XCache's name of an adopted file is still there: %v", err)

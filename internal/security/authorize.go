@@ -212,7 +212,7 @@ func (s *Security) httpSubject(r *http.Request, tok string) (sub *authz.Subject,
 		if err != nil {
 			return sub, fmt.Sprintf("client certificate refused: %v", err)
 		}
-		sub.X509, sub.VOMS = xs.X509, xs.VOMS
+		sub.X509, sub.VOMS, sub.User = xs.X509, xs.VOMS, xs.User
 		if sub.Name == "" {
 			sub.Name = xs.Name
 		}

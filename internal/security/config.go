@@ -28,6 +28,10 @@ func FromConfig(c *config.SecurityConfig, log *slog.Logger) *Config {
 		VOMSTargets: c.VOMSTargets,
 		ClockSkew:   time.Duration(c.ClockSkew),
 		Logger:      log,
+
+		GridMap:           c.GridMap,
+		GridMapRequired:   c.GridMapRequired,
+		NoHTTPClientCerts: c.HTTPClientAuth == "off",
 	}
 	if c.TLSCert != "" {
 		out.TLS = &tlsconf.Config{CertFile: c.TLSCert, KeyFile: c.TLSKey}
@@ -39,7 +43,7 @@ func FromConfig(c *config.SecurityConfig, log *slog.Logger) *Config {
 		tc := &token.Config{Audiences: c.Audiences, ClockSkew: time.Duration(c.ClockSkew)}
 		for _, is := range c.Issuers {
 			tc.Issuers = append(tc.Issuers, token.Issuer{Issuer: is.Issuer, Audiences: is.Audiences,
-				JWKSFile: is.JWKSFile, JWKSURL: is.JWKSURL, BasePath: is.BasePath})
+				JWKSFile: is.JWKSFile, JWKSURL: is.JWKSURL, BasePath: is.BasePath, RestrictedPaths: is.RestrictedPaths})
 		}
 		out.Tokens = tc
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/hepcache/hepcache/internal/authz"
 	"github.com/hepcache/hepcache/internal/cache"
 	"github.com/hepcache/hepcache/internal/eventually"
 	"net/http"
@@ -363,5 +364,36 @@ f.close()
 	waitClosed(t, s)
 	if after := s.mem.BytesRead.Load(); after != before {
 		t.Fatalf("read-only clients made the origin send %d bytes", after-before)
+	}
+}
+
+// TestGridMapAndClientAuth: user:NAME grants follow the grid map, a
+// certificate it does not name is refused with gridmap_required (as
+// XrdHttp's "http.gridmap FILE required"), and with client certificates
+// off (http.tlsclientauth off) a certificate grants nothing over HTTPS.
+func TestGridMapAndClientAuth(t *testing.T) {
+	p := newPKI(t)
+	dir := t.TempDir()
+	alice, bob := p.ca.User(t, "alice", 0), p.ca.User(t, "bob", 1)
+	aliceCert, aliceKey := alice.WriteFiles(t, dir, "alice")
+	bobCert, bobKey := bob.WriteFiles(t, dir, "bob")
+	gm := filepath.Join(dir, "grid-mapfile")
+	os.WriteFile(gm, []byte(`"/DC=org/DC=hepcache-test/OU=Users/CN=alice" alice`+"\n"), 0o644)
+	rules := append([]authz.Rule{{Path: "/store/data", Read: []string{"user:alice"}}}, defaultRules...)
+	s := newStack(t, p, func(c *Config) { c.Rules, c.GridMap, c.GridMapRequired = rules, gm, true })
+	if code, body := s.curl(t, "/store/data/h.root", "--cert", aliceCert, "--key", aliceKey); code != http.StatusOK || body != string(s.data["/store/data/h.root"]) {
+		t.Fatalf("alice, mapped: %d %.200s", code, body)
+	}
+	if code, body := s.curl(t, "/public/a.root", "--cert", bobCert, "--key", bobKey); code != http.StatusForbidden || !strings.Contains(body, "grid map") {
+		t.Fatalf("bob, not in the required grid map: %d %.200s", code, body)
+	}
+	s.fill(t, "/public/a.root")
+	if code, _ := s.curl(t, "/public/a.root"); code != http.StatusOK {
+		t.Fatalf("no certificate, cached public file: %d", code)
+	}
+
+	off := newStack(t, p, func(c *Config) { c.Rules, c.GridMap, c.NoHTTPClientCerts = rules, gm, true })
+	if code, _ := off.curl(t, "/store/data/h.root", "--cert", aliceCert, "--key", aliceKey); code != http.StatusForbidden {
+		t.Fatalf("client certificates off, yet alice's granted: %d", code)
 	}
 }

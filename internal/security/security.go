@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hepcache/hepcache/internal/auth/gridmap"
 	"github.com/hepcache/hepcache/internal/auth/gsi"
 	"github.com/hepcache/hepcache/internal/auth/token"
 	"github.com/hepcache/hepcache/internal/auth/voms"
@@ -53,6 +54,15 @@ type Config struct {
 	VOMSTargets []string
 	// Rules are the authorization rules. Empty: everything is allowed.
 	Rules []authz.Rule
+	// GridMap is a grid-mapfile naming certificate subjects (the user:NAME
+	// principal), re-read by Reload. Needs CAPaths. Empty: none.
+	GridMap string
+	// GridMapRequired refuses certificates whose subject GridMap does not
+	// name.
+	GridMapRequired bool
+	// NoHTTPClientCerts: HTTPS does not ask clients for a certificate
+	// even with CAPaths (XrdHttp's http.tlsclientauth off).
+	NoHTTPClientCerts bool
 	// ClockSkew is how long after its expiry a credential that opened a
 	// session (token, proxy chain, VOMS attributes) is still honoured:
 	// every request re-checks it. Default 60 s (as tokens' clock skew).
@@ -74,11 +84,12 @@ type Security struct {
 	gsi     *gsi.Server
 	gsiCert *tlsconf.Server
 
-	// mu protects the X.509 verifiers, replaced by Reload.
-	mu    sync.RWMutex
-	x509  *x509proxy.Verifier
-	voms  *voms.Verifier
-	certs *subjectCache
+	// mu protects the X.509 verifiers and the grid map, replaced by Reload.
+	mu      sync.RWMutex
+	x509    *x509proxy.Verifier
+	voms    *voms.Verifier
+	certs   *subjectCache
+	gridmap gridmap.Map
 }
 
 // New builds the security layer from cfg.
@@ -90,7 +101,7 @@ func New(cfg *Config) (*Security, error) {
 	var errs []error
 	if cfg.TLS != nil {
 		tc := *cfg.TLS
-		tc.RequestClientCert = len(cfg.CAPaths) > 0
+		tc.RequestClientCert = len(cfg.CAPaths) > 0 && !cfg.NoHTTPClientCerts
 		var err error
 		if s.tls, err = tlsconf.New(&tc); err != nil {
 			errs = append(errs, err)
@@ -171,8 +182,14 @@ func (s *Security) loadX509() error {
 			return err
 		}
 	}
+	var gm gridmap.Map
+	if s.cfg.GridMap != "" {
+		if gm, err = gridmap.Load(s.cfg.GridMap); err != nil {
+			return err
+		}
+	}
 	s.mu.Lock()
-	s.x509, s.voms, s.certs = xv, vv, newSubjectCache()
+	s.x509, s.voms, s.certs, s.gridmap = xv, vv, newSubjectCache(), gm
 	s.mu.Unlock()
 	s.log.Info("security: loaded CA certificates", "count", n, "vomsdir", s.cfg.VOMSDir)
 	return nil
@@ -226,7 +243,7 @@ func (s *Security) Close() error {
 // with a cache so that a client's many requests cost one verification.
 func (s *Security) verifyChain(certs []*x509.Certificate) (*authz.Subject, error) {
 	s.mu.RLock()
-	xv, vv, cache := s.x509, s.voms, s.certs
+	xv, vv, cache, gm := s.x509, s.voms, s.certs, s.gridmap
 	s.mu.RUnlock()
 	if xv == nil {
 		return nil, errors.New("client certificates are not accepted here (no CA certificates configured)")
@@ -237,6 +254,12 @@ func (s *Security) verifyChain(certs []*x509.Certificate) (*authz.Subject, error
 			return nil, err
 		}
 		sub := &authz.Subject{Name: ch.Subject, X509: ch}
+		if s.cfg.GridMap != "" {
+			var ok bool
+			if sub.User, ok = gm[ch.Subject]; !ok && s.cfg.GridMapRequired {
+				return nil, fmt.Errorf("certificate subject %s is not in the grid map (gridmap_required)", ch.Subject)
+			}
+		}
 		if vv != nil {
 			attrs, err := vv.Verify(ch)
 			if err != nil {

@@ -39,6 +39,11 @@ import (
 // the disks. A new check goes into checks below, once.
 func Check(cfg *config.Config) (warnings []string, err error) {
 	var errs []error
+	// What the configuration says that will be ignored (parts of origin
+	// URLs).
+	for _, w := range cfg.Warnings() {
+		warnings = append(warnings, "configuration: "+w)
+	}
 	checks := []func(*config.Config) ([]string, []error){
 		checkSecurity,
 		checkOrigins,

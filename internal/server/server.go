@@ -28,6 +28,7 @@ import (
 	"github.com/hepcache/hepcache/internal/federation"
 	httpfront "github.com/hepcache/hepcache/internal/frontend/http"
 	"github.com/hepcache/hepcache/internal/frontend/xrootd"
+	"github.com/hepcache/hepcache/internal/hostallow"
 	"github.com/hepcache/hepcache/internal/listenfds"
 	"github.com/hepcache/hepcache/internal/logbound"
 	"github.com/hepcache/hepcache/internal/metrics"
@@ -273,12 +274,16 @@ func NewInherited(cfg *config.Config, log *slog.Logger, in *Inherit) (s *Server,
 	if s.rootLn, err = s.listen("root", cfg.Server.Listen); err != nil {
 		return nil, fmt.Errorf("server.listen: %w", err)
 	}
-	s.serve("root", func() error { return s.root.Serve(s.rootLn) })
+	allowed, err := clientAllowList(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	s.serve("root", func() error { return s.root.Serve(allowed(s.rootLn)) })
 	if cfg.Server.HTTPListen != "" {
 		hc := &httpfront.Config{Backend: fe, Metrics: s.metrics, Logger: log, Stager: s.stage,
 			Authorizer: s.sec.HTTPAuthorizer(), TLSConfig: s.sec.TLSConfig(),
 			ReadHeaderTimeout: time.Duration(cfg.Limits.HTTPHeaderTimeout), IdleTimeout: time.Duration(cfg.Limits.HTTPIdleTimeout),
-			MaxHeaderBytes: int(cfg.Limits.HTTPMaxHeaderBytes)}
+			MaxHeaderBytes: int(cfg.Limits.HTTPMaxHeaderBytes), DenyListing: cfg.Security.DenyHTTPListing}
 		if cfg.Server.MetricsListen == "" {
 			hc.Routes = dashboard.AdminRoutes(s.metrics, s.dash)
 		}
@@ -288,7 +293,7 @@ func NewInherited(cfg *config.Config, log *slog.Logger, in *Inherit) (s *Server,
 		if s.httpLn, err = s.listen("http", cfg.Server.HTTPListen); err != nil {
 			return nil, fmt.Errorf("server.http_listen: %w", err)
 		}
-		s.serve("http", func() error { return s.http.Serve(s.httpLn) })
+		s.serve("http", func() error { return s.http.Serve(allowed(s.httpLn)) })
 	}
 	if cfg.Server.MetricsListen != "" {
 		if s.adminLn, err = s.listen("metrics", cfg.Server.MetricsListen); err != nil {
@@ -684,4 +689,17 @@ func (s *Server) prestageFigures() metrics.PrestageFigures {
 			Bytes: j.Bytes, Size: j.Size})
 	}
 	return f
+}
+
+// clientAllowList returns what limits a front end's listener to
+// security.allow_hosts (the listener itself when the list is empty).
+func clientAllowList(cfg *config.Config, log *slog.Logger) (func(net.Listener) net.Listener, error) {
+	if len(cfg.Security.AllowHosts) == 0 {
+		return func(ln net.Listener) net.Listener { return ln }, nil
+	}
+	l, err := hostallow.New(cfg.Security.AllowHosts, nil)
+	if err != nil {
+		return nil, err
+	}
+	return func(ln net.Listener) net.Listener { return l.Listener(ln, log) }, nil
 }

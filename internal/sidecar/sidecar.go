@@ -21,9 +21,9 @@ var ErrCorrupt = errors.New("sidecar: corrupt")
 
 const (
 	magic = "HCINFO\x00\x01"
-	// version 2 adds the per-block CRC32Cs; version 1 sidecars still load
-	// (their blocks have no known CRC).
-	version = 2
+	// version 2 adds the per-block CRC32Cs, version 3 the flags; older
+	// sidecars still load (their blocks have no known CRC, no flag set).
+	version = 3
 	// MaxRecords is how many access records a sidecar keeps (the newest).
 	MaxRecords = 20
 )
@@ -86,7 +86,22 @@ type Info struct {
 	// have none), so blocks read back from disk can be checked.
 	BlockCRC []uint32
 	CRCKnown *bitmap.Bitmap
+	// Flags are the Flag* bits.
+	Flags uint8
 }
+
+// Flag bits. ONLY APPEND: the value is stored on disk.
+const (
+	// FlagUnconfirmed marks a copy whose origin version is not known yet
+	// (adopted from XCache, which keeps neither the origin's modification
+	// time nor its ETag): the first open while the origin answers compares
+	// size and modification time with the origin's file, records them, and
+	// drops a copy that does not match.
+	FlagUnconfirmed uint8 = 1 << iota
+)
+
+// Unconfirmed reports whether FlagUnconfirmed is set.
+func (in *Info) Unconfirmed() bool { return in.Flags&FlagUnconfirmed != 0 }
 
 // SetBlockCRC records block b's CRC32C.
 func (in *Info) SetBlockCRC(b int, crc uint32) {
@@ -163,6 +178,7 @@ func (in *Info) Marshal() []byte {
 	for _, c := range in.BlockCRC {
 		b = binary.LittleEndian.AppendUint32(b, c)
 	}
+	b = append(b, in.Flags)
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
@@ -180,7 +196,7 @@ func Unmarshal(b []byte) (*Info, error) {
 		return nil, fmt.Errorf("%w: bad magic", ErrCorrupt)
 	}
 	v := d.u32()
-	if v != 1 && v != version {
+	if v < 1 || v > version {
 		return nil, fmt.Errorf("%w: version %d", ErrCorrupt, v)
 	}
 	in := &Info{}
@@ -226,6 +242,12 @@ func Unmarshal(b []byte) (*Info, error) {
 		for i := range in.BlockCRC {
 			in.BlockCRC[i] = d.u32()
 		}
+		if d.err != nil {
+			return nil, d.err
+		}
+	}
+	if v >= 3 {
+		in.Flags = d.u8()
 		if d.err != nil {
 			return nil, d.err
 		}

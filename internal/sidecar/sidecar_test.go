@@ -78,20 +78,29 @@ func FuzzUnmarshal(f *testing.F) {
 }
 
 // TestVersion1StillLoads: a sidecar written before per-block CRCs loads,
-// with no CRC known; a version 2 round trip keeps them.
+// with no CRC known; one written before flags loads with none set; a
+// round trip keeps both.
 func TestVersion1StillLoads(t *testing.T) {
 	in := New("root://o", "/f", 5<<20+1, 1<<20, time.Unix(5, 0), "", time.Unix(6, 0))
 	in.Durable.Set(0)
 	in.Durable.Set(5)
 	in.SetBlockCRC(5, 0xdeadbeef)
+	in.Flags = FlagUnconfirmed
 	b := in.Marshal()
 	out, err := Unmarshal(b)
-	if err != nil || !out.CRCKnown.Test(5) || out.CRCKnown.Test(0) || out.BlockCRC[5] != 0xdeadbeef {
-		t.Fatalf("v2 round trip: %v %+v", err, out)
+	if err != nil || !out.CRCKnown.Test(5) || out.CRCKnown.Test(0) || out.BlockCRC[5] != 0xdeadbeef || !out.Unconfirmed() {
+		t.Fatalf("v3 round trip: %v %+v", err, out)
+	}
+	// Version 2: no flags.
+	v2 := append([]byte(nil), b[:len(b)-4-1]...)
+	binary.LittleEndian.PutUint32(v2[len(magic):], 2)
+	v2 = binary.LittleEndian.AppendUint32(v2, crc32.Checksum(v2, castagnoli))
+	if out, err := Unmarshal(v2); err != nil || out.Flags != 0 || out.BlockCRC[5] != 0xdeadbeef {
+		t.Fatalf("v2: %v %+v", err, out)
 	}
 	// Version 1: no CRC section.
 	nb := 6
-	v1 := append([]byte(nil), b[:len(b)-4-(nb+7)/8-4*nb]...)
+	v1 := append([]byte(nil), b[:len(b)-4-1-(nb+7)/8-4*nb]...)
 	binary.LittleEndian.PutUint32(v1[len(magic):], 1)
 	v1 = binary.LittleEndian.AppendUint32(v1, crc32.Checksum(v1, castagnoli))
 	old, err := Unmarshal(v1)

@@ -237,8 +237,12 @@ func scheme(c string) string {
 
 // Canonical returns the canonical form of an origin URL: scheme in
 // {root, roots, http, https, file, s3}, lower-case host, explicit port (1094 for
-// root://, 443/80 for https/http), no path except for file:// and s3://
-// (s3://bucket/key-prefix, without a trailing slash). xroot:// is root://.
+// root://, 443/80 for https/http), the path of file://, s3://
+// (s3://bucket/key-prefix) and http(s):// origins (a web server's base
+// directory, a federation director's redirect endpoint), cleaned and
+// without a trailing slash; no path for root:// origins, which are read at
+// the paths clients ask. xroot:// is root://. What it drops is listed by
+// Ignored, so that a configuration check can say so.
 func Canonical(raw string) (string, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -286,5 +290,67 @@ func Canonical(raw string) (string, error) {
 	if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
 		return "", fmt.Errorf("bad port %q", port)
 	}
-	return sch + "://" + net.JoinHostPort(host, port), nil
+	c := sch + "://" + net.JoinHostPort(host, port)
+	if sch == "http" || sch == "https" {
+		if p := webPath(u); p != "" {
+			if strings.Contains(p, "/../") || strings.HasSuffix(p, "/..") {
+				return "", errors.New("origin URL path climbs with ..")
+			}
+			c += p
+		}
+	}
+	return c, nil
+}
+
+// webPath is the base path of an http(s) origin URL as it is sent: escaped,
+// repeated slashes and "." segments removed, without a trailing slash; ""
+// for the server's root.
+func webPath(u *url.URL) string {
+	segs := strings.Split(u.EscapedPath(), "/")
+	out := segs[:0]
+	for _, s := range segs {
+		if s != "" && s != "." {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return "/" + strings.Join(out, "/")
+}
+
+// Ignored lists the parts of an origin URL that Canonical drops, each as
+// a phrase naming the part and why ("the path \"//store\": root://
+// origins are read at the paths clients ask; ..."), for a configuration
+// check to warn about. Credentials in the URL are named, never shown.
+// Nil for a URL that is kept whole, or that Canonical refuses.
+func Ignored(raw string) []string {
+	if _, err := Canonical(raw); err != nil {
+		return nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil
+	}
+	sch := strings.ToLower(u.Scheme)
+	if sch == "s3" {
+		return nil // s3origin.ParseURL refuses what it would not use
+	}
+	var out []string
+	if u.User != nil {
+		out = append(out, "the user information before the host (credentials are not taken from origin URLs: use [security] origin_token_file or origin_cert, or the s3 key files)")
+	}
+	switch sch {
+	case "root", "roots", "xroot", "xroots":
+		if p := strings.Trim(u.Path, "/"); p != "" {
+			out = append(out, fmt.Sprintf("the path %q (root:// origins are read at the paths clients ask: to read a client's /f from %s/f, use a [[namespace]] prefix with this origin, or a [[map]] rule)", u.Path, u.Path))
+		}
+	}
+	if u.RawQuery != "" || u.ForceQuery {
+		out = append(out, fmt.Sprintf("the query %q (origin URLs carry no opaque data; a cache's own credential is in [security])", "?"+u.RawQuery))
+	}
+	if u.Fragment != "" {
+		out = append(out, fmt.Sprintf("the fragment %q", "#"+u.Fragment))
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/hepcache/hepcache/internal/backend"
@@ -15,6 +16,10 @@ func TestCanonical(t *testing.T) {
 		{"xroot://a:2000//", "root://a:2000"},
 		{"root://a:1094//store/x", "root://a:1094"},
 		{"https://web.example", "https://web.example:443"},
+		{"https://Dir.Example/api/v1.0/director/origin", "https://dir.example:443/api/v1.0/director/origin"},
+		{"http://web.example:8080//data/./store/", "http://web.example:8080/data/store"},
+		{"https://web.example/", "https://web.example:443"},
+		{"https://web.example/a%20b", "https://web.example:443/a%20b"},
 		{"file:///data/", "file:///data"},
 		{"root://[::1]:1095", "root://[::1]:1095"},
 		{"s3://bucket", "s3://bucket"},
@@ -28,10 +33,42 @@ func TestCanonical(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range []string{"", "origin.example", "ftp://x", "root://", "root://a:99999", "file://host/x", "file://", "s3://b", "s3://bucket:9000/x"} {
+	for _, bad := range []string{"", "origin.example", "ftp://x", "root://", "root://a:99999", "file://host/x", "file://", "s3://b", "s3://bucket:9000/x", "https://web.example/a/../../etc"} {
 		if got, err := Canonical(bad); err == nil {
 			t.Errorf("Canonical(%q)=%q, want error", bad, got)
 		}
+	}
+}
+
+func TestIgnored(t *testing.T) {
+	cases := []struct {
+		in   string
+		want []string // a word of each phrase, in order
+	}{
+		{"root://h:1094", nil},
+		{"https://h/api/v1.0/director/origin", nil},
+		{"file:///data", nil},
+		{"root://h:1094//store", []string{"path"}},
+		{"roots://h//store/mc/", []string{"path"}},
+		{"https://user:secret@h/x?a=1#f", []string{"user information", "query", "fragment"}},
+		{"root://h:1094//store?x=1", []string{"path", "query"}},
+		{"ftp://h/x", nil},
+	}
+	for _, c := range cases {
+		t.Run(c.in, func(t *testing.T) {
+			got := Ignored(c.in)
+			if len(got) != len(c.want) {
+				t.Fatalf("Ignored(%q) = %q; want %d phrases %q", c.in, got, len(c.want), c.want)
+			}
+			for i, w := range c.want {
+				if !strings.Contains(got[i], w) {
+					t.Errorf("Ignored(%q)[%d] = %q; want it to name %q", c.in, i, got[i], w)
+				}
+				if strings.Contains(got[i], "secret") {
+					t.Errorf("Ignored(%q)[%d] = %q shows the password", c.in, i, got[i])
+				}
+			}
+		})
 	}
 }
 

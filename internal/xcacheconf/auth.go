@@ -8,22 +8,32 @@ import (
 	"strings"
 )
 
-// authdbGrants reads an XRootD authorization file (acc.authdb) and returns,
-// per path, the hepcache principals that may read there, with warnings for
-// the identities hepcache has no principal for.
+// authdb is what an XRootD authorization file (acc.authdb) grants and
+// takes away, in hepcache's principals.
+type authdb struct {
+	// grants: per path, the principals that may read there.
+	grants map[string][]string
+	// denied: per path, who had read rights taken away there ("-rl"); an
+	// XRootD negative right wins over every grant at and below its path.
+	denied map[string][]string
+	// users are the user names granted (user:NAME, which needs a grid map).
+	users []string
+	warns []string
+}
+
+// readAuthdb reads an XRootD authorization file (acc.authdb).
 //
 // A line is "idtype id path privs [path privs]...": u (user), g (group), o
 // (organisation, the VO), r (role), h (host), n (netgroup), t (template),
 // = (compound). Read rights are "r", "l" with "r", or "a"; a privilege set
-// starting with "-" takes rights away, which hepcache's rules cannot say.
-func authdbGrants(name string) (map[string][]string, []string, error) {
+// starting with "-" takes rights away.
+func readAuthdb(name string) (*authdb, error) {
 	f, err := os.Open(name)
 	if err != nil {
-		return nil, nil, fmt.Errorf("acc.authdb: %w", err)
+		return nil, fmt.Errorf("acc.authdb: %w (xrootd refuses to start without it)", err)
 	}
 	defer f.Close()
-	grants := map[string][]string{}
-	var warns []string
+	db := &authdb{grants: map[string][]string{}, denied: map[string][]string{}}
 	sc := bufio.NewScanner(f)
 	n, acc := 0, ""
 	for sc.Scan() {
@@ -45,18 +55,19 @@ func authdbGrants(name string) (map[string][]string, []string, error) {
 			if w[1] == "*" {
 				who = "anonymous"
 			} else {
-				warns = append(warns, fmt.Sprintf("%s: user %q: hepcache has no unix user names; identities are token subjects, DNs and VOMS attributes (docs/security.md): not mapped", where, w[1]))
+				who = "user:" + w[1]
+				db.users = appendNew(db.users, w[1])
 			}
 		case "g":
 			who = "group:" + ensureSlash(w[1])
 		case "o":
 			who = "vo:" + strings.TrimPrefix(w[1], "/")
 		case "r":
-			warns = append(warns, fmt.Sprintf("%s: role %q alone: hepcache names roles with their group (fqan:/vo/Role=%s): not mapped", where, w[1], w[1]))
+			db.warns = append(db.warns, fmt.Sprintf("%s: role %q alone: hepcache names roles with their group (fqan:/vo/Role=%s): not mapped, its grants are not made", where, w[1], w[1]))
 		case "h", "n":
-			warns = append(warns, fmt.Sprintf("%s: %s %q: hepcache authorizes identities, not hosts: not mapped", where, map[string]string{"h": "host", "n": "netgroup"}[w[0]], w[1]))
+			db.warns = append(db.warns, fmt.Sprintf("%s: %s %q: hepcache authorizes identities, not hosts: not mapped, its grants are not made (security.allow_hosts limits who may connect at all)", where, map[string]string{"h": "host", "n": "netgroup"}[w[0]], w[1]))
 		default:
-			warns = append(warns, fmt.Sprintf("%s: identity type %q: not mapped", where, w[0]))
+			db.warns = append(db.warns, fmt.Sprintf("%s: identity type %q: not mapped, its grants are not made", where, w[0]))
 		}
 		for i := 2; i+1 < len(w); i += 2 {
 			p, privs := w[i], w[i+1]
@@ -64,23 +75,35 @@ func authdbGrants(name string) (map[string][]string, []string, error) {
 				continue
 			}
 			if strings.HasPrefix(privs, "-") {
-				warns = append(warns, fmt.Sprintf("%s: %s %s takes rights away: hepcache rules only grant; review the [[security.rule]] of %s", where, p, privs, p))
+				// Taken away from whoever the line names, mapped or not:
+				// an identity hepcache cannot name still loses the right.
+				if strings.ContainsAny(privs, "rla") {
+					id := who
+					if id == "" {
+						id = w[0] + " " + w[1]
+					}
+					db.denied[p] = appendNew(db.denied[p], id)
+				}
 				continue
 			}
 			if who != "" && (strings.Contains(privs, "r") || strings.Contains(privs, "a")) {
-				grants[p] = appendNew(grants[p], who)
+				db.grants[p] = appendNew(db.grants[p], who)
 			}
 		}
 	}
-	return grants, warns, sc.Err()
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("acc.authdb %s: %w", name, err)
+	}
+	return db, nil
 }
 
 // issuer is one [Issuer ...] section of a scitokens.cfg.
 type issuer struct {
-	name, issuer string
-	basePaths    []string
-	audiences    []string
-	extra        []string // keys hepcache has no equivalent for
+	name, issuer    string
+	basePaths       []string
+	restrictedPaths []string
+	audiences       []string
+	extra           []string // keys hepcache has no equivalent for
 }
 
 // readSciTokens reads the XrdAccSciTokens configuration: the global
@@ -88,7 +111,7 @@ type issuer struct {
 func readSciTokens(name string) (aud []string, iss []issuer, err error) {
 	f, err := os.Open(name)
 	if err != nil {
-		return nil, nil, fmt.Errorf("scitokens config: %w", err)
+		return nil, nil, fmt.Errorf("scitokens config: %w (xrootd refuses to start without it)", err)
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
@@ -124,6 +147,8 @@ func readSciTokens(name string) (aud []string, iss []issuer, err error) {
 			cur.issuer = v
 		case k == "base_path":
 			cur.basePaths = append(cur.basePaths, listValue(v)...)
+		case k == "restricted_path":
+			cur.restrictedPaths = append(cur.restrictedPaths, listValue(v)...)
 		default:
 			cur.extra = append(cur.extra, k)
 		}

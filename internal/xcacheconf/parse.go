@@ -10,6 +10,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -61,30 +62,74 @@ func (o *Options) defaults() {
 // maxDepth bounds continue chains (a file continuing into itself).
 const maxDepth = 16
 
+// Bounds on what a configuration can make the reader hold: a variable's
+// value after substitution ("set a = $(a)$(a)" forty times is 2^40
+// bytes), a configuration file, and all of them together.
+const (
+	maxValue = 64 << 10
+	maxFile  = 4 << 20
+	maxTotal = 16 << 20
+)
+
 type reader struct {
 	opt   Options
 	vars  map[string]string
 	out   []Directive
 	warns []string
+	// home is the directory of the configuration given: lines of files
+	// outside it are never quoted (continue /etc/shadow).
+	home string
+	read int64 // bytes of configuration read
+	// private: a file read is not readable by everyone.
+	private bool
 }
 
 // Read reads the configuration file at name with the directives its if
 // conditions select for opt, following continue directives.
 func Read(name string, opt Options) ([]Directive, []string, error) {
+	ds, warns, _, err := read(name, opt)
+	return ds, warns, err
+}
+
+// read is Read, also reporting whether a file read is not readable by
+// everyone (what is made from it may hold its secrets).
+func read(name string, opt Options) ([]Directive, []string, bool, error) {
 	opt.defaults()
-	r := &reader{opt: opt, vars: map[string]string{}}
+	r := &reader{opt: opt, vars: map[string]string{}, home: filepath.Dir(name)}
 	if err := r.file(name, 0); err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
-	return r.out, r.warns, nil
+	return r.out, r.warns, r.private, nil
 }
 
 var varRef = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_.]*)\)|\$\{([A-Za-z_][A-Za-z0-9_.]*)\}|\$([A-Za-z_][A-Za-z0-9_.]*)`)
 
 // subst replaces $(name), ${name} and $name by set variables (or, for
-// names set by setenv or the environment, their values).
-func (r *reader) subst(s, where string) string {
-	return varRef.ReplaceAllStringFunc(s, func(m string) string {
+// names set by setenv or the environment, their values). A result longer
+// than maxValue is an error.
+func (r *reader) subst(s, where string) (string, error) {
+	n := 0
+	var long bool
+	out := varRef.ReplaceAllStringFunc(s, func(m string) string {
+		if long {
+			return ""
+		}
+		v := r.value(m, where)
+		if n += len(v); n > maxValue {
+			long = true
+			return ""
+		}
+		return v
+	})
+	if long || len(out) > maxValue {
+		return "", fmt.Errorf("%s: a value longer than %d bytes after substituting variables: refused", where, maxValue)
+	}
+	return out, nil
+}
+
+// value is what the variable reference m stands for.
+func (r *reader) value(m, where string) string {
+	{
 		sub := varRef.FindStringSubmatch(m)
 		n := sub[1] + sub[2] + sub[3]
 		if v, ok := r.vars[n]; ok {
@@ -95,7 +140,7 @@ func (r *reader) subst(s, where string) string {
 		}
 		r.warns = append(r.warns, fmt.Sprintf("%s: variable %s is not set; left as written", where, m))
 		return m
-	})
+	}
 }
 
 // cond is one open if: whether its branch is being read, and whether a
@@ -106,10 +151,11 @@ func (r *reader) file(name string, depth int) error {
 	if depth > maxDepth {
 		return fmt.Errorf("%s: continue nested more than %d deep", name, maxDepth)
 	}
-	b, err := os.ReadFile(name)
+	b, err := r.readConfig(name, depth > 0)
 	if err != nil {
-		return fmt.Errorf("xcache config: %w", err)
+		return err
 	}
+	foreign := !within(r.home, name)
 	var stack []cond
 	active := func() bool { return len(stack) == 0 || stack[len(stack)-1].active }
 	sc := bufio.NewScanner(bytes.NewReader(b))
@@ -131,13 +177,26 @@ func (r *reader) file(name string, depth int) error {
 		if len(words) == 0 {
 			continue
 		}
+		if foreign && !directiveLike(words[0]) {
+			// Never quote a line of a file outside the configuration's
+			// directory that is not a directive: continue /etc/shadow
+			// would print password hashes.
+			return fmt.Errorf("%s: line %d of %s is not an XRootD directive: not a configuration file (its lines are not shown)", filepath.Base(name), lineNo, name)
+		}
 		where := fmt.Sprintf("%s:%d", filepath.Base(name), start)
 		switch words[0] {
 		case "if":
+			if len(stack) > 0 {
+				r.warns = append(r.warns, fmt.Sprintf("%s: an if inside an if: xrootd refuses nested if (it will not start with this file); read here as nested", where))
+			}
 			on := active()
 			stack = append(stack, cond{parent: on})
 			c := &stack[len(stack)-1]
-			c.active = on && r.test(r.substAll(words[1:], where), where)
+			ws, err := r.substAll(words[1:], where)
+			if err != nil {
+				return err
+			}
+			c.active = on && r.test(ws, where)
 			c.taken = c.active
 			continue
 		case "else":
@@ -146,7 +205,11 @@ func (r *reader) file(name string, depth int) error {
 			}
 			c := &stack[len(stack)-1]
 			if len(words) > 1 && words[1] == "if" {
-				c.active = c.parent && !c.taken && r.test(r.substAll(words[2:], where), where)
+				ws, err := r.substAll(words[2:], where)
+				if err != nil {
+					return err
+				}
+				c.active = c.parent && !c.taken && r.test(ws, where)
 			} else {
 				c.active = c.parent && !c.taken
 			}
@@ -162,13 +225,21 @@ func (r *reader) file(name string, depth int) error {
 		if !active() {
 			continue
 		}
-		words = r.substAll(words, where)
+		if words, err = r.substAll(words, where); err != nil {
+			return err
+		}
 		switch words[0] {
 		case "set", "setenv":
 			n, v, ok := setArgs(words[1:])
 			if !ok {
 				r.warns = append(r.warns, fmt.Sprintf("%s: %s needs a name and a value", where, words[0]))
 				continue
+			}
+			if words[0] == "setenv" && strings.HasPrefix(n, "XRD_") {
+				r.warns = append(r.warns, fmt.Sprintf("%s: setenv %s: xrootd refuses to set XRD_ variables (client settings) in its configuration; ignored by hepcache too (its origin client has its own settings)", where, n))
+			}
+			if len(v) > maxValue {
+				return fmt.Errorf("%s: %s %s: a value longer than %d bytes: refused", where, words[0], n, maxValue)
 			}
 			r.vars[n] = v
 			continue
@@ -214,12 +285,78 @@ func (r *reader) file(name string, depth int) error {
 	return nil
 }
 
-func (r *reader) substAll(words []string, where string) []string {
+func (r *reader) substAll(words []string, where string) ([]string, error) {
 	out := make([]string, len(words))
 	for i, w := range words {
-		out[i] = r.subst(w, where)
+		v, err := r.subst(w, where)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = v
 	}
-	return out
+	return out, nil
+}
+
+// readConfig reads a configuration file, bounded: a regular text file of
+// at most maxFile bytes, maxTotal for all of them. continued says it was
+// named by a continue directive (not by the administrator).
+func (r *reader) readConfig(name string, continued bool) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("xcache config: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("xcache config: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("xcache config %s: not a regular file", name)
+	}
+	if st.Size() > maxFile {
+		return nil, fmt.Errorf("xcache config %s: %d bytes, more than a configuration file (%d)", name, st.Size(), maxFile)
+	}
+	r.private = r.private || st.Mode().Perm()&0o004 == 0
+	b, err := io.ReadAll(io.LimitReader(f, maxFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("xcache config: %w", err)
+	}
+	if r.read += int64(len(b)); r.read > maxTotal || len(b) > maxFile {
+		return nil, fmt.Errorf("xcache config %s: more than %d bytes of configuration in all", name, maxTotal)
+	}
+	if bytes.IndexByte(b, 0) >= 0 {
+		what := "continue " + name
+		if !continued {
+			what = name
+		}
+		return nil, fmt.Errorf("%s: a binary file, not a configuration file", what)
+	}
+	return b, nil
+}
+
+// directiveLike reports whether w can start an XRootD configuration line:
+// a directive (prefix.name) or one of the reader's own words.
+func directiveLike(w string) bool {
+	switch w {
+	case "set", "setenv", "if", "else", "fi", "continue":
+		return true
+	}
+	pre, name, ok := strings.Cut(w, ".")
+	if !ok || pre == "" || name == "" {
+		return false
+	}
+	for _, c := range w {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// within reports whether file lies in dir (both as named, cleaned).
+func within(dir, file string) bool {
+	rel, err := filepath.Rel(filepath.Clean(dir), filepath.Clean(file))
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
 // cont reads the file continue names, or a directory's files in name order

@@ -1,14 +1,17 @@
 package xcacheconf
 
 import (
+	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/hepcache/hepcache/internal/config"
 	"github.com/hepcache/hepcache/internal/units"
 )
 
@@ -22,6 +25,9 @@ type Result struct {
 	Warnings []string
 	// Mapped counts the directives that became keys.
 	Mapped int
+	// Private: a file read (configuration, authdb, scitokens.cfg) is not
+	// readable by everyone: write the result with mode 0600.
+	Private bool
 }
 
 // TranslateOptions tune Translate.
@@ -31,21 +37,35 @@ type TranslateOptions struct {
 	// file system holding XCache's files, so that `hepcache adopt-xcache`
 	// can link them.
 	CacheDir string
+	// AllowWider translates even where the result would let clients do
+	// what the XCache configuration did not (a restriction hepcache cannot
+	// carry over); without it, Translate fails with ErrWider.
+	AllowWider bool
 }
+
+// ErrWider marks a translation refused because hepcache could not keep a
+// restriction of the XCache configuration.
+var ErrWider = errors.New("the translation would be less restrictive than the XCache configuration")
 
 // Translate reads the XCache configuration at name and returns the
 // equivalent hepcache.toml.
 func Translate(name string, opt TranslateOptions) (*Result, error) {
-	ds, warns, err := Read(name, opt.Options)
+	ds, warns, private, err := read(name, opt.Options)
 	if err != nil {
 		return nil, err
 	}
-	t := &translator{keys: map[string]*entry{}, grants: map[string][]string{}, warns: warns, cfgDir: filepath.Dir(name)}
+	t := &translator{keys: map[string]*entry{}, grants: map[string][]string{}, denied: map[string][]string{}, warns: warns, cfgDir: filepath.Dir(name)}
 	for _, d := range ds {
 		t.directive(d)
 	}
+	if err := errors.Join(t.errs...); err != nil {
+		return nil, err
+	}
 	t.finish(opt)
-	return &Result{TOML: t.render(name), Warnings: t.warns, Mapped: t.mapped}, nil
+	if len(t.wider) > 0 && !opt.AllowWider {
+		return nil, fmt.Errorf("%w (rerun with --allow-wider to accept, after reading each):\n  - %s", ErrWider, strings.Join(t.wider, "\n  - "))
+	}
+	return &Result{TOML: t.render(name), Warnings: t.warns, Mapped: t.mapped, Private: private || t.private}, nil
 }
 
 // entry is one key of the output: its TOML value and why it is set.
@@ -70,12 +90,23 @@ type translator struct {
 	permits          []string
 	authorize        bool
 	grants           map[string][]string // path -> principals that may read
+	denied           map[string][]string // path -> who lost read rights there
+	users            []string            // user:NAME principals granted
+	gridmap          string
+	gridmapRequired  bool
+	allowHosts       []string
 	issuers          []issuer
 	audiences        []string
 	role, manager    string
 	managerWhere     string
 	gsi              bool
 	requireAuthProts []string
+	// errs fail the translation (an authorization file that cannot be
+	// read); wider lists what would open access (see ErrWider).
+	errs  []error
+	wider []string
+	// private: an authorization file read is not readable by everyone.
+	private bool
 }
 
 func (t *translator) set(key, val string, d Directive, why string) {
@@ -96,6 +127,14 @@ func (t *translator) set(key, val string, d Directive, why string) {
 
 func (t *translator) warn(d Directive, format string, args ...any) {
 	t.warns = append(t.warns, d.Where()+" "+d.Text()+": "+fmt.Sprintf(format, args...))
+}
+
+// widen records a restriction of d that hepcache cannot carry over: the
+// translation fails unless AllowWider, and then it is a warning.
+func (t *translator) widen(d Directive, format string, args ...any) {
+	msg := d.Where() + " " + d.Text() + ": " + fmt.Sprintf(format, args...)
+	t.wider = append(t.wider, msg)
+	t.warns = append(t.warns, "LESS RESTRICTIVE: "+msg)
 }
 
 // directive maps one directive.
@@ -273,23 +312,55 @@ func (t *translator) directive(d Directive) {
 			t.requireAuthProts = a[2:]
 		}
 		t.mapped++
-	case "xrootd.seclib", "ofs.authorize", "acc.authrefresh", "acc.audit", "acc.gidlifetime", "acc.gidretran", "acc.pgo":
+	case "acc.audit":
+		t.audit(d)
+	case "xrd.allow":
+		t.allow(d)
+	case "xrd.timeout":
+		t.timeout(d)
+	case "http.listingdeny":
+		if v := strings.ToLower(arg(0)); v == "yes" || v == "true" || v == "1" {
+			t.set("security.deny_http_listing", "true", d, "directory listings over HTTP are refused")
+		} else {
+			t.note(d)
+		}
+	case "http.tlsclientauth":
+		if strings.ToLower(arg(0)) == "off" {
+			t.set("security.http_client_auth", q("off"), d, "HTTPS does not ask for client certificates")
+		} else {
+			t.note(d)
+		}
+	case "http.gridmap":
+		required := false
+		for _, w := range a[1:] {
+			required = required || w == "required"
+		}
+		t.setGridmap(d, arg(0), required)
+	case "xrootd.seclib", "ofs.authorize", "acc.authrefresh", "acc.gidlifetime", "acc.gidretran", "acc.pgo":
 		if d.Name == "ofs.authorize" {
 			t.authorize = arg(0) != "0"
 		}
 		t.note(d)
 	case "acc.authdb":
-		p := t.rel(arg(0))
-		g, w, err := authdbGrants(p)
-		t.warns = append(t.warns, w...)
+		t.private = t.private || notWorldReadable(t.rel(arg(0)))
+		db, err := readAuthdb(t.rel(arg(0)))
 		if err != nil {
-			t.warn(d, "cannot read it (%v): no [[security.rule]] made from it", err)
+			t.errs = append(t.errs, fmt.Errorf("%s %s: %w", d.Where(), d.Text(), err))
 			return
 		}
-		for path, who := range g {
+		t.warns = append(t.warns, db.warns...)
+		for path, who := range db.grants {
 			for _, p := range who {
 				t.grants[path] = appendNew(t.grants[path], p)
 			}
+		}
+		for path, who := range db.denied {
+			for _, p := range who {
+				t.denied[path] = appendNew(t.denied[path], p)
+			}
+		}
+		for _, u := range db.users {
+			t.users = appendNew(t.users, u)
 		}
 		t.authorize = true
 		t.mapped++
@@ -309,9 +380,9 @@ func (t *translator) directive(d Directive) {
 		t.warn(d, "hepcache stages files itself ([prestage] workers): ignored")
 	case "ofs.tpc", "http.exthandler", "xrootd.redirect", "ofs.persist", "http.secxtractor":
 		t.warn(d, "no equivalent: ignored")
-	case "xrd.network", "xrd.allow", "xrd.sched", "xrd.timeout", "xrd.maxfd", "xrd.buffers", "xrootd.async",
-		"http.header2cgi", "http.staticpreload", "http.tlsclientauth", "http.listingdeny", "http.desthttps",
-		"http.selfhttps2http", "http.gridmap", "oss.defaults", "oss.memfile", "oss.alloc", "oss.spacescan",
+	case "xrd.network", "xrd.sched", "xrd.maxfd", "xrd.buffers", "xrootd.async",
+		"http.header2cgi", "http.staticpreload", "http.desthttps",
+		"http.selfhttps2http", "oss.defaults", "oss.memfile", "oss.alloc", "oss.spacescan",
 		"ofs.notify", "ofs.forward", "xrd.adminpath", "oss.xfr", "ofs.ckslib":
 		t.note(d)
 	default:
@@ -576,6 +647,36 @@ func (t *translator) monitor(d Directive) {
 	a := d.Args
 	for i := 0; i < len(a); i++ {
 		switch a[i] {
+		case "fstat":
+			// fstat T [lfn] [ops] [ssq] [xfr N]: records every T, a
+			// transfer record every N of them.
+			if i+1 < len(a) {
+				if dur, ok := xrdDuration(a[i+1]); ok {
+					t.set("monitor.fstream_flush", q(dur.String()), d, "f-stream records wait at most this long")
+					for j := i + 2; j+1 < len(a) && (a[j] == "lfn" || a[j] == "ops" || a[j] == "ssq" || a[j] == "xfr"); j++ {
+						if a[j] == "xfr" {
+							if n, err := strconv.Atoi(a[j+1]); err == nil && n > 0 {
+								t.set("monitor.xfr_interval", q((dur * time.Duration(n)).String()), d, "a transfer record of each open file this often")
+							}
+						}
+					}
+				}
+				i++
+			}
+		case "ident":
+			if i+1 < len(a) {
+				if dur, ok := xrdDuration(a[i+1]); ok {
+					t.set("monitor.ident_interval", q(dur.String()), d, "server identification records")
+				}
+				i++
+			}
+		case "window":
+			if i+1 < len(a) {
+				t.warn(d, "window %s: hepcache's records carry their own times; no window: ignored", a[i+1])
+				i++
+			}
+		case "mbuff", "rbuff", "rnums":
+			i++ // buffer sizes and redirect streams: nothing to translate
 		case "flush":
 			if i+1 < len(a) && a[i+1] == "io" {
 				i++
@@ -654,8 +755,13 @@ func (t *translator) secProtocol(d Directive) {
 			case "vomsdir":
 				t.set("security.vomsdir", q(v), d, "")
 			case "gridmap":
-				t.warn(d, "no gridmap files: rules name DNs (dn:...) and VOMS attributes directly")
-			case "vomsfun", "vomsfunparms", "gmapfun", "gmapopt", "authzfun", "authzfunparms":
+				t.setGridmap(d, v, false)
+			case "gmapopt":
+				// 2: a proxy whose DN the grid map lacks is refused.
+				if v == "2" {
+					t.setGridmap(d, t.gridmap, true)
+				}
+			case "vomsfun", "vomsfunparms", "gmapfun", "authzfun", "authzfunparms":
 				t.warn(d, "option %s: plugins do not load into hepcache; VOMS attributes are verified against security.vomsdir", k)
 			}
 		}
@@ -680,9 +786,10 @@ func (t *translator) authlib(d Directive) {
 				cfg = v
 			}
 		}
+		t.private = t.private || notWorldReadable(t.rel(cfg))
 		aud, iss, err := readSciTokens(t.rel(cfg))
 		if err != nil {
-			t.warn(d, "cannot read %s (%v): no [[security.issuer]] made from it", cfg, err)
+			t.errs = append(t.errs, fmt.Errorf("%s %s: %w", d.Where(), d.Text(), err))
 			return
 		}
 		t.audiences = append(t.audiences, aud...)
@@ -692,7 +799,7 @@ func (t *translator) authlib(d Directive) {
 	case strings.Contains(a[0], "Macaroons"):
 		t.warn(d, "macaroons are not accepted: clients need WLCG/SciTokens or X.509")
 	default:
-		t.warn(d, "authorization plugins do not load into hepcache: write [[security.rule]] tables")
+		t.widen(d, "authorization plugins do not load into hepcache: what it refused is not refused; write [[security.rule]] tables")
 	}
 }
 
@@ -736,15 +843,32 @@ func (t *translator) finish(opt TranslateOptions) {
 		}
 	}
 	if len(t.requireAuthProts) > 0 {
-		strong := true
+		strong, spoken := true, false
 		for _, p := range t.requireAuthProts {
 			if p == "none" || p == "unix" || p == "host" {
 				strong = false
 			}
+			spoken = spoken || p == "gsi" && t.gsi || p == "ztn" && len(t.issuers) > 0
 		}
-		if strong && (t.gsi || len(t.issuers) > 0) {
+		switch {
+		case strong && spoken:
 			t.setDerived("security.require_auth", "true", "sec.protbind * only "+strings.Join(t.requireAuthProts, " "))
+		case strong:
+			t.widen(Directive{File: "sec.protbind", Name: "sec.protbind", Args: append([]string{"*", "only"}, t.requireAuthProts...)},
+				"XCache admits only clients authenticated with %s, which hepcache does not speak: they would be anonymous here", strings.Join(t.requireAuthProts, " "))
 		}
+	}
+	if t.gridmap != "" {
+		t.setDerived("security.gridmap", q(t.gridmap), "http.gridmap / sec.protocol gsi -gridmap: names certificates for user:NAME")
+		if t.gridmapRequired {
+			t.setDerived("security.gridmap_required", "true", "certificates the grid map does not name are refused")
+		}
+	}
+	if len(t.users) > 0 && t.gridmap == "" {
+		t.warns = append(t.warns, fmt.Sprintf("acc.authdb grants users %s: as user:NAME principals they match certificates a grid map names; no grid map was configured, so they match no one (set security.gridmap)", strings.Join(t.users, ", ")))
+	}
+	if len(t.allowHosts) > 0 {
+		t.setDerived("security.allow_hosts", qlist(t.allowHosts), "xrd.allow: only these clients may connect")
 	}
 	// Tokens: issuers and audiences; each base path readable with a token
 	// whose scope allows it.
@@ -759,6 +883,9 @@ func (t *translator) finish(opt TranslateOptions) {
 		if is.issuer == "" {
 			t.warns = append(t.warns, fmt.Sprintf("scitokens.cfg [Issuer %s] has no issuer: skipped", is.name))
 			continue
+		}
+		if len(is.basePaths) > 1 && len(is.restrictedPaths) > 0 {
+			t.warns = append(t.warns, fmt.Sprintf("scitokens.cfg [Issuer %s]: restricted_path with several base paths: bounded relative to the first", is.name))
 		}
 		if len(is.extra) > 0 {
 			t.warns = append(t.warns, fmt.Sprintf("scitokens.cfg [Issuer %s]: %s not mapped (hepcache maps token subjects and groups itself, docs/security.md)", is.name, strings.Join(is.extra, ", ")))
@@ -776,8 +903,104 @@ func (t *translator) finish(opt TranslateOptions) {
 			t.grants[e] = appendNew(t.grants[e], "anonymous")
 		}
 	}
-	if t.authorize && len(t.grants) == 0 {
-		t.warns = append(t.warns, "ofs.authorize without readable grants found: no [[security.rule]] written, so hepcache lets everyone read; write the rules by hand")
+	// Negative rights: XRootD takes them away from the identity at and
+	// below the path whatever else grants them. hepcache's rules only
+	// grant, so nobody reads there: exactly XCache's answer when everyone
+	// lost the right (u *), stricter otherwise.
+	deniedPaths := make([]string, 0, len(t.denied))
+	for p := range t.denied {
+		deniedPaths = append(deniedPaths, p)
+	}
+	sort.Strings(deniedPaths)
+	for _, dp := range deniedPaths {
+		for p := range t.grants {
+			if p != dp && pathUnder(dp, p) {
+				delete(t.grants, p)
+			}
+		}
+		t.grants[dp] = []string{"none"}
+		if who := t.denied[dp]; len(who) != 1 || who[0] != "anonymous" {
+			t.warns = append(t.warns, fmt.Sprintf("acc.authdb takes read rights on %s away from %s: hepcache rules only grant, so nobody may read %s and below (stricter than XCache): grant there who may", dp, strings.Join(who, ", "), dp))
+		}
+	}
+	if t.authorize {
+		t.setDerived("security.authorize", "true", "ofs.authorize: requests are authorized; check refuses rules that open everything")
+		if len(t.grants) == 0 {
+			// XCache with authorization and no grant refuses everything.
+			t.grants["/"] = []string{"none"}
+			t.warns = append(t.warns, "ofs.authorize without readable grants: nobody may read (as XCache); write the [[security.rule]] tables for who may")
+		}
+	}
+}
+
+// pathUnder reports whether p is dir or below it.
+func pathUnder(dir, p string) bool {
+	return dir == "/" || p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
+}
+
+// setGridmap records a grid map (http.gridmap, gsi -gridmap); hepcache has
+// one for both protocols.
+func (t *translator) setGridmap(d Directive, file string, required bool) {
+	if file == "" {
+		t.warn(d, "no grid-mapfile named: ignored")
+		return
+	}
+	if t.gridmap != "" && t.gridmap != file {
+		t.warn(d, "hepcache has one grid map for HTTPS and gsi: %s kept; merge the two files", t.gridmap)
+	} else {
+		t.gridmap = file
+	}
+	t.gridmapRequired = t.gridmapRequired || required
+	t.mapped++
+}
+
+// allow maps xrd.allow {host PATTERN | netgroup NAME}.
+func (t *translator) allow(d Directive) {
+	if len(d.Args) < 2 {
+		t.widen(d, "not understood: every host may connect")
+		return
+	}
+	switch d.Args[0] {
+	case "host":
+		h := strings.TrimPrefix(d.Args[1], "+")
+		if err := config.CheckHostPattern(h); err != nil {
+			t.widen(d, "host pattern %q not understood (%v): every host may connect", h, err)
+			return
+		}
+		t.allowHosts = appendNew(t.allowHosts, h)
+		t.mapped++
+	default:
+		t.widen(d, "hepcache allows clients by address, host name or domain, not by %s: every host may connect; list them in security.allow_hosts", d.Args[0])
+	}
+}
+
+// audit maps acc.audit {none | deny | grant}...: hepcache logs every denial
+// ("authz: denied"); grants are in the access log.
+func (t *translator) audit(d Directive) {
+	for _, w := range d.Args {
+		if w == "grant" {
+			t.warn(d, "granted requests are recorded in hepcache's access log: set log.access_log")
+			return
+		}
+	}
+	t.note(d) // denials are always logged
+}
+
+// timeout maps xrd.timeout [hail T] [idle T] [kill T] [read T].
+func (t *translator) timeout(d Directive) {
+	a := d.Args
+	for i := 0; i+1 < len(a); i += 2 {
+		dur, ok := xrdDuration(a[i+1])
+		switch {
+		case !ok:
+			t.warn(d, "%s %s: not a time: ignored", a[i], a[i+1])
+		case a[i] == "idle":
+			t.set("limits.idle_timeout", q(dur.String()), d, "root:// connections without open files close after this")
+		case a[i] == "hail":
+			t.set("limits.handshake_timeout", q(dur.String()), d, "connect-to-login bound")
+		default:
+			t.warn(d, "%s: no equivalent in hepcache: ignored", a[i])
+		}
 	}
 }
 
@@ -793,7 +1016,7 @@ func (t *translator) setDerived(key, val, why string) {
 }
 
 // sections in the order hepcache's docs/hepcache.toml has them.
-var sections = []string{"server", "cache", "space", "origin", "log", "security", "monitor", "cmsd"}
+var sections = []string{"server", "cache", "space", "origin", "log", "security", "limits", "monitor", "cmsd"}
 
 func (t *translator) render(name string) []byte {
 	var b strings.Builder
@@ -833,6 +1056,9 @@ func (t *translator) render(name string) []byte {
 		if len(is.audiences) > 0 {
 			fmt.Fprintf(&b, "audiences = %s\n", qlist(is.audiences))
 		}
+		if len(is.restrictedPaths) > 0 {
+			fmt.Fprintf(&b, "restricted_paths = %s\n", qlist(is.restrictedPaths))
+		}
 		if len(is.basePaths) > 0 {
 			fmt.Fprintf(&b, "base_path = %s\n", q(is.basePaths[0]))
 			if len(is.basePaths) > 1 {
@@ -863,4 +1089,9 @@ func qlist(l []string) string {
 		out[i] = q(s)
 	}
 	return "[" + strings.Join(out, ", ") + "]"
+}
+
+func notWorldReadable(name string) bool {
+	st, err := os.Stat(name)
+	return err == nil && st.Mode().Perm()&0o004 == 0
 }

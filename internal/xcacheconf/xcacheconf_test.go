@@ -58,11 +58,11 @@ func TestTranslate(t *testing.T) {
 			for _, r := range c.Security.Rules {
 				rules[r.Path] = strings.Join(r.Read, " ")
 			}
-			eq(t, "rule /store", rules["/store"], "group:/cms")
+			eq(t, "rule /store", rules["/store"], "group:/cms user:cmsprod")
 			eq(t, "rule /store/mc", rules["/store/mc"], "vo:cms")
 			eq(t, "rule /store/user", rules["/store/user"], "anonymous")
 			eq(t, "rule /store/group", rules["/store/group"], "anonymous")
-		}, warns: []string{"user \"cmsprod\"", "role \"production\"", "host \"*.example.org\"", "files' usage", "decision plugins", "does not speak unix"}},
+		}, warns: []string{"users cmsprod", "role \"production\"", "host \"*.example.org\"", "files' usage", "decision plugins", "does not speak unix"}},
 		{name: "pelican", check: func(t *testing.T, c *config.Config) {
 			eq(t, "server.listen", c.Server.Listen, ":8443")
 			eq(t, "server.http_listen", c.Server.HTTPListen, ":8444")

@@ -37,6 +37,11 @@ const (
 	maxRecords = 4096
 )
 
+// MaxFileSize bounds the file size a .cinfo may claim (1 TiB: far above
+// any file XCache serves, far below what would make the description of
+// its blocks a memory hazard).
+const MaxFileSize = 1 << 40
+
 // Checksum states of the store's status (XrdPfc's CkSumCheck_e bits).
 const (
 	CkSumCache = 1 // blocks written with page CRC32Cs (tag files)
@@ -113,7 +118,7 @@ func Parse(b []byte) (*Info, error) {
 		CkSumState:  int(le.Uint32(st[40:]) & 7),
 	}
 	nrec := int64(int32(le.Uint32(st[44:])))
-	if in.BlockSize < 4096 || in.BlockSize > 1<<30 || in.FileSize < 0 || nrec < 0 || nrec > maxRecords {
+	if in.BlockSize < 4096 || in.BlockSize > 1<<30 || in.FileSize < 0 || in.FileSize > MaxFileSize || nrec < 0 || nrec > maxRecords {
 		return nil, fmt.Errorf("%w: block size %d, file size %d, %d access records", ErrFormat, in.BlockSize, in.FileSize, nrec)
 	}
 	nb := NumBlocks(in.FileSize, in.BlockSize)

@@ -84,3 +84,6 @@ func (t *Tags) CRC(off, n, size int64) (uint32, bool) {
 	}
 	return crc, true
 }
+
+// TagFileSize is the size of the tag file of a data file of size bytes.
+func TagFileSize(size int64) int64 { return tagHeader + 4*((size+PageSize-1)/PageSize) }

@@ -6,40 +6,15 @@ import (
 	"hash/crc32"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/hepcache/hepcache/internal/checksum"
 )
 
-// cinfo encodes a version 4 .cinfo as XrdPfc 5.5.3 writes it on x86-64.
+// cinfo encodes a version 4 .cinfo with the given synced blocks and
+// access records (hit, missed, bypassed).
 func cinfo(bs, size int64, synced []int, recs [][3]int64) []byte {
-	le := binary.LittleEndian
-	st := make([]byte, storeSize)
-	le.PutUint64(st[0:], uint64(bs))
-	le.PutUint64(st[8:], uint64(size))
-	le.PutUint64(st[16:], 1700000000)
-	le.PutUint64(st[32:], uint64(len(recs)))
-	le.PutUint32(st[40:], CkSumNet)
-	le.PutUint32(st[44:], uint32(len(recs)))
-	b := le.AppendUint32(nil, version)
-	b = append(b, st...)
-	b = le.AppendUint32(b, crc32.Checksum(st, checksum.Castagnoli))
-	nb := NumBlocks(size, bs)
-	bm := make([]byte, (nb-1)/8+1)
-	for _, i := range synced {
-		bm[i/8] |= 1 << (i % 8)
-	}
-	body := bm
-	for i, r := range recs {
-		a := make([]byte, astatSize)
-		le.PutUint64(a[0:], uint64(1700000000+10*i))
-		le.PutUint64(a[8:], uint64(1700000005+10*i))
-		le.PutUint64(a[32:], uint64(r[0]))
-		le.PutUint64(a[40:], uint64(r[1]))
-		le.PutUint64(a[48:], uint64(r[2]))
-		body = append(body, a...)
-	}
-	b = append(b, body...)
-	return le.AppendUint32(b, crc32.Checksum(body, checksum.Castagnoli))
+	return Encode(bs, size, time.Unix(1700000000, 0), synced, recs)
 }
 
 func TestParse(t *testing.T) {

@@ -110,6 +110,10 @@ func (o *Origin) List(ctx context.Context, p string, withStat bool) ([]origin.Fi
 // base64; all are returned as lower-case hex. No Digest: ErrUnsupported.
 func (o *Origin) Checksum(ctx context.Context, p, algo string) (string, error) {
 	algo = strings.ToLower(algo)
+	// RFC 3230 names SHA-1 "sha" and SHA-256 "sha-256".
+	if d, ok := map[string]string{"sha1": "sha", "sha256": "sha-256"}[algo]; ok {
+		algo = d
+	}
 	hdr := http.Header{}
 	hdr.Set("Want-Digest", algo)
 	resp, err := o.do(ctx, http.MethodHead, p, hdr, nil)

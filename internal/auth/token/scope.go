@@ -103,3 +103,46 @@ func joinBase(base, p string) string {
 	}
 	return path.Join(base, p)
 }
+
+// restrict bounds scopes to the restricted paths: a scope inside one is
+// kept, a scope above some is narrowed to each of them, a scope beside all
+// is dropped.
+func restrict(scopes []Scope, restricted []string) []Scope {
+	var out []Scope
+	for _, s := range scopes {
+		for _, r := range restricted {
+			if PathCovers(r, s.Path) {
+				out = append(out, s)
+				break
+			}
+			if PathCovers(s.Path, r) {
+				out = append(out, Scope{Op: s.Op, Path: r})
+			}
+		}
+	}
+	return out
+}
+
+// otherScopes lists the scopes of the claim that parseScopes does not
+// take as storage scopes.
+func otherScopes(claim string) []string {
+	var out []string
+	for _, s := range strings.Fields(claim) {
+		name, _, _ := strings.Cut(s, ":")
+		if wlcgOps[name] == "" && sciOps[name] == "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// HasScope reports whether the token carries scope s among its other
+// (non-storage) scopes, exactly as written.
+func (c *Claims) HasScope(s string) bool {
+	for _, o := range c.OtherScopes {
+		if o == s {
+			return true
+		}
+	}
+	return false
+}

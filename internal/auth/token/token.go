@@ -66,6 +66,11 @@ type Issuer struct {
 	// with "/store/user", the scope "storage.read:/alice" covers
 	// /store/user/alice. Default "/".
 	BasePath string
+	// RestrictedPaths bound the issuer's scopes (XrdAccSciTokens'
+	// restricted_path): paths relative to BasePath, as scope paths are; a
+	// scope reaches only into them (a broader scope is narrowed to them,
+	// one outside them is dropped). Default empty: no bound.
+	RestrictedPaths []string
 }
 
 // Config configures a Verifier.
@@ -108,6 +113,10 @@ type Claims struct {
 	Scopes []Scope
 	// Groups are the wlcg.groups ("/cms", "/cms/uscms").
 	Groups []string
+	// OtherScopes are the scopes that are not storage scopes, as written
+	// ("openid", "compute.read", a service's own such as
+	// "pelican.directorTestReport"), for services that grant by them.
+	OtherScopes []string
 	// Profile is "wlcg" (wlcg.ver), "scitokens" (ver scitoken:2.0) or "".
 	Profile string
 }
@@ -219,6 +228,15 @@ func newVerifier(cfg *Config, now func() time.Time, rt http.RoundTripper) (*Veri
 				errs = append(errs, fmt.Errorf("issuer %s: base path: %w", is.Issuer, err))
 			} else {
 				is.BasePath = bp
+			}
+		}
+		rps := is.RestrictedPaths
+		is.RestrictedPaths = nil
+		for _, rp := range rps {
+			if c, err := cleanScopePath(rp); err != nil {
+				errs = append(errs, fmt.Errorf("issuer %s: restricted path: %w", is.Issuer, err))
+			} else {
+				is.RestrictedPaths = append(is.RestrictedPaths, joinBase(is.BasePath, c))
 			}
 		}
 		v.issuers[is.Issuer] = &issuerState{cfg: is, auds: auds, keys: &keySet{
@@ -391,6 +409,10 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (*Claims, error) {
 	if c.Scopes, err = parseScopes(rc.Scope, is.cfg.BasePath); err != nil {
 		return nil, fmt.Errorf("token of %s: %w", rc.Iss, errors.Join(ErrInvalid, err))
 	}
+	if len(is.cfg.RestrictedPaths) > 0 {
+		c.Scopes = restrict(c.Scopes, is.cfg.RestrictedPaths)
+	}
+	c.OtherScopes = otherScopes(rc.Scope)
 	switch {
 	case rc.WLCGVer != "":
 		c.Profile = "wlcg"

@@ -62,6 +62,9 @@ func TestVerifyAlgorithms(t *testing.T) {
 			if !c.Allows("read", "/store/mc/f.root") || c.Allows("read", "/other") || c.Allows("stage", "/store/f") {
 				t.Errorf("scopes %v", c.Scopes)
 			}
+			if !c.HasScope("openid") || c.HasScope("storage.read:/store") || len(c.OtherScopes) != 1 {
+				t.Errorf("other scopes %q; want [openid]", c.OtherScopes)
+			}
 		})
 	}
 }
@@ -173,6 +176,37 @@ func TestAudienceListAndBasePath(t *testing.T) {
 		{"read", "/store/data/f", false},
 		{"modify", "/store/user/bob/out/x", true},
 		{"modify", "/store/user/bob/x", false},
+	} {
+		if got := c.Allows(tc.op, tc.path); got != tc.ok {
+			t.Errorf("Allows(%s, %s) = %v, want %v (scopes %v)", tc.op, tc.path, got, tc.ok, c.Scopes)
+		}
+	}
+}
+
+// TestRestrictedPaths: restricted_path bounds what an issuer's scopes
+// grant, whatever the token claims (a base path of "/" with the
+// restriction /store/cms: storage.read:/ reads only below /store/cms).
+func TestRestrictedPaths(t *testing.T) {
+	is := authtest.NewIssuer(t, "https://scitokens.example", 0)
+	v, _ := fileVerifier(t, is, func(c *Config) {
+		c.Issuers[0].RestrictedPaths = []string{"/store/cms", "/store/mc/"}
+	})
+	tok := is.Sign(t, "RS256", authtest.Claims{"sub": "bob", "aud": aud, "scope": "storage.read:/ storage.stage:/store/cms/user storage.read:/other"})
+	c, err := v.Verify(context.Background(), tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		op, path string
+		ok       bool
+	}{
+		{"read", "/store/cms/f.root", true},
+		{"read", "/store/mc/f.root", true},
+		{"read", "/store/data/f.root", false},
+		{"read", "/other/f", false},
+		{"read", "/f", false},
+		{"stage", "/store/cms/user/x", true},
+		{"stage", "/store/cms/x", false},
 	} {
 		if got := c.Allows(tc.op, tc.path); got != tc.ok {
 			t.Errorf("Allows(%s, %s) = %v, want %v (scopes %v)", tc.op, tc.path, got, tc.ok, c.Scopes)

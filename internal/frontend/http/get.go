@@ -177,6 +177,9 @@ func (s *Server) setFileHeaders(w http.ResponseWriter, r *http.Request, req back
 	if !fi.ModTime.IsZero() {
 		h.Set("Last-Modified", fi.ModTime.UTC().Format(http.TimeFormat))
 	}
+	if !fi.Cached.IsZero() {
+		h.Set("Age", strconv.FormatInt(age(fi.Cached, time.Now()), 10))
+	}
 	if want := r.Header.Get("Want-Digest"); want != "" {
 		if d := s.digest(r.Context(), req, want); d != "" {
 			h.Set("Digest", d)
@@ -184,15 +187,43 @@ func (s *Server) setFileHeaders(w http.ResponseWriter, r *http.Request, req back
 	}
 }
 
-// digest answers Want-Digest (RFC 3230): the first algorithm by preference
-// the backend can checksum, adler32 and crc32c as 8 hex digits, md5 and
-// sha-256 as base64.
+// age is the Age (RFC 9111 5.1) of a copy the cache has held whole since
+// cached: the seconds since, rounded up, so at least 1. A cache answering
+// from a copy it holds says so with Age > 0: a Pelican director counts a
+// cache as holding an object only then (director/stat.go in
+// PelicanPlatform/pelican), and a copy completed this second is held.
+func age(cached, now time.Time) int64 {
+	d := now.Sub(cached)
+	if d <= 0 {
+		return 1
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// digestAlgos maps the RFC 3230 digest names hepcache answers to the
+// backend's checksum names, and says how the value is written: adler32,
+// crc32c and crc32 as 8 hex digits, md5, sha (SHA-1) and sha-256 in base64
+// (the IANA registry's encodings, which the Pelican client and davix
+// parse).
+var digestAlgos = map[string]struct {
+	backend string
+	hex     bool
+}{
+	"adler32": {"adler32", true}, "crc32c": {"crc32c", true}, "crc32": {"crc32", true},
+	"md5": {"md5", false}, "sha": {"sha1", false}, "sha-256": {"sha256", false},
+}
+
+// digest answers Want-Digest (RFC 3230): every algorithm asked for with a
+// q above 0 that the backend can checksum, by preference (q, then the
+// order given), comma-separated. A complete cached file has its adler32
+// and crc32c at hand; other algorithms are asked of the origin.
 func (s *Server) digest(ctx context.Context, req backend.Request, want string) string {
 	type choice struct {
 		algo string
 		q    float64
 	}
 	var cs []choice
+	seen := map[string]bool{}
 	for item := range strings.SplitSeq(want, ",") {
 		name, params, _ := strings.Cut(strings.TrimSpace(item), ";")
 		q := 1.0
@@ -202,38 +233,33 @@ func (s *Server) digest(ctx context.Context, req backend.Request, want string) s
 			}
 		}
 		name = strings.ToLower(strings.TrimSpace(name))
-		switch name {
-		case "adler32", "crc32c", "md5", "sha-256":
-			if q > 0 {
-				cs = append(cs, choice{name, q})
-			}
+		if _, ok := digestAlgos[name]; ok && q > 0 && !seen[name] {
+			seen[name] = true
+			cs = append(cs, choice{name, q})
 		}
 	}
 	sort.SliceStable(cs, func(i, j int) bool { return cs[i].q > cs[j].q })
+	var out []string
 	for _, c := range cs {
-		algo := c.algo
-		if algo == "sha-256" {
-			algo = "sha256"
-		}
-		v, err := s.cfg.Backend.Checksum(ctx, req, algo)
+		a := digestAlgos[c.algo]
+		v, err := s.cfg.Backend.Checksum(ctx, req, a.backend)
 		if err != nil {
 			if !errors.Is(err, origin.ErrUnsupported) {
-				s.cfg.Logger.Debug("checksum for Want-Digest failed", "path", req.Path, "algo", algo, "err", err)
+				s.cfg.Logger.Debug("checksum for Want-Digest failed", "path", req.Path, "algo", a.backend, "err", err)
 			}
 			continue
 		}
-		switch c.algo {
-		case "adler32", "crc32c":
-			return c.algo + "=" + v
-		default:
-			b, err := hex.DecodeString(v)
-			if err != nil {
-				continue
-			}
-			return c.algo + "=" + base64.StdEncoding.EncodeToString(b)
+		if a.hex {
+			out = append(out, c.algo+"="+v)
+			continue
 		}
+		b, err := hex.DecodeString(v)
+		if err != nil {
+			continue
+		}
+		out = append(out, c.algo+"="+base64.StdEncoding.EncodeToString(b))
 	}
-	return ""
+	return strings.Join(out, ",")
 }
 
 // writeRanges sends the body (or, for HEAD, only the headers) of the whole

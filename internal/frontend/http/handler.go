@@ -144,6 +144,9 @@ func (s *Server) request(r *http.Request) (req backend.Request, prefix string, e
 
 // authorize consults the Authorizer.
 func (s *Server) authorize(r *http.Request, req *backend.Request, op string) error {
+	if op == "list" && s.cfg.DenyListing {
+		return fmt.Errorf("%w: directory listing is disabled on this server", backend.ErrForbidden)
+	}
 	if s.cfg.Authorizer == nil {
 		return nil
 	}

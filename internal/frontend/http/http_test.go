@@ -3,6 +3,9 @@ package httpfront
 import (
 	"bytes"
 	"context"
+	"crypto/sha1"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -21,6 +24,7 @@ import (
 
 	"github.com/hepcache/hepcache/internal/backend"
 	"github.com/hepcache/hepcache/internal/cache"
+	"github.com/hepcache/hepcache/internal/eventually"
 	"github.com/hepcache/hepcache/origin"
 )
 
@@ -204,14 +208,57 @@ func TestDigest(t *testing.T) {
 	data := e.put("/f", 100000, 4)
 	ad := fmt.Sprintf("adler32=%08x", adler32.Checksum(data))
 	cc := fmt.Sprintf("crc32c=%08x", crc32.Checksum(data, crc32.MakeTable(crc32.Castagnoli)))
+	sha := sha1.Sum(data)
+	e.mem.SetChecksum("/f", "crc32", "0a1b2c3d")
+	e.mem.SetChecksum("/f", "sha1", hex.EncodeToString(sha[:]))
 	for _, c := range []struct{ want, got string }{
-		{"adler32", ad}, {"ADLER32", ad}, {"crc32c", cc}, {"crc32c;q=0.3, adler32;q=0.9", ad}, {"md5", ""}, {"adler32;q=0", ""},
+		{"adler32", ad}, {"ADLER32", ad}, {"crc32c", cc}, {"crc32c;q=0.3, adler32;q=0.9", ad + "," + cc}, {"md5", ""}, {"adler32;q=0", ""},
+		// What the Pelican client asks: every algorithm it knows; those
+		// the origin gives (here crc32 and SHA-1) come from there.
+		{"md5,crc32c,crc32,sha", cc + ",crc32=0a1b2c3d,sha=" + base64.StdEncoding.EncodeToString(sha[:])},
 	} {
 		for _, m := range []string{"HEAD", "GET"} {
 			resp, _ := do(t, m, e.url+"/f", map[string]string{"Want-Digest": c.want}, nil)
 			if got := resp.Header.Get("Digest"); got != c.got {
 				t.Errorf("%s Want-Digest %q: Digest %q; want %q", m, c.want, got, c.got)
 			}
+		}
+	}
+}
+
+// TestAge: a file the cache holds whole is answered with an Age header
+// (GET and HEAD alike, at least 1: a Pelican director's presence check
+// counts a cache only with Age > 0); a file it does not hold, or holds in
+// part, has none.
+func TestAge(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	e.put("/f", 3<<20, 5)
+	for _, m := range []string{"HEAD", "GET"} {
+		if resp, _ := do(t, m, e.url+"/f", map[string]string{"Range": "bytes=0-9"}, nil); resp.Header.Get("Age") != "" {
+			t.Fatalf("%s of a file not held whole: Age %q", m, resp.Header.Get("Age"))
+		}
+	}
+	if resp, _ := do(t, "GET", e.url+"/f", nil, nil); resp.StatusCode != 200 {
+		t.Fatalf("GET: %d", resp.StatusCode)
+	}
+	// The last block may land on disk just after the body has gone out.
+	eventually.True(t, func() bool {
+		resp, _ := do(t, "HEAD", e.url+"/f", nil, nil)
+		return resp.Header.Get("Age") != ""
+	}, "the cache to hold the file whole")
+	for _, m := range []string{"HEAD", "GET"} {
+		resp, _ := do(t, m, e.url+"/f", nil, nil)
+		if a, err := strconv.Atoi(resp.Header.Get("Age")); err != nil || a < 1 {
+			t.Errorf("%s of a file held whole: Age %q; want a number of seconds >= 1", m, resp.Header.Get("Age"))
+		}
+	}
+	now := time.Unix(1000, 0)
+	for _, c := range []struct {
+		ago  time.Duration
+		want int64
+	}{{0, 1}, {-time.Second, 1}, {time.Millisecond, 1}, {time.Second, 1}, {1001 * time.Millisecond, 2}, {time.Hour, 3600}} {
+		if got := age(now.Add(-c.ago), now); got != c.want {
+			t.Errorf("age of a copy %v old = %d; want %d", c.ago, got, c.want)
 		}
 	}
 }
@@ -551,4 +598,30 @@ func FuzzParseRange(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestDenyListing: with listings denied (http.listingdeny), PROPFIND with
+// depth and GET of a directory are refused; files and depth-0 PROPFIND
+// are not.
+func TestDenyListing(t *testing.T) {
+	e := newEnv(t, envOpts{server: func(c *Config) { c.DenyListing = true }})
+	e.put("/d/a.root", 1234, 6)
+	for _, tc := range []struct {
+		method, path, depth string
+		want                int
+	}{
+		{"PROPFIND", "/d", "1", 403},
+		{"PROPFIND", "/d", "", 403},
+		{"GET", "/d/", "", 403},
+		{"PROPFIND", "/d", "0", 207},
+		{"GET", "/d/a.root", "", 200},
+	} {
+		hdr := map[string]string{}
+		if tc.depth != "" {
+			hdr["Depth"] = tc.depth
+		}
+		if resp, body := do(t, tc.method, e.url+tc.path, hdr, nil); resp.StatusCode != tc.want {
+			t.Errorf("%s %s depth %q: %d %.100s, want %d", tc.method, tc.path, tc.depth, resp.StatusCode, body, tc.want)
+		}
+	}
 }

@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/adler32"
+	"hash/crc32"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/hepcache/hepcache/internal/cache"
+	"github.com/hepcache/hepcache/internal/eventually"
 	"github.com/hepcache/hepcache/internal/nginxtest"
 	"github.com/hepcache/hepcache/internal/realclient"
 	"github.com/hepcache/hepcache/internal/upstream"
@@ -103,6 +106,18 @@ func TestCurl(t *testing.T) {
 		code, h, _ := curl(t, "-I", "-H", "Want-Digest: adler32", u)
 		if want := fmt.Sprintf("adler32=%08x", adler32.Checksum(data)); code != "200" || header(h, "Digest") != want {
 			t.Fatalf("%s Digest %q; want %q", code, header(h, "Digest"), want)
+		}
+		code, h, _ = curl(t, "-I", "-H", "Want-Digest: crc32c, adler32", u)
+		if want := fmt.Sprintf("crc32c=%08x,adler32=%08x", crc32.Checksum(data, crc32.MakeTable(crc32.Castagnoli)), adler32.Checksum(data)); code != "200" || header(h, "Digest") != want {
+			t.Fatalf("%s Digest %q; want %q", code, header(h, "Digest"), want)
+		}
+	})
+	t.Run("Age", func(t *testing.T) {
+		// The file was read whole above: held, it has an Age of at least 1.
+		eventually.True(t, func() bool { _, h, _ := curl(t, "-I", u); return header(h, "Age") != "" }, "an Age header on a held file")
+		code, h, _ := curl(t, "-I", u)
+		if a, err := strconv.Atoi(header(h, "Age")); code != "200" || err != nil || a < 1 {
+			t.Fatalf("%s Age %q; want >= 1", code, header(h, "Age"))
 		}
 	})
 	t.Run("PROPFIND", func(t *testing.T) {

@@ -71,6 +71,10 @@ type Config struct {
 	// read (the backend's namespace rules and forwarding allow-list still
 	// apply).
 	Authorizer Authorizer
+	// DenyListing refuses directory listings (PROPFIND with depth 1, GET
+	// of a directory) with 403, as XrdHttp's http.listingdeny. Default
+	// false.
+	DenyListing bool
 	// Stager, if set, serves the prestage form and API at /prestage
 	// (prestage.go). Nil: no /prestage route.
 	Stager backend.Stager

@@ -1,0 +1,233 @@
+// Package hostallow limits which client addresses may connect, as XRootD's
+// xrd.allow: addresses, CIDR blocks, host names and domains, the names
+// matched on the client's reverse DNS name confirmed by a forward lookup
+// (a PTR record alone is the client's own claim).
+package hostallow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Resolver is the DNS the name patterns need; *net.Resolver implements it.
+type Resolver interface {
+	LookupAddr(ctx context.Context, addr string) ([]string, error)
+	LookupHost(ctx context.Context, host string) ([]string, error)
+}
+
+// List is a parsed allow-list. Safe for concurrent use.
+type List struct {
+	nets    []*net.IPNet
+	hosts   []string // exact names, lower case, no trailing dot
+	domains []string // ".site.example"
+	res     Resolver
+	timeout time.Duration
+	ttl     time.Duration
+
+	// mu protects names.
+	mu    sync.Mutex
+	names map[string]cached // IP -> its confirmed names
+}
+
+type cached struct {
+	names []string
+	until time.Time
+}
+
+// maxCached bounds the name cache (one entry per client address).
+const maxCached = 65536
+
+// New parses patterns: "10.1.2.3", "10.0.0.0/8", "node1.site.example",
+// "*.site.example" or ".site.example". res is the DNS (nil:
+// net.DefaultResolver).
+func New(patterns []string, res Resolver) (*List, error) {
+	l := &List{res: res, timeout: 2 * time.Second, ttl: 5 * time.Minute, names: map[string]cached{}}
+	if l.res == nil {
+		l.res = net.DefaultResolver
+	}
+	for _, p := range patterns {
+		p = strings.ToLower(strings.TrimSuffix(strings.TrimSpace(p), "."))
+		switch {
+		case strings.Contains(p, "/"):
+			_, n, err := net.ParseCIDR(p)
+			if err != nil {
+				return nil, fmt.Errorf("allow_hosts %q: %w", p, err)
+			}
+			l.nets = append(l.nets, n)
+		case net.ParseIP(p) != nil:
+			ip := net.ParseIP(p)
+			bits := 128
+			if ip.To4() != nil {
+				ip, bits = ip.To4(), 32
+			}
+			l.nets = append(l.nets, &net.IPNet{IP: ip, Mask: net.CIDRMask(bits, bits)})
+		case strings.HasPrefix(p, "*."):
+			l.domains = append(l.domains, p[1:])
+		case strings.HasPrefix(p, "."):
+			l.domains = append(l.domains, p)
+		case p == "" || strings.Contains(p, "*"):
+			return nil, fmt.Errorf("allow_hosts %q: an address, CIDR block, host name or *.domain", p)
+		default:
+			l.hosts = append(l.hosts, p)
+		}
+	}
+	return l, nil
+}
+
+// Allowed reports whether a client at ip may connect. Name patterns cost
+// a reverse and a forward lookup per address (cached for minutes); a
+// failed lookup refuses.
+func (l *List) Allowed(ctx context.Context, ip net.IP) bool {
+	for _, n := range l.nets {
+		if n.Contains(ip) {
+			return true
+		}
+	}
+	if len(l.hosts) == 0 && len(l.domains) == 0 {
+		return false
+	}
+	for _, name := range l.namesOf(ctx, ip) {
+		for _, h := range l.hosts {
+			if name == h {
+				return true
+			}
+		}
+		for _, d := range l.domains {
+			if strings.HasSuffix(name, d) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// namesOf returns the names of ip that resolve back to it.
+func (l *List) namesOf(ctx context.Context, ip net.IP) []string {
+	key := ip.String()
+	now := time.Now()
+	l.mu.Lock()
+	if c, ok := l.names[key]; ok && now.Before(c.until) {
+		l.mu.Unlock()
+		return c.names
+	}
+	l.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	var out []string
+	ptrs, _ := l.res.LookupAddr(ctx, key)
+	for _, n := range ptrs {
+		n = strings.ToLower(strings.TrimSuffix(n, "."))
+		addrs, _ := l.res.LookupHost(ctx, n)
+		for _, a := range addrs {
+			if ai := net.ParseIP(a); ai != nil && ai.Equal(ip) {
+				out = append(out, n)
+				break
+			}
+		}
+	}
+	l.mu.Lock()
+	if len(l.names) >= maxCached {
+		clear(l.names)
+	}
+	l.names[key] = cached{names: out, until: now.Add(l.ttl)}
+	l.mu.Unlock()
+	return out
+}
+
+// Listener returns ln limited to the list: connections from other
+// addresses are closed at once (logged at most once a minute per
+// address). The check runs beside Accept, so a slow DNS answer for one
+// client holds up no other.
+func (l *List) Listener(ln net.Listener, log *slog.Logger) net.Listener {
+	if log == nil {
+		log = slog.Default()
+	}
+	a := &allowListener{Listener: ln, l: l, log: log, conns: make(chan net.Conn), done: make(chan struct{}), logged: map[string]time.Time{}}
+	go a.run()
+	return a
+}
+
+type allowListener struct {
+	net.Listener
+	l     *List
+	log   *slog.Logger
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+	err   error // Accept's error, set before done closes
+
+	// mu protects logged.
+	mu     sync.Mutex
+	logged map[string]time.Time
+}
+
+func (a *allowListener) run() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for {
+		c, err := a.Listener.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			a.err = err
+			a.once.Do(func() { close(a.done) })
+			return
+		}
+		go a.check(ctx, c)
+	}
+}
+
+func (a *allowListener) check(ctx context.Context, c net.Conn) {
+	var ip net.IP
+	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		ip = ta.IP
+	}
+	if ip == nil || !a.l.Allowed(ctx, ip) {
+		c.Close()
+		a.refused(c.RemoteAddr().String(), ip)
+		return
+	}
+	select {
+	case a.conns <- c:
+	case <-a.done:
+		c.Close()
+	}
+}
+
+func (a *allowListener) refused(remote string, ip net.IP) {
+	key, now := ip.String(), time.Now()
+	a.mu.Lock()
+	if len(a.logged) >= maxCached {
+		clear(a.logged)
+	}
+	last, seen := a.logged[key]
+	quiet := seen && now.Sub(last) <= time.Minute
+	if !quiet {
+		a.logged[key] = now
+	}
+	a.mu.Unlock()
+	if !quiet {
+		a.log.Warn("connection refused: client address not in security.allow_hosts", "client", remote)
+	}
+}
+
+// Accept returns the next allowed connection.
+func (a *allowListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-a.conns:
+		return c, nil
+	case <-a.done:
+		return nil, a.err
+	}
+}
+
+// Close stops accepting.
+func (a *allowListener) Close() error { return a.Listener.Close() }

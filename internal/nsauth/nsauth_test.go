@@ -1,0 +1,193 @@
+package nsauth
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/hepcache/hepcache/internal/auth/authtest"
+	"github.com/hepcache/hepcache/internal/auth/token"
+	"github.com/hepcache/hepcache/internal/backend"
+	httpfront "github.com/hepcache/hepcache/internal/frontend/http"
+	xrdfront "github.com/hepcache/hepcache/internal/frontend/xrootd"
+)
+
+const aud = "https://cache.example:8443"
+
+// newTestAuthorizer is an Authorizer trusting two issuers served over
+// https: one for /private (base path /private), one for /other.
+func newTestAuthorizer(t *testing.T, mut func(*Config)) (*Authorizer, *authtest.Issuer, *authtest.Issuer) {
+	t.Helper()
+	ca := authtest.NewCA(t, "nsauth test CA")
+	priv := authtest.NewIssuer(t, "", 0)
+	priv.Serve(t, ca)
+	other := authtest.NewIssuer(t, "", 1)
+	other.Serve(t, ca)
+	cfg := &Config{Audiences: []string{aud, "https://wlcg.cern.ch/jwt/v1/any"}, RootCAs: authtest.Pool(ca), Logger: slog.New(slog.DiscardHandler)}
+	if mut != nil {
+		mut(cfg)
+	}
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	err = a.Set([]Namespace{
+		{Path: "/public", PublicRead: true},
+		{Path: "/private/", Issuers: []Issuer{{URL: priv.URL, BasePaths: []string{"/private"}}}},
+		{Path: "/public/secret", Issuers: []Issuer{{URL: priv.URL, BasePaths: []string{"/public/secret"}}}},
+		{Path: "/other", Issuers: []Issuer{{URL: other.URL, BasePaths: []string{"/other"}, RestrictedPaths: []string{"/other/ok"}}}},
+		{Path: "/pelican/monitoring", PublicRead: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, priv, other
+}
+
+func TestDecide(t *testing.T) {
+	a, priv, other := newTestAuthorizer(t, nil)
+	good := priv.Token(t, "alice", "storage.read:/", aud)
+	cases := []struct {
+		name, path, op, tok string
+		want                string // "" allowed; else a word of the reason
+	}{
+		{"public without token", "/public/f", OpRead, "", ""},
+		{"public with a token of no issuer of it", "/public/f", OpRead, other.Token(t, "x", "storage.read:/", aud), ""},
+		{"monitoring", "/pelican/monitoring/directorTest/h/2026-01-01/t.txt", OpRead, "", ""},
+		{"longest namespace wins", "/public/secret/f", OpRead, "", "needs a bearer token"},
+		{"private without token", "/private/f", OpRead, "", "needs a bearer token from an issuer of namespace /private (" + priv.URL + ")"},
+		{"private with token", "/private/sub/f", OpRead, good, ""},
+		{"private with the WLCG any audience", "/private/sub/f", OpRead, priv.Token(t, "alice", "storage.read:/sub", "https://wlcg.cern.ch/jwt/v1/any"), ""},
+		{"scope elsewhere", "/private/f", OpRead, priv.Token(t, "alice", "storage.read:/sub", aud), "grants no storage.read scope"},
+		{"scope for another op", "/private/f", OpRead, priv.Token(t, "alice", "storage.modify:/", aud), "grants no storage.read scope"},
+		{"wrong audience", "/private/f", OpRead, priv.Token(t, "alice", "storage.read:/", "https://elsewhere"), "audience"},
+		{"foreign issuer", "/private/f", OpRead, other.Token(t, "bob", "storage.read:/", aud), "not from an issuer of namespace /private"},
+		{"garbage token", "/private/f", OpRead, "not.a.token", "bearer token refused"},
+		{"restricted path inside", "/other/ok/f", OpRead, other.Token(t, "bob", "storage.read:/", aud), ""},
+		{"restricted path outside", "/other/no/f", OpRead, other.Token(t, "bob", "storage.read:/", aud), "grants no"},
+		{"evict a public path needs a token", "/public/f", OpModify, "", "names no issuer"},
+		{"evict with modify", "/private/f", OpModify, priv.Token(t, "alice", "storage.modify:/", aud), ""},
+		{"evict with read only", "/private/f", OpModify, good, "grants no storage.modify"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d, err := a.Decide(context.Background(), c.path, c.op, c.tok)
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case c.want != "" && err == nil:
+				t.Fatalf("allowed (%+v); want refused for %q", d, c.want)
+			case c.want != "" && (!errors.Is(err, backend.ErrForbidden) || !strings.Contains(err.Error(), c.want)):
+				t.Fatalf("error %v; want ErrForbidden saying %q", err, c.want)
+			}
+			if c.tok != "" && err != nil && strings.Contains(err.Error(), c.tok) {
+				t.Fatalf("the reason shows the token: %v", err)
+			}
+		})
+	}
+	if _, err := a.Decide(context.Background(), "/elsewhere/f", OpRead, good); !errors.Is(err, ErrNoNamespace) {
+		t.Fatalf("a path under no namespace: %v; want ErrNoNamespace", err)
+	}
+	if _, err := a.Decide(context.Background(), "/publicity/f", OpRead, ""); !errors.Is(err, ErrNoNamespace) {
+		t.Fatalf("/publicity is not under /public: %v", err)
+	}
+}
+
+// TestSetRebuildsVerifierOnIssuerChange: the verifier is rebuilt (and the
+// old one closed) only when the set of issuers changes; bad entries are
+// reported and left out, the rest is in force.
+func TestSetRebuildsVerifierOnIssuerChange(t *testing.T) {
+	a, err := New(&Config{Audiences: []string{aud}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var built, closed int
+	a.newVerifier = func(tc *token.Config) (verifier, error) {
+		built++
+		return &fakeVerifier{closed: &closed}, nil
+	}
+	one := []Namespace{{Path: "/a", Issuers: []Issuer{{URL: "https://i1"}}}, {Path: "/p", PublicRead: true}}
+	if err := a.Set(one); err != nil || built != 1 {
+		t.Fatalf("first Set: %v, %d verifiers built", err, built)
+	}
+	if err := a.Set(append(one, Namespace{Path: "/b", Issuers: []Issuer{{URL: "https://i1"}}})); err != nil || built != 1 || closed != 0 {
+		t.Fatalf("same issuers: %v, built %d closed %d; want no rebuild", err, built, closed)
+	}
+	err = a.Set([]Namespace{{Path: "/a", Issuers: []Issuer{{URL: "https://i2"}}}, {Path: "rel"}, {Path: "/c", Issuers: []Issuer{{URL: "http://plain"}}}})
+	if err == nil || !strings.Contains(err.Error(), `namespace "rel"`) || !strings.Contains(err.Error(), "not an https:// URL") {
+		t.Fatalf("bad entries: %v", err)
+	}
+	if built != 2 || closed != 1 || len(a.Namespaces()) != 1 {
+		t.Fatalf("built %d closed %d namespaces %v; want a new verifier, the old closed, one namespace", built, closed, a.Namespaces())
+	}
+	if _, ok := a.Lookup("/p/x"); ok {
+		t.Fatal("a namespace of the old list is still in force")
+	}
+}
+
+type fakeVerifier struct{ closed *int }
+
+func (f *fakeVerifier) Verify(context.Context, string) (*token.Claims, error) {
+	return nil, errors.New("fake")
+}
+func (f *fakeVerifier) Close() error { *f.closed++; return nil }
+
+// TestHTTPAdapter: under a namespace the federation decides and the
+// site's authorizer is not asked; elsewhere the site's decides, with the
+// token where the client put it; a client's token is never left in the
+// opaque data that goes to origins.
+func TestHTTPAdapter(t *testing.T) {
+	a, priv, _ := newTestAuthorizer(t, nil)
+	tok := priv.Token(t, "alice", "storage.read:/", aud)
+	var nextCalls int
+	var nextOpaque string
+	h := a.HTTP(httpfront.AuthorizerFunc(func(r *http.Request, req *backend.Request, op string) error {
+		nextCalls++
+		nextOpaque = req.Opaque
+		return nil
+	}))
+	do := func(target, authz string) (*backend.Request, error) {
+		r := httptest.NewRequest("GET", target, nil)
+		if authz != "" {
+			r.Header.Set("Authorization", authz)
+		}
+		req := &backend.Request{Path: r.URL.Path, Opaque: r.URL.RawQuery, Client: r.RemoteAddr}
+		return req, h.Authorize(r, req, "read")
+	}
+	if req, err := do("/private/f?authz=Bearer%20"+tok+"&x=1", ""); err != nil || req.Opaque != "x=1" || req.User != "alice@"+priv.URL {
+		t.Fatalf("token in authz: %v, opaque %q, user %q", err, req.Opaque, req.User)
+	}
+	if _, err := do("/private/f", "Bearer "+tok); err != nil {
+		t.Fatalf("token in the header: %v", err)
+	}
+	if _, err := do("/private/f", ""); err == nil {
+		t.Fatal("no token: allowed")
+	}
+	if nextCalls != 0 {
+		t.Fatalf("the site's authorizer was asked %d times about federation paths", nextCalls)
+	}
+	if _, err := do("/site/f?authz="+tok, ""); err != nil || nextCalls != 1 || !strings.Contains(nextOpaque, "authz=") {
+		t.Fatalf("a site path: %v, %d calls, opaque %q; want the site's authorizer with the token", err, nextCalls, nextOpaque)
+	}
+}
+
+func TestXRootDAdapter(t *testing.T) {
+	a, priv, _ := newTestAuthorizer(t, nil)
+	tok := priv.Token(t, "alice", "storage.read:/", aud)
+	x := a.XRootD(nil).(xrdfront.RequestAuthorizer)
+	req := &backend.Request{Path: "/private/f", Opaque: "authz=" + tok}
+	if err := x.AuthorizeRequest(context.Background(), xrdfront.OpOpen, req); err != nil || req.Opaque != "" {
+		t.Fatalf("%v, opaque %q", err, req.Opaque)
+	}
+	if err := x.Authorize(context.Background(), xrdfront.OpStat, backend.Request{Path: "/private/f"}); err == nil {
+		t.Fatal("no token: allowed")
+	}
+	if err := x.Authorize(context.Background(), xrdfront.OpStat, backend.Request{Path: "/site/f"}); err != nil {
+		t.Fatalf("a site path with no site authorizer: %v", err)
+	}
+}
