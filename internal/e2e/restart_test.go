@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -337,4 +339,87 @@ func backlog(t *testing.T, addr string) int {
 	}
 	n, _ := strconv.Atoi(f[1])
 	return n
+}
+
+// TestReadInFlightAcrossRestart (issue 29 item 9): a Python client's read
+// waits for a stopped origin when the server is stopped: at its
+// shutdown_timeout the read is answered with kXR_wait (not left
+// unanswered), the next process takes the socket (as from systemd), and
+// the client's read, sent again, completes byte-exact once the origin is
+// back (XRD_CONNECTIONRETRY=1: a refused connection would fail it).
+func TestReadInFlightAcrossRestart(t *testing.T) {
+	data := t.TempDir()
+	want := writeFile(t, data, "store/inflight/f.root", 8<<20+7, 93)
+	origin := xrdtest.StartOrigin(t, data)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	lf, err := ln.(*net.TCPListener).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lf.Close()
+	addr := ln.Addr().String()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "hepcache.toml")
+	metricsAddr := freeAddr(t)
+	os.WriteFile(cfg, []byte(fmt.Sprintf("[server]\nlisten = %q\nmetrics_listen = %q\nshutdown_timeout = \"1s\"\n[cache]\ndir = %q\nprefetch = 0\n[origin]\ndefault = \"root://%s\"\ntimeout = \"2m\"\n",
+		addr, metricsAddr, filepath.Join(dir, "cache"), origin.Addr)), 0o644)
+	logPath := filepath.Join(dir, "hepcache.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	log := fileText(logPath)
+	start := func() (*exec.Cmd, chan error) {
+		t.Helper()
+		cmd := exec.Command("sh", "-c", `LISTEN_PID=$$ LISTEN_FDS=1 exec "$0" "$@"`, hepcacheBin, "serve", "--config", cfg)
+		cmd.ExtraFiles = []*os.File{lf}
+		cmd.Stdout, cmd.Stderr = logf, logf
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		t.Cleanup(func() { cmd.Process.Kill() })
+		return cmd, done
+	}
+	t.Cleanup(func() {
+		syscall.Kill(origin.PID(), syscall.SIGCONT)
+		if t.Failed() {
+			t.Logf("hepcache log:\n%s", log.String())
+		}
+	})
+	first, firstDone := start()
+	url := "root://" + addr + "//store/inflight/f.root"
+	held := holdFile(t, url) // its first MiB is read and cached
+	syscall.Kill(origin.PID(), syscall.SIGSTOP)
+	io.WriteString(held.stdin, "go\n") // the next read waits for the origin
+	// Stopped while the read waits for the origin: answered at the
+	// deadline.
+	eventually.True(t, func() bool {
+		resp, err := http.Get("http://" + metricsAddr + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return regexp.MustCompile(`(?m)^hepcache_fetch_inflight_bytes [1-9]`).Match(b)
+	}, "the read to wait for the stopped origin")
+	first.Process.Signal(syscall.SIGTERM)
+	if err := <-firstDone; err != nil {
+		t.Logf("first process: %v", err)
+	}
+	if !strings.Contains(log.String(), "answered with kXR_wait") {
+		t.Fatalf("no request was in progress at the shutdown deadline:\n%s", log.String())
+	}
+	syscall.Kill(origin.PID(), syscall.SIGCONT)
+	start()
+	line, err := held.out.ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != fmt.Sprintf("%x", want) {
+		t.Fatalf("the read in flight across the restart: %q %v\n%s", line, err, held.errs.String())
+	}
 }
