@@ -199,17 +199,21 @@ func waitResponse(sid proto.StreamID) []byte {
 // drainRequests runs once Shutdown asked the connection to drain: the
 // requests in progress finish; a request the client sends meanwhile is
 // answered at once with kXR_wait (it is served after the restart); once
-// none is left in progress the connection ends.
+// none is left in progress, and none arrived for drainPoll (closing with
+// unread requests would reset the connection, losing answers not yet
+// read), the connection ends.
 func (c *conn) drainRequests() {
 	var hb [proto.RequestHeaderLen]byte
-	for c.inflight.Load() > 0 {
+	for quiet := false; c.inflight.Load() > 0 || !quiet; {
+		quiet = c.inflight.Load() == 0 // one more poll once none is left
 		c.netConn().SetReadDeadline(time.Now().Add(drainPoll))
-		if _, err := io.ReadFull(c.br, hb[:]); err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				continue // a partial header is lost at close: a socket error XrdCl recovers from
+		if n, err := io.ReadFull(c.br, hb[:]); err != nil {
+			if n == 0 && errors.Is(err, os.ErrDeadlineExceeded) {
+				continue
 			}
-			return
+			return // a header cut short: a socket error XrdCl recovers from
 		}
+		quiet = false
 		h, err := proto.DecodeRequestHeader(hb[:])
 		if err != nil || !c.answerDraining(h) {
 			return
