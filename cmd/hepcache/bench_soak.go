@@ -17,10 +17,14 @@ func benchSoak(ctx context.Context, args []string) error {
 files and ranges, clients killed mid-way) while faults come on a schedule
 (SIGHUP, kill -9 and restart, the origin stopped, the cache's disk full),
 checks every byte against the origin, and follows the cache's memory, open
-files and goroutines. Prints a table of operations, errors by phase and
-resources; exits non-zero on a wrong byte, a read stuck past its timeout,
-a resource that grows, or a bad block found by hepcache verify at the end.
-The cache's disk is a tmpfs (needs root; --no-tmpfs skips the full disk).`)
+files and goroutines. The cache's RAM is below its capacity (blocks are read
+back from disk too), and its listening sockets are held across restarts as
+systemd holds hepcache.socket's. Prints tables of operations, errors by the
+phase that ended them, resources, and p50/p99/max durations per client kind;
+exits non-zero on a wrong byte, an operation longer than --max-op, a resource
+that grows, no block read back from disk, or a bad block found by hepcache
+verify at the end. The cache's disk is a tmpfs (needs root; --no-tmpfs skips
+the full disk).`)
 	var cfg bench.SoakConfig
 	minSize, maxSize := config.Size(4<<20), config.Size(36<<20)
 	fs.StringVar(&cfg.Dir, "dir", "results/soak", "work and results directory")
@@ -32,7 +36,10 @@ The cache's disk is a tmpfs (needs root; --no-tmpfs skips the full disk).`)
 	fs.Var(&maxSize, "max-size", "largest file")
 	fs.Float64Var(&cfg.CapacityShare, "capacity-share", 0.25, "cache capacity as a share of the origin's data")
 	fs.Float64Var(&cfg.CancelShare, "cancel-share", 0.1, "share of client operations killed mid-way")
-	fs.DurationVar(&cfg.OpTimeout, "op-timeout", 3*time.Minute, "a client operation still running after this is stuck (a failure)")
+	ram := config.Size(0)
+	fs.Var(&ram, "ram", "the cache's cache.ram (default a quarter of its capacity, at least 16M: below it)")
+	fs.DurationVar(&cfg.MaxOp, "max-op", time.Minute, "a client operation (not cancelled) longer than this fails the run")
+	fs.DurationVar(&cfg.OpTimeout, "op-timeout", 0, "a client operation still running after this is stuck and killed (default max-op + 30s)")
 	fs.DurationVar(&cfg.OriginTimeout, "origin-timeout", 15*time.Second, "the cache's origin.timeout")
 	fs.BoolVar(&cfg.NoTmpfs, "no-tmpfs", false, "keep the cache on the work directory's file system and skip the full disk phase")
 	fs.StringVar(&cfg.Python, "python", "/usr/bin/python3", "Python with the XRootD bindings")
@@ -41,7 +48,7 @@ The cache's disk is a tmpfs (needs root; --no-tmpfs skips the full disk).`)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg.MinSize, cfg.MaxSize = int64(minSize), int64(maxSize)
+	cfg.MinSize, cfg.MaxSize, cfg.RAM = int64(minSize), int64(maxSize), int64(ram)
 	cfg.CacheFlags = strings.Fields(*cacheFlags)
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return err

@@ -91,9 +91,6 @@ status 1 if anything is wrong. Also: hepcache serve --check.`, defaultConfigPath
 		}
 		return fmt.Errorf("%d problems in the configuration%s", n, as)
 	}
-	for _, w := range cfg.Warnings() {
-		fmt.Fprintf(os.Stderr, "  warning: %s\n", w)
-	}
 	fmt.Printf("configuration OK%s: cache %s, origin %q, root:// on %s\n", as, cfg.Cache.Dir, cfg.Origin.Default, cfg.Server.Listen)
 	if cc, err := cfg.CacheConfig(); err == nil {
 		cc.EnsureDefaults()

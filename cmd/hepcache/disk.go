@@ -23,7 +23,7 @@ only if both still match, so a disk that is not mounted is refused instead of
 its bare mount point being filled. Run it once per disk: at the first start, for
 a new or replaced disk, or after a disk moved. Files already on a disk are kept.
 The server must be stopped. Run as root, what it creates goes to the service
-user (--user, or `+serviceUser+` for the packaged config), as serve will write there.`, "hepcache disk init [--user NAME] [--cache-dir DIR | --config FILE] DATA-DIR...")
+user (--user, or `+serviceUser+` for the packaged config), as serve will write there.`, "hepcache disk init [--user NAME] [--cache-dir DIR | --config FILE (default "+defaultConfigPath+")] DATA-DIR...")
 	dir := fs.String("cache-dir", "", "cache directory (or use --config)")
 	owner := fs.String("user", "", "as root, give what is created to this `USER`, the one serve runs as (default "+serviceUser+" for "+defaultConfigPath+")")
 	cfgPath := fs.String("config", "", "config file to take cache.dir and cache.data_dirs from")
@@ -40,6 +40,14 @@ user (--user, or `+serviceUser+` for the packaged config), as serve will write t
 	if fs.NArg() == 0 {
 		fs.Usage()
 		return errors.New("disk init needs at least one DATA-DIR")
+	}
+	if *dir == "" && *cfgPath == "" {
+		// The packaged config, as the other admin commands.
+		p, err := configPath("")
+		if err != nil {
+			return err
+		}
+		*cfgPath = p
 	}
 	d, err := cacheDirFrom(*dir, *cfgPath)
 	if err != nil {

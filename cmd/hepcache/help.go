@@ -33,6 +33,7 @@ var summaries = map[string]string{
 	"from-xcache":  "translate an XCache configuration into a hepcache.toml",
 	"adopt-xcache": "take a warm XCache cache's files into the cache without copying them",
 	"reload":       "make the running server reload (as SIGHUP), with or without systemd",
+	"upgrade":      "hand the running server's sockets to the binary now installed (as SIGUSR2): no connection refused",
 
 	"bench throughput": "cold, hot and hot-from-disk reads of one node against direct reads and XCache",
 	"bench wan":        "many clients through an emulated WAN link, hepcache and XCache against direct reads",

@@ -13,9 +13,12 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/hepcache/hepcache/internal/config"
+	"github.com/hepcache/hepcache/internal/listenfds"
 	"github.com/hepcache/hepcache/internal/logfile"
 	"github.com/hepcache/hepcache/internal/sdnotify"
 	"github.com/hepcache/hepcache/internal/server"
@@ -54,17 +57,43 @@ func runServe(ctx context.Context, args []string) error {
 		go http.ListenAndServe(addr, nil)
 	}
 	warnForeignOwner(log, cfg)
-	s, err := server.New(cfg, log)
+	// Listening sockets handed over: by systemd (hepcache.socket) or by the
+	// hepcache this one replaces (hepcache upgrade, SIGUSR2).
+	sockets, err := listenfds.Inherit()
 	if err != nil {
-		return config.ExplainPermission(err, ownedDirs(cfg)...)
+		log.Warn("sockets handed to this process", "err", err)
+	}
+	in := &server.Inherit{Sockets: sockets}
+	var upgradeFailed func(error)
+	if sockets.From == "upgrade" {
+		in.Ready, upgradeFailed = upgradeReady(log)
+		// The process handing over finishes its requests first.
+		in.LockWait = time.Duration(cfg.Server.ShutdownTimeout) + finalHandOverGrace
+	}
+	s, err := server.NewInherited(cfg, log, in)
+	if err != nil {
+		err = config.ExplainPermission(err, ownedDirs(cfg)...)
+		if upgradeFailed != nil {
+			upgradeFailed(err)
+		}
+		return err
 	}
 	// systemd (Type=notify): started once every listener is open; stopping
-	// as soon as SIGTERM starts the shutdown (reads may take a while).
+	// as soon as SIGTERM starts the shutdown (reads may take a while), but
+	// not after a hand-over: the service goes on in the new process.
 	if _, err := sdnotify.Notify(sdnotify.Ready); err != nil {
 		log.Warn("sd_notify", "err", err)
 	}
+	ctx, handedOver := context.WithCancel(ctx)
+	defer handedOver()
+	var upgraded atomic.Bool
 	stopped := make(chan struct{})
-	notifyStop := context.AfterFunc(ctx, func() { sdnotify.Notify(sdnotify.Stopping); close(stopped) })
+	notifyStop := context.AfterFunc(ctx, func() {
+		if !upgraded.Load() {
+			sdnotify.Notify(sdnotify.Stopping)
+		}
+		close(stopped)
+	})
 	defer func() {
 		if !notifyStop() { // already sent or being sent: let it finish before exit
 			<-stopped
@@ -104,8 +133,30 @@ func runServe(ctx context.Context, args []string) error {
 		return nil
 	}
 	s.SetReload(func() error { return reload("by hepcache reload") })
+	// An upgrade (SIGUSR2, or `hepcache upgrade` through the admin socket)
+	// starts the binary now at this one's path with the listening
+	// sockets; once it has checked its configuration, this process
+	// finishes its requests as on SIGTERM and the new one serves.
+	var upgradeMu sync.Mutex
+	upgrade := func(how string) (string, error) {
+		upgradeMu.Lock()
+		defer upgradeMu.Unlock()
+		if upgraded.Load() {
+			return "", errors.New("already handed over")
+		}
+		pid, err := handOver(s, args, log)
+		if err != nil {
+			log.Error("upgrade "+how+" failed; this process goes on serving", "err", err)
+			return "", err
+		}
+		upgraded.Store(true)
+		log.Info("upgrade "+how+": handed the listening sockets to the new process; finishing the requests in progress", "pid", pid)
+		handedOver()
+		return fmt.Sprintf("handed over to pid %d", pid), nil
+	}
+	s.SetUpgrade(func() (string, error) { return upgrade("by hepcache upgrade") })
 	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
+	signal.Notify(hup, syscall.SIGHUP, syscall.SIGUSR2)
 	defer signal.Stop(hup)
 	done := make(chan struct{})
 	defer close(done)
@@ -114,8 +165,12 @@ func runServe(ctx context.Context, args []string) error {
 			select {
 			case <-done:
 				return
-			case <-hup:
-				reload("on SIGHUP")
+			case sig := <-hup:
+				if sig == syscall.SIGUSR2 {
+					upgrade("on SIGUSR2")
+				} else {
+					reload("on SIGHUP")
+				}
 			}
 		}
 	}()
@@ -129,7 +184,9 @@ block by block on first read, served from disk afterwards and evicted least
 recently used when space runs low. Reads /etc/hepcache/hepcache.toml under
 systemd (the packaged unit passes --config); flags override the file. SIGHUP
 or 'hepcache reload' reloads what may change while serving; SIGTERM stops
-within server.shutdown_timeout.`
+within server.shutdown_timeout. SIGUSR2 or 'hepcache upgrade' hands the listening
+sockets to the binary now at this one's path and stops once it took over;
+sockets from systemd (hepcache.socket) are used and kept across restarts.`
 
 // loadServeConfig reads --config (if given) and applies the other flags on
 // top, whatever their order on the command line.

@@ -53,6 +53,19 @@ func Lock(dir string) (unlock func(), err error) {
 	return func() { f.Close() }, nil
 }
 
+// LockWait is Lock, waiting up to wait for a process that holds the lock
+// (a server handing over to its successor) to let go of it.
+func LockWait(dir string, wait time.Duration) (unlock func(), err error) {
+	deadline := time.Now().Add(wait)
+	for {
+		unlock, err = Lock(dir)
+		if !errors.Is(err, ErrLocked) || !time.Now().Before(deadline) {
+			return unlock, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // Server answers admin requests for one cache.
 type Server struct {
 	c   *cache.Cache
@@ -61,6 +74,43 @@ type Server struct {
 	ln  net.Listener
 	// reload is what SIGHUP does (SetReload); nil until set.
 	reload atomic.Pointer[func() error]
+	// upgrade is what SIGUSR2 does (SetUpgrade); nil until set.
+	upgrade atomic.Pointer[func() (string, error)]
+}
+
+// SetUpgrade sets what an upgrade request runs (`hepcache upgrade`): the
+// hand-over to a new binary that SIGUSR2 starts; it returns what it did.
+func (s *Server) SetUpgrade(fn func() (string, error)) { s.upgrade.Store(&fn) }
+
+func (s *Server) doUpgrade(w http.ResponseWriter, r *http.Request) {
+	fn := s.upgrade.Load()
+	if fn == nil {
+		http.Error(w, "this server does not upgrade in place", http.StatusNotImplemented)
+		return
+	}
+	msg, err := (*fn)()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	fmt.Fprintln(w, msg)
+}
+
+// Upgrade asks the server running on dir to hand its sockets over to the
+// binary now installed at its path and to stop once that one took over.
+func Upgrade(dir string) (string, error) {
+	c := client(dir)
+	c.Timeout = 5 * time.Minute // the new binary checks its configuration first
+	resp, err := c.Post("http://admin/upgrade", "text/plain", nil)
+	if err != nil {
+		return "", fmt.Errorf("admin socket: %w", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("upgrade: %s", strings.TrimSpace(string(b)))
+	}
+	return strings.TrimSpace(string(b)), nil
 }
 
 // SetReload sets what a reload request runs: the server's SIGHUP reload,
@@ -110,6 +160,7 @@ func Listen(c *cache.Cache, st *prestage.Stager) (*Server, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /evict", s.evict)
 	mux.HandleFunc("POST /reload", s.doReload)
+	mux.HandleFunc("POST /upgrade", s.doUpgrade)
 	mux.HandleFunc("GET /usage", s.usage)
 	mux.HandleFunc("GET /space", s.space)
 	mux.HandleFunc("POST /prestage", s.prestage)

@@ -33,9 +33,14 @@ import (
 // The schedule repeats every Cycle: steady reads; a SIGHUP; kill -9 and a
 // restart; the origin stopped (SIGSTOP) for an eighth of the cycle and
 // resumed; the cache's disk (a tmpfs) filled to the last byte by another
-// file, then freed. The run fails on a wrong byte, on a client operation
-// still running after OpTimeout (stuck), on a resource that grows within
-// one process's life, and on `hepcache verify` finding a bad block at the end.
+// file, then freed. The cache's listening sockets are held by the soak as
+// systemd holds them for hepcache.socket (LISTEN_FDS), so that a restart
+// refuses no connection, and its readiness comes as systemd's does
+// (NOTIFY_SOCKET). Its RAM is below its capacity, so that blocks are read
+// back from disk too. The run fails on a wrong byte, on a client operation
+// longer than MaxOp or still running after OpTimeout (stuck), on a
+// resource that grows within one process's life, on no block read back
+// from disk, and on `hepcache verify` finding a bad block at the end.
 type SoakConfig struct {
 	// Dir holds the origin's data, the cache, logs and soak.json.
 	Dir         string
@@ -54,9 +59,18 @@ type SoakConfig struct {
 	Files            int
 	MinSize, MaxSize int64
 	CapacityShare    float64
+	// RAM is the cache's cache.ram (default a quarter of the capacity, at
+	// least 16 MiB): below the capacity, so that blocks are also read back
+	// from disk, as on a site's node whose cache is larger than its memory.
+	RAM int64
 	// CancelShare of the operations are killed mid-way (default 0.1).
 	CancelShare float64
-	// OpTimeout: an operation not over by then is stuck (default 3m).
+	// MaxOp: an operation (not cancelled) that takes longer fails the run
+	// (default 60s): a client waiting out XrdCl's reconnection window is a
+	// failure even when its bytes are right.
+	MaxOp time.Duration
+	// OpTimeout: an operation not over by then is stuck and killed
+	// (default MaxOp + 30s).
 	OpTimeout time.Duration
 	// OriginTimeout is the cache's origin.timeout (default 15s): how long
 	// reads wait for a stopped origin before they fail.
@@ -110,8 +124,11 @@ func (c *SoakConfig) defaults() error {
 	if c.CancelShare < 0 || c.CancelShare >= 1 {
 		return fmt.Errorf("soak: cancel share %v: want 0 to below 1", c.CancelShare)
 	}
-	if c.OpTimeout <= 0 {
-		c.OpTimeout = 3 * time.Minute
+	if c.MaxOp <= 0 {
+		c.MaxOp = time.Minute
+	}
+	if c.OpTimeout <= c.MaxOp {
+		c.OpTimeout = c.MaxOp + 30*time.Second
 	}
 	if c.OriginTimeout <= 0 {
 		c.OriginTimeout = 15 * time.Second
@@ -179,6 +196,25 @@ func (c *SoakCount) add(r soakResult) {
 	}
 }
 
+// SoakDurations are the durations of one client kind's operations that
+// were not cancelled, in seconds.
+type SoakDurations struct {
+	N   int     `json:"n"`
+	P50 float64 `json:"p50_s"`
+	P99 float64 `json:"p99_s"`
+	Max float64 `json:"max_s"`
+}
+
+func durationsOf(ds []time.Duration) *SoakDurations {
+	if len(ds) == 0 {
+		return &SoakDurations{}
+	}
+	v := append([]time.Duration(nil), ds...)
+	sort.Slice(v, func(i, j int) bool { return v[i] < v[j] })
+	q := func(f float64) float64 { return v[min(len(v)-1, int(f*float64(len(v))))].Seconds() }
+	return &SoakDurations{N: len(v), P50: q(0.50), P99: q(0.99), Max: v[len(v)-1].Seconds()}
+}
+
 // SoakSample is the cache process's resources at one moment.
 type SoakSample struct {
 	At          float64 `json:"t_s"`
@@ -191,19 +227,28 @@ type SoakSample struct {
 	RAM        int64 `json:"ram_resident_bytes"`
 	FDs        int   `json:"fds"`
 	Goroutines int   `json:"goroutines"`
+	// DiskReads is the process's count of blocks read back from disk.
+	DiskReads int64 `json:"disk_read_blocks"`
 }
 
 // SoakResult is the run's outcome (soak.json).
 type SoakResult struct {
 	Seconds  float64               `json:"seconds"`
 	ByClient map[string]*SoakCount `json:"by_client"`
-	ByPhase  map[string]*SoakCount `json:"by_phase"`
+	// ByPhase files each operation under the phase it ended in: the
+	// fault that ended it.
+	ByPhase map[string]*SoakCount `json:"by_phase"`
 	// PhaseOrder lists the phases in the order they came.
 	PhaseOrder []string `json:"phase_order"`
-	// Errors are the most frequent error texts per phase.
-	Errors   map[string]map[string]int `json:"errors"`
-	Samples  []SoakSample              `json:"samples"`
-	Restarts []float64                 `json:"restart_s"`
+	// Errors are the most frequent error texts per phase (that ended them).
+	Errors map[string]map[string]int `json:"errors"`
+	// Durations are per client kind.
+	Durations map[string]*SoakDurations `json:"durations"`
+	// DiskReadBlocks is how many blocks the cache read back from disk
+	// (all its processes together).
+	DiskReadBlocks int64        `json:"disk_read_blocks"`
+	Samples        []SoakSample `json:"samples"`
+	Restarts       []float64    `json:"restart_s"`
 	// Failures say why the run failed; none: it passed.
 	Failures []string `json:"failures"`
 }
@@ -220,8 +265,9 @@ type soakRun struct {
 	metrics string // http://host:port
 
 	phase atomic.Pointer[string]
-	mu    sync.Mutex // protects res
+	mu    sync.Mutex // protects res and durs
 	res   SoakResult
+	durs  map[string][]time.Duration
 }
 
 // Soak runs the soak and reports it; the error lists its failures.
@@ -229,7 +275,8 @@ func Soak(ctx context.Context, cfg SoakConfig) (*SoakResult, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	s := &soakRun{cfg: cfg, res: SoakResult{ByClient: map[string]*SoakCount{}, ByPhase: map[string]*SoakCount{}, Errors: map[string]map[string]int{}}}
+	s := &soakRun{cfg: cfg, res: SoakResult{ByClient: map[string]*SoakCount{}, ByPhase: map[string]*SoakCount{}, Errors: map[string]map[string]int{},
+		Durations: map[string]*SoakDurations{}}, durs: map[string][]time.Duration{}}
 	if err := s.setUp(); err != nil {
 		s.tearDown()
 		return nil, err
@@ -308,6 +355,12 @@ func (s *soakRun) setUp() error {
 		total += size
 	}
 	capacity := int64(float64(total) * cfg.CapacityShare)
+	if s.cfg.RAM <= 0 {
+		s.cfg.RAM = max(16<<20, capacity/4)
+	}
+	if s.cfg.RAM >= capacity {
+		fmt.Fprintf(cfg.Progress, "soak: warning: ram %d bytes is not below the cache's capacity %d: blocks are rarely read back from disk\n", s.cfg.RAM, capacity)
+	}
 	var err error
 	if s.origin, err = xrdproc.StartOrigin(data); err != nil {
 		return err
@@ -323,11 +376,22 @@ func (s *soakRun) setUp() error {
 		}
 		s.diskDir = cacheRoot
 	}
+	// The listening sockets, held here across the cache's restarts as
+	// systemd holds those of hepcache.socket.
 	addrs := make([]string, 3)
+	var sockets []*os.File
 	for i := range addrs {
-		if addrs[i], err = freeAddr(); err != nil {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
 			return err
 		}
+		f, err := ln.(*net.TCPListener).File()
+		ln.Close() // f holds the socket
+		if err != nil {
+			return err
+		}
+		addrs[i] = ln.Addr().String()
+		sockets = append(sockets, f)
 	}
 	s.ep = soakEndpoints{root: "root://" + addrs[0], http: "http://" + addrs[1], python: cfg.Python,
 		script: filepath.Join(cfg.Dir, "soak.py")}
@@ -343,24 +407,25 @@ shutdown_timeout = "5s"
 debug_pprof = true
 [cache]
 dir = %q
+ram = "%d"
 [origin]
 default = "root://%s"
 timeout = %q
 [space]
 capacity = "%d"
-`, addrs[0], addrs[1], addrs[2], filepath.Join(cacheRoot, "cache"), s.origin.Addr, cfg.OriginTimeout.String(), capacity)
+`, addrs[0], addrs[1], addrs[2], filepath.Join(cacheRoot, "cache"), s.cfg.RAM, s.origin.Addr, cfg.OriginTimeout.String(), capacity)
 	confPath := filepath.Join(cfg.Dir, "hepcache.toml")
 	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
 		return err
 	}
 	s.cache = &soakCache{bin: cfg.HepcacheBin, args: append([]string{"serve", "--config", confPath}, cfg.CacheFlags...),
-		addr: addrs[0], logPath: filepath.Join(cfg.Dir, "hepcache.log")}
+		sockets: sockets, logPath: filepath.Join(cfg.Dir, "hepcache.log"), notifyPath: filepath.Join(cfg.Dir, "notify.sock")}
 	if _, err := s.cache.start(); err != nil {
 		return err
 	}
-	fmt.Fprintf(cfg.Progress, "soak: %d files, %.0f MB at the origin, cache capacity %.0f MB%s, %d workers, %v (fault cycle %v)\n",
+	fmt.Fprintf(cfg.Progress, "soak: %d files, %.0f MB at the origin, cache capacity %.0f MB%s, ram %.0f MB, %d workers, %v (fault cycle %v)\n",
 		len(s.files), float64(total)/1e6, float64(capacity)/1e6, map[bool]string{true: " on a tmpfs", false: ""}[s.diskDir != ""],
-		cfg.Workers, cfg.Duration, cfg.Cycle)
+		float64(s.cfg.RAM)/1e6, cfg.Workers, cfg.Duration, cfg.Cycle)
 	return nil
 }
 
@@ -396,12 +461,20 @@ func writeSeeded(p string, size int64) error {
 func (s *soakRun) worker(ctx context.Context, r *rand.Rand) {
 	for ctx.Err() == nil {
 		op := planOp(r, s.files, s.cfg.CancelShare)
-		phase := *s.phase.Load()
+		started := *s.phase.Load()
 		res := runOp(ctx, s.ep, op, s.cfg.OpTimeout)
 		if ctx.Err() != nil && res.outcome != outOK && res.outcome != outWrong {
 			return // ended by the soak's end, not by the cache
 		}
+		// Filed under the phase it ended in: the fault that ended it.
+		phase := *s.phase.Load()
+		if phase != started && res.detail != "" {
+			res.detail += " (started in " + started + ")"
+		}
 		s.mu.Lock()
+		if res.outcome != outCancelled {
+			s.durs[op.kind] = append(s.durs[op.kind], res.dur)
+		}
 		if s.res.ByClient[op.kind] == nil {
 			s.res.ByClient[op.kind] = &SoakCount{}
 		}
@@ -416,6 +489,10 @@ func (s *soakRun) worker(ctx context.Context, r *rand.Rand) {
 			}
 		}
 		s.mu.Unlock()
+		if res.outcome != outCancelled && res.outcome != outStuck && res.dur > s.cfg.MaxOp {
+			s.fail("%s took %.1f s (more than %v), ended in phase %s, started in %s: %s", op.kind, res.dur.Seconds(), s.cfg.MaxOp, phase, started, res.outcome)
+			s.progress("SLOW: %s took %.1f s", op.kind, res.dur.Seconds())
+		}
 		switch res.outcome {
 		case outWrong:
 			s.fail("wrong bytes in phase %s: %s", phase, res.detail)
@@ -551,6 +628,10 @@ func (s *soakRun) sample(ctx context.Context) {
 					f, _ := strconv.ParseFloat(v, 64)
 					sm.RAM = int64(f)
 				}
+				if v, ok := strings.CutPrefix(l, "hepcache_disk_read_blocks_total "); ok {
+					f, _ := strconv.ParseFloat(v, 64)
+					sm.DiskReads = int64(f)
+				}
 			}
 		}
 		if sm.RSS == 0 || sm.Goroutines == 0 {
@@ -577,6 +658,21 @@ func (s *soakRun) finish() {
 		s.fail("hepcache verify after the soak: %v: %s", err, strings.TrimSpace(string(out)))
 	}
 	s.checkTrends()
+	s.mu.Lock()
+	for k, ds := range s.durs {
+		s.res.Durations[k] = durationsOf(ds)
+	}
+	perInc := map[int]int64{}
+	for _, sm := range s.res.Samples {
+		perInc[sm.Incarnation] = max(perInc[sm.Incarnation], sm.DiskReads)
+	}
+	for _, n := range perInc {
+		s.res.DiskReadBlocks += n
+	}
+	s.mu.Unlock()
+	if s.res.DiskReadBlocks == 0 {
+		s.fail("no block was read back from disk (ram %d bytes): the disk path was not exercised", s.cfg.RAM)
+	}
 	s.tearDown()
 }
 
@@ -585,6 +681,7 @@ func (s *soakRun) cacheRoot() string { return filepath.Join(s.cfg.Dir, "cache-di
 func (s *soakRun) tearDown() {
 	if s.cache != nil {
 		s.cache.kill()
+		s.cache.close()
 	}
 	if s.origin != nil {
 		syscall.Kill(s.origin.PID(), syscall.SIGCONT)
@@ -711,12 +808,22 @@ func (s *soakRun) report() {
 			rng(func(x SoakSample) int64 { return int64(x.Goroutines) }, 1), top)
 	}
 	fmt.Fprintln(w)
+	fmt.Fprintf(w, "| client | operations (not cancelled) | p50 s | p99 s | max s |\n|---|---|---|---|---|\n")
+	var maxAll float64
+	for _, k := range soakKinds {
+		if d := r.Durations[k]; d != nil {
+			fmt.Fprintf(w, "| %s | %d | %.2f | %.2f | %.2f |\n", k, d.N, d.P50, d.P99, d.Max)
+			maxAll = max(maxAll, d.Max)
+		}
+	}
+	fmt.Fprintln(w)
 	for _, d := range r.Restarts {
 		fmt.Fprintf(w, "restart after kill -9: serving again in %.2f s\n", d)
 	}
+	fmt.Fprintf(w, "blocks read back from disk: %d (ram %.0f MB)\n", r.DiskReadBlocks, float64(s.cfg.RAM)/1e6)
 	if len(r.Failures) == 0 {
-		fmt.Fprintf(w, "PASS: %.0f MB verified byte for byte, no read stuck past %v, no resource grew, hepcache verify clean\n",
-			float64(all.Bytes)/1e6, s.cfg.OpTimeout)
+		fmt.Fprintf(w, "PASS: %.0f MB verified byte for byte, longest operation %.1f s (at most %v), no resource grew, hepcache verify clean\n",
+			float64(all.Bytes)/1e6, maxAll, s.cfg.MaxOp)
 	}
 	for _, f := range r.Failures {
 		fmt.Fprintf(w, "FAIL: %s\n", f)
@@ -724,11 +831,19 @@ func (s *soakRun) report() {
 }
 
 // soakCache is the hepcache process under test, restarted by the faults.
+// As systemd does for a socket-activated Type=notify service, it holds the
+// listening sockets (passed with LISTEN_FDS to each process) and learns
+// that a process serves from its READY=1 (NOTIFY_SOCKET).
 type soakCache struct {
-	bin     string
-	args    []string
-	addr    string
-	logPath string
+	bin        string
+	args       []string
+	sockets    []*os.File // root, http, metrics
+	logPath    string
+	notifyPath string
+
+	notifyOnce sync.Once
+	notify     *net.UnixConn
+	ready      chan int // pids that sent READY=1
 
 	mu          sync.Mutex // protects the fields below
 	cmd         *exec.Cmd
@@ -736,14 +851,57 @@ type soakCache struct {
 	incarnation int
 }
 
-// start runs the server and waits until it accepts root:// connections.
+// listenNotify opens the NOTIFY_SOCKET the processes report to.
+func (c *soakCache) listenNotify() error {
+	var err error
+	c.notifyOnce.Do(func() {
+		os.Remove(c.notifyPath)
+		c.notify, err = net.ListenUnixgram("unixgram", &net.UnixAddr{Name: c.notifyPath, Net: "unixgram"})
+		if err != nil {
+			return
+		}
+		c.ready = make(chan int, 16)
+		go func() {
+			buf := make([]byte, 4096)
+			for {
+				n, _, err := c.notify.ReadFromUnix(buf)
+				if err != nil {
+					return
+				}
+				for _, l := range strings.Split(string(buf[:n]), "\n") {
+					if l == "READY=1" {
+						select {
+						case c.ready <- 0:
+						default:
+						}
+					}
+				}
+			}
+		}()
+	})
+	return err
+}
+
+// start runs the server with the sockets and waits until it says it is
+// ready (connections made before wait in the sockets' backlog).
 func (c *soakCache) start() (time.Duration, error) {
+	if err := c.listenNotify(); err != nil {
+		return 0, fmt.Errorf("notify socket: %w", err)
+	}
+	for len(c.ready) > 0 { // a READY=1 of an earlier process
+		<-c.ready
+	}
 	t0 := time.Now()
 	logf, err := os.OpenFile(c.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return 0, err
 	}
-	cmd := exec.Command(c.bin, c.args...)
+	// LISTEN_PID must be the service's own pid: the shell's, which exec
+	// keeps.
+	cmd := exec.Command("sh", append([]string{"-c", `LISTEN_PID=$$ exec "$0" "$@"`, c.bin}, c.args...)...)
+	cmd.ExtraFiles = c.sockets
+	cmd.Env = append(os.Environ(), "LISTEN_FDS="+strconv.Itoa(len(c.sockets)), "LISTEN_FDNAMES=root:http:metrics",
+		"NOTIFY_SOCKET="+c.notifyPath)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()
@@ -755,18 +913,25 @@ func (c *soakCache) start() (time.Duration, error) {
 	c.cmd, c.done = cmd, done
 	c.incarnation++
 	c.mu.Unlock()
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); {
-		if conn, err := net.DialTimeout("tcp", c.addr, 100*time.Millisecond); err == nil {
-			conn.Close()
-			return time.Since(t0), nil
-		}
-		select {
-		case <-done:
-			return 0, fmt.Errorf("hepcache exited at start (log: %s)", c.logPath)
-		case <-time.After(20 * time.Millisecond):
-		}
+	select {
+	case <-c.ready:
+		return time.Since(t0), nil
+	case <-done:
+		return 0, fmt.Errorf("hepcache exited at start (log: %s)", c.logPath)
+	case <-time.After(60 * time.Second):
+		return 0, fmt.Errorf("hepcache not ready within 60 s (log: %s)", c.logPath)
 	}
-	return 0, fmt.Errorf("hepcache did not listen on %s within 60 s (log: %s)", c.addr, c.logPath)
+}
+
+// close releases the sockets and the notify socket.
+func (c *soakCache) close() {
+	for _, f := range c.sockets {
+		f.Close()
+	}
+	if c.notify != nil {
+		c.notify.Close()
+		os.Remove(c.notifyPath)
+	}
 }
 
 // current is the running process's pid (0: none) and incarnation.

@@ -78,8 +78,9 @@ const (
 // soakResult is what one operation came to.
 type soakResult struct {
 	outcome string
-	bytes   int64  // bytes verified
-	detail  string // the error's first line, or what was wrong
+	bytes   int64         // bytes verified
+	detail  string        // the error's first line, or what was wrong
+	dur     time.Duration // from the client's start to its end
 }
 
 // planOp draws an operation on a random file.
@@ -114,6 +115,13 @@ type soakEndpoints struct {
 // runOp runs op with a real client, at most timeout (then it is stuck),
 // and checks every byte it returned against the origin's.
 func runOp(ctx context.Context, ep soakEndpoints, op soakOp, timeout time.Duration) soakResult {
+	start := time.Now()
+	r := runOpOnce(ctx, ep, op, timeout)
+	r.dur = time.Since(start)
+	return r
+}
+
+func runOpOnce(ctx context.Context, ep soakEndpoints, op soakOp, timeout time.Duration) soakResult {
 	url := ep.root + "/" + op.file.path
 	var name string
 	var args, env []string

@@ -80,14 +80,14 @@ type Store struct {
 	// free are slots whose memory is resident, most recently freed
 	// first; cold are slots without memory (never used, or handed back
 	// under pressure), the lowest index first.
-	free, cold  []*slot
+	free, cold []*slot
 	// limit is how many slots may hold blocks (SetLimit: the node's
 	// memory pressure lowers it); handing is the slots being handed back.
 	limit, handing int
-	cached      map[Key]*slot
-	small, main queue
-	ghost       ghost
-	loading     map[Key]*load
+	cached         map[Key]*slot
+	small, main    queue
+	ghost          ghost
+	loading        map[Key]*load
 	// changed is closed and replaced whenever a slot may have become
 	// available, waking acquirers.
 	changed chan struct{}

@@ -416,8 +416,9 @@ func (c *Cache) Open(ctx context.Context, req backend.Request) (backend.File, er
 		return nil, re
 	}
 	e, err := c.acquire(ctx, o, k, d.Mutable, req.NoFetch)
-	if errors.Is(err, errNoDisk) && !req.NoFetch {
-		// Every data disk has failed: serve from the origin uncached.
+	if (errors.Is(err, errNoDisk) || errors.Is(err, errNotOurs)) && !req.NoFetch {
+		// Every data disk has failed, or the file's place belongs to
+		// another user: serve from the origin uncached.
 		return c.openPassThrough(ctx, o, k, req)
 	}
 	if err != nil {

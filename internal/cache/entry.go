@@ -278,11 +278,19 @@ func (c *Cache) createDataFile(d *dataDisk, name string) (*blockstore.File, erro
 	}
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := fsys.MkdirAll(filepath.Dir(name), 0o755); err != nil {
-			return nil, err
+			return nil, notOurs(err)
 		}
 		f, err = c.openData(d, name, os.O_RDWR|os.O_CREATE)
 	}
-	return f, err
+	if errors.Is(err, fs.ErrPermission) {
+		// A file of another user (a run as root): dropped and created
+		// again where this process may; else the file is read past the
+		// cache (ownership.go).
+		if fsys.Remove(name) == nil {
+			f, err = c.openData(d, name, os.O_RDWR|os.O_CREATE)
+		}
+	}
+	return f, notOurs(err)
 }
 
 // stillCurrent asks the origin whether a cached copy of a mutable path is

@@ -367,6 +367,8 @@ func (c *Cache) loadIndex() error {
 	}
 	var claimedMu sync.Mutex
 	claimed := map[string]bool{}
+	var others foreign // files of other users (ownership.go)
+	defer others.report(c)
 	paths := make(chan string, 256)
 	var wg sync.WaitGroup
 	for w := 0; w < 4; w++ {
@@ -374,6 +376,7 @@ func (c *Cache) loadIndex() error {
 		go func() {
 			defer wg.Done()
 			for p := range paths {
+				others.note(c.cfg.FS, p)
 				if rel := c.loadSidecar(root, p, onDisk, keepUnfound); rel != "" && onDisk != nil {
 					claimedMu.Lock()
 					claimed[rel] = true

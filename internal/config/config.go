@@ -638,7 +638,7 @@ var cacheKeys = map[string]string{
 	"PrefetchMax": "cache.prefetch_max", "FetchMemory": "cache.fetch_memory", "RAM": "cache.ram", "SyncInterval": "cache.sync_interval",
 	"LocalRedirect": "cache.local_redirect", "DataDirs": "cache.data_dirs", "VerifyChecksum": "space.verify_checksum",
 	"DiskReadDepth": "cache.disk_read_depth",
-	"Capacity": "space.capacity", "Watermarks": "space.watermarks", "MaxAge": "space.max_age",
+	"Capacity":      "space.capacity", "Watermarks": "space.watermarks", "MaxAge": "space.max_age",
 	"MaxFiles": "space.max_files", "PurgeInterval": "space.purge_interval", "Quotas": "quota",
 	"DirStatsMax": "space.dir_stats_max", "OriginTimeout": "origin.timeout", "PinShare": "space.pin_share",
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hepcache/hepcache/internal/realclient"
+	"github.com/hepcache/hepcache/internal/xrdtest"
 )
 
 // TestRootRunThenServiceUser: the issue's reproduction. `serve` run as
@@ -228,5 +229,89 @@ func TestReadOnlyUnderSystemdNamesDropIn(t *testing.T) {
 				t.Errorf("%s: the error lacks %q:\n%s", args[0], want, out)
 			}
 		}
+	}
+}
+
+// TestRootLeftoversFetchedAgain (issue 29 item 5): the service stopped,
+// `hepcache serve` run by hand as root reads part of a file (its data
+// file, sidecar and directories are root's); restarted as the service user
+// (nobody), the start-up names the files it cannot write, and xrdcp and
+// the Python bindings read that file byte-exact: fetched again or read
+// past the cache, never "create cache file ... permission denied".
+func TestRootLeftoversFetchedAgain(t *testing.T) {
+	realclient.RequireRoot(t, "serve as root, then as nobody")
+	setpriv := realclient.Require(t, "setpriv")
+	py := realclient.Python(t, realclient.DebianPython, "XRootD.client")
+	top, err := os.MkdirTemp("", "hepcache-leftover-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(top) })
+	os.Chmod(top, 0o755)
+	bin := filepath.Join(top, "hepcache")
+	copyFile(t, hepcacheBin, bin, 0o755)
+	data := t.TempDir()
+	want := writeFile(t, data, "store/root/f.root", 4<<20+5, 77)
+	origin := xrdtest.StartOrigin(t, data)
+	cacheDir := filepath.Join(top, "cache")
+	os.Mkdir(cacheDir, 0o755)
+	os.Chown(cacheDir, 65534, 65534)
+	addr := freeAddr(t)
+	cfg := filepath.Join(top, "hepcache.toml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf("[server]\nlisten = %q\n[cache]\ndir = %q\n[origin]\ndefault = \"root://%s\"\n", addr, cacheDir, origin.Addr)), 0o644)
+	url := "root://" + addr + "//store/root/f.root"
+	start := func(asNobody bool) (*exec.Cmd, *syncBuffer) {
+		t.Helper()
+		args := []string{bin, "serve", "--config", cfg}
+		if asNobody {
+			args = append([]string{setpriv, "--reuid", "nobody", "--regid", "nogroup", "--clear-groups"}, args...)
+		}
+		cmd := exec.Command(args[0], args[1:]...)
+		var log syncBuffer
+		cmd.Stdout, cmd.Stderr = &log, &log
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		waitListen(t, addr)
+		return cmd, &log
+	}
+	// The service ran before (the cache's directories are nobody's).
+	svc, _ := start(true)
+	writeFile(t, data, "store/other.root", 1<<20, 78)
+	xrdcpSum(t, realclient.Env(), "root://"+addr+"//store/other.root")
+	svc.Process.Signal(syscall.SIGTERM)
+	svc.Wait()
+	root, _ := start(false)
+	realclient.MustRunPython(t, realclient.Env(), py, pyReadHead, url, "1048576")
+	root.Process.Signal(syscall.SIGTERM)
+	root.Wait()
+	var leftovers int
+	filepath.WalkDir(cacheDir, func(p string, d os.DirEntry, err error) error {
+		var st syscall.Stat_t
+		if err == nil && d.Type().IsRegular() && syscall.Stat(p, &st) == nil && st.Uid == 0 && strings.HasSuffix(p, "f.root") {
+			leftovers++
+		}
+		return nil
+	})
+	if leftovers == 0 {
+		t.Fatal("the root run left no root-owned data file")
+	}
+
+	_, log := start(true)
+	if !strings.Contains(log.String(), "left by a run as root") || !strings.Contains(log.String(), "f.root") {
+		t.Errorf("the start-up does not name the file left by root:\n%s", log.String())
+	}
+	for i := 0; i < 2; i++ {
+		if got := xrdcpSum(t, realclient.Env(), url); got != want {
+			t.Fatalf("xrdcp read %d: sha256 %s\n%s", i, hex(got), log.String())
+		}
+	}
+	r := realclient.MustRunPython(t, realclient.Env(), py, pyReadAll, url)
+	if strings.TrimSpace(string(r.Stdout)) != fmt.Sprintf("%x", want) {
+		t.Fatalf("python read: %s", r.Stdout)
+	}
+	if strings.Contains(log.String(), "permission denied") && strings.Contains(log.String(), "level=ERROR") {
+		t.Logf("log:\n%s", log.String())
 	}
 }

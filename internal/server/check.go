@@ -39,6 +39,11 @@ import (
 // the disks. A new check goes into checks below, once.
 func Check(cfg *config.Config) (warnings []string, err error) {
 	var errs []error
+	// What the configuration says that will be ignored (parts of origin
+	// URLs).
+	for _, w := range cfg.Warnings() {
+		warnings = append(warnings, "configuration: "+w)
+	}
 	checks := []func(*config.Config) ([]string, []error){
 		checkSecurity,
 		checkOrigins,
@@ -110,7 +115,8 @@ func checkRules(cfg *config.Config) ([]string, []error) {
 func checkMachine(cfg *config.Config) (warnings []string, errs []error) {
 	roots := ownedDirs(cfg)
 	// The cache directory and what serve writes first in it.
-	if err := writableDir(cfg.Cache.Dir, roots, "lock", "meta", "data", "disks.json"); err != nil {
+	// (A lock file left by root is no problem: it is locked read-only.)
+	if err := writableDir(cfg.Cache.Dir, roots, "meta", "data"); err != nil {
 		errs = append(errs, fmt.Errorf("cache.dir %q: %w", cfg.Cache.Dir, err))
 	}
 	if len(cfg.Cache.DataDirs) > 0 {
@@ -177,7 +183,7 @@ func writableDir(dir string, roots []string, names ...string) error {
 		return nil
 	}
 	if err := access(dir, unix.W_OK|unix.X_OK); err != nil {
-		return config.ExplainPermission(&fs.PathError{Op: "create", Path: filepath.Join(dir, names[0]), Err: err}, roots...)
+		return config.ExplainPermission(&fs.PathError{Op: "create", Path: filepath.Join(dir, "lock"), Err: err}, roots...)
 	}
 	for _, n := range names {
 		p := filepath.Join(dir, n)

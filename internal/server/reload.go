@@ -90,6 +90,10 @@ func (s *Server) Reload(next *config.Config) error {
 // (`hepcache reload`): serve gives it its SIGHUP reload.
 func (s *Server) SetReload(fn func() error) { s.admin.SetReload(fn) }
 
+// SetUpgrade makes fn what an upgrade request on the admin socket runs
+// (`hepcache upgrade`): serve gives it its SIGUSR2 hand-over.
+func (s *Server) SetUpgrade(fn func() (string, error)) { s.admin.SetUpgrade(fn) }
+
 // spaceOf maps [space] and [[quota]] onto the cache's run-time settings.
 func spaceOf(cfg *config.Config) (cache.Space, error) { return cfg.SpaceRules() }
 

@@ -29,7 +29,7 @@ import (
 	httpfront "github.com/hepcache/hepcache/internal/frontend/http"
 	"github.com/hepcache/hepcache/internal/frontend/xrootd"
 	"github.com/hepcache/hepcache/internal/hostallow"
-	"github.com/hepcache/hepcache/internal/units"
+	"github.com/hepcache/hepcache/internal/listenfds"
 	"github.com/hepcache/hepcache/internal/logbound"
 	"github.com/hepcache/hepcache/internal/metrics"
 	"github.com/hepcache/hepcache/internal/monitor"
@@ -38,6 +38,7 @@ import (
 	"github.com/hepcache/hepcache/internal/policy"
 	"github.com/hepcache/hepcache/internal/prestage"
 	"github.com/hepcache/hepcache/internal/security"
+	"github.com/hepcache/hepcache/internal/units"
 	"github.com/hepcache/hepcache/internal/upstream"
 	"github.com/hepcache/hepcache/origin"
 	httporigin "github.com/hepcache/hepcache/origin/http"
@@ -85,6 +86,8 @@ type Server struct {
 	// cmsd are the subscriptions to XRootD redirectors (cmsd.go); none
 	// when cmsd.manager is not set.
 	cmsd []*cms.Node
+	// sockets are the listening sockets handed to this process (nil: none).
+	sockets *listenfds.Set
 
 	wg        sync.WaitGroup
 	serveErrs chan error
@@ -98,7 +101,32 @@ type Server struct {
 // New builds and starts a server: it validates cfg, takes the cache
 // directory's lock, rebuilds the cache index and starts listening. Serving
 // goroutines run until Shutdown.
-func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
+func New(cfg *config.Config, log *slog.Logger) (*Server, error) { return NewInherited(cfg, log, nil) }
+
+// Inherit is what a server starts with besides its configuration when it
+// takes over from another process: the listening sockets (systemd's
+// socket activation, or the hepcache it replaces), so that no connection
+// is refused meanwhile.
+type Inherit struct {
+	// Sockets are matched to server.listen, server.http_listen and
+	// server.metrics_listen by name (root, http, metrics) or address; the
+	// ones not matched are closed with a warning. Nil: none.
+	Sockets *listenfds.Set
+	// Ready, if set, is called once the configuration passed every check,
+	// before the cache directory's lock is taken: the process serving now
+	// then finishes its requests and lets go of the cache.
+	Ready func() error
+	// LockWait is how long the lock may be held by another process (the
+	// one finishing); 0: not at all.
+	LockWait time.Duration
+}
+
+// NewInherited is New for a server taking over from another process (in:
+// nil for none).
+func NewInherited(cfg *config.Config, log *slog.Logger, in *Inherit) (s *Server, err error) {
+	if in == nil {
+		in = &Inherit{}
+	}
 	if log == nil {
 		log = slog.Default()
 	}
@@ -115,10 +143,7 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	// the count of dropped lines on the next one.
 	lb := logbound.New(log.Handler(), logbound.Config{})
 	log = slog.New(lb)
-	for _, w := range cfg.Warnings() {
-		log.Warn("configuration: " + w)
-	}
-	s = &Server{cfg: cfg, log: log, serveErrs: make(chan error, 4), closeDone: make(chan struct{})}
+	s = &Server{cfg: cfg, log: log, serveErrs: make(chan error, 4), closeDone: make(chan struct{}), sockets: in.Sockets}
 	// "return nil, err" sets s to nil: close what was built through a copy.
 	built := s
 	defer func() {
@@ -129,7 +154,12 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	if err := os.MkdirAll(cfg.Cache.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cache.dir %q: %w", cfg.Cache.Dir, err)
 	}
-	if s.unlock, err = admin.Lock(cfg.Cache.Dir); err != nil {
+	if in.Ready != nil {
+		if err := in.Ready(); err != nil {
+			return nil, err
+		}
+	}
+	if s.unlock, err = admin.LockWait(cfg.Cache.Dir, in.LockWait); err != nil {
 		return nil, err
 	}
 	if s.sec, err = security.New(security.FromConfig(&cfg.Security, log)); err != nil {
@@ -242,7 +272,7 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	}); err != nil {
 		return nil, fmt.Errorf("root:// front end: %w", err)
 	}
-	if s.rootLn, err = net.Listen("tcp", cfg.Server.Listen); err != nil {
+	if s.rootLn, err = s.listen("root", cfg.Server.Listen); err != nil {
 		return nil, fmt.Errorf("server.listen: %w", err)
 	}
 	allowed, err := clientAllowList(cfg, log)
@@ -261,13 +291,13 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 		if s.http, err = httpfront.New(hc); err != nil {
 			return nil, fmt.Errorf("http front end: %w", err)
 		}
-		if s.httpLn, err = net.Listen("tcp", cfg.Server.HTTPListen); err != nil {
+		if s.httpLn, err = s.listen("http", cfg.Server.HTTPListen); err != nil {
 			return nil, fmt.Errorf("server.http_listen: %w", err)
 		}
 		s.serve("http", func() error { return s.http.Serve(allowed(s.httpLn)) })
 	}
 	if cfg.Server.MetricsListen != "" {
-		if s.adminLn, err = net.Listen("tcp", cfg.Server.MetricsListen); err != nil {
+		if s.adminLn, err = s.listen("metrics", cfg.Server.MetricsListen); err != nil {
 			return nil, fmt.Errorf("server.metrics_listen: %w", err)
 		}
 		h := dashboard.AdminHandler(s.metrics, s.dash)
@@ -291,9 +321,39 @@ func New(cfg *config.Config, log *slog.Logger) (s *Server, err error) {
 	}
 	cc := s.cache.Config()
 	log.Info("hepcache ram", "ram", units.Format(cc.RAM), "from", cc.RAMFrom, "fetch_memory", units.Format(cc.FetchMemory))
+	if rest := s.sockets.CloseRest(); len(rest) > 0 {
+		log.Warn("sockets handed to this process that no listen address of the configuration names were closed", "sockets", rest)
+	}
 	log.Info("hepcache serving", "root", s.rootLn.Addr().String(), "http", addrOf(s.httpLn), "metrics", addrOf(s.adminLn),
 		"cache_dir", cfg.Cache.Dir, "origin", cfg.Origin.Default, "forward_allow", strings.Join(cfg.Origin.ForwardAllow, ","))
 	return s, nil
+}
+
+// listen returns the socket handed to this process for name or addr, else
+// a new one listening on addr.
+func (s *Server) listen(name, addr string) (net.Listener, error) {
+	if ln := s.sockets.Take(name, addr); ln != nil {
+		s.log.Info("listening on a socket handed over", "listener", name, "addr", ln.Addr().String(), "from", s.sockets.From)
+		return ln, nil
+	}
+	return net.Listen("tcp", addr)
+}
+
+// HandOver prepares this server's listening sockets (root://, HTTP,
+// metrics) for the process that replaces it (hepcache upgrade): they stay
+// open in it while this one finishes, so that no connection is refused.
+func (s *Server) HandOver() (*listenfds.Handover, error) {
+	var names []string
+	var lns []net.Listener
+	for _, l := range []struct {
+		name string
+		ln   net.Listener
+	}{{"root", s.rootLn}, {"http", s.httpLn}, {"metrics", s.adminLn}} {
+		if l.ln != nil {
+			names, lns = append(names, l.name), append(lns, l.ln)
+		}
+	}
+	return listenfds.Prepare(names, lns)
 }
 
 func addrOf(ln net.Listener) string {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -145,9 +146,24 @@ func (c *conn) serve() {
 	for {
 		c.setIdleDeadline()
 		if c.draining.Load() {
+			c.drainRequests()
 			return
 		}
-		if _, err := io.ReadFull(c.br, hb[:]); err != nil {
+		if n, err := io.ReadFull(c.br, hb[:]); err != nil {
+			if c.draining.Load() && n > 0 && errors.Is(err, os.ErrDeadlineExceeded) {
+				// Interrupted mid-header by Shutdown: the rest follows.
+				c.netConn().SetReadDeadline(time.Now().Add(drainPoll))
+				if _, err := io.ReadFull(c.br, hb[n:]); err == nil {
+					if h, err := proto.DecodeRequestHeader(hb[:]); err == nil && c.answerDraining(h) {
+						c.drainRequests()
+					}
+				}
+				return
+			}
+			if c.draining.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
+				c.drainRequests()
+				return
+			}
 			if !c.draining.Load() && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				c.log.Debug("xrootd: read request", "client", c.remote, "err", err)
 			}
@@ -164,6 +180,63 @@ func (c *conn) serve() {
 			return
 		}
 	}
+}
+
+// drainPoll is how often a draining connection looks whether its last
+// request was answered.
+const drainPoll = 50 * time.Millisecond
+
+// restartWait is the kXR_wait, in seconds, that answers a request a
+// server going away will not serve: XrdCl sends it again after that long,
+// on a new connection to the server that then listens (the same sockets,
+// handed over) and, for an open file, reopens it there first.
+const restartWait = 1
+
+// waitResponse is the answer to a request the server will not serve
+// because it is going away.
+func waitResponse(sid proto.StreamID) []byte {
+	return proto.AppendWait(nil, sid, restartWait, "server restarting, try again")
+}
+
+// drainRequests runs once Shutdown asked the connection to drain: the
+// requests in progress finish; a request the client sends meanwhile is
+// answered at once with kXR_wait (it is served after the restart); once
+// none is left in progress, and none arrived for drainPoll (closing with
+// unread requests would reset the connection, losing answers not yet
+// read), the connection ends.
+func (c *conn) drainRequests() {
+	var hb [proto.RequestHeaderLen]byte
+	for quiet := false; c.inflight.Load() > 0 || !quiet; {
+		quiet = c.inflight.Load() == 0 // one more poll once none is left
+		c.netConn().SetReadDeadline(time.Now().Add(drainPoll))
+		if n, err := io.ReadFull(c.br, hb[:]); err != nil {
+			if n == 0 && errors.Is(err, os.ErrDeadlineExceeded) {
+				continue
+			}
+			return // a header cut short: a socket error XrdCl recovers from
+		}
+		quiet = false
+		h, err := proto.DecodeRequestHeader(hb[:])
+		if err != nil || !c.answerDraining(h) {
+			return
+		}
+	}
+}
+
+// answerDraining reads the body of request h, which arrived while the
+// connection drains, and answers it: kXR_ping is answered, everything
+// else gets kXR_wait. It returns false when the connection must end.
+func (c *conn) answerDraining(h proto.RequestHeader) bool {
+	c.netConn().SetReadDeadline(time.Now().Add(c.cfg.RequestTimeout))
+	if _, err := io.CopyN(io.Discard, c.br, int64(h.Dlen)); err != nil {
+		return false
+	}
+	if h.RequestID == proto.ReqPing {
+		c.sendOK(h.StreamID, nil)
+		return true
+	}
+	c.w.writeMsg(true, waitResponse(h.StreamID))
+	return true
 }
 
 // setIdleDeadline arms the idle timer while the connection has nothing to
@@ -324,6 +397,7 @@ func (c *conn) readAndDispatch(h proto.RequestHeader) bool {
 	}
 	c.inflight.Add(1)
 	c.handlers.Add(1)
+	c.w.begin(h.StreamID)
 	go c.handle(c.reqCtx, h, bp)
 	return true
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hepcache/hepcache/internal/backend"
+	"github.com/hepcache/hepcache/internal/eventually"
 	"github.com/hepcache/hepcache/internal/xrootd/proto"
 )
 
@@ -559,6 +560,56 @@ func TestShutdownFinishesRequests(t *testing.T) {
 	}
 }
 
+// TestShutdownAnswersEveryRequest (issue 29 item 9): no request is left
+// without an answer when the server goes away. A read blocked in the
+// backend past the shutdown deadline, and a stat sent while the server
+// drains, are each answered with kXR_wait before the connection closes
+// (the connection was closed with the read unanswered: XrdCl then retried
+// blindly); a ping while draining is answered.
+func TestShutdownAnswersEveryRequest(t *testing.T) {
+	gate, started := make(chan struct{}), make(chan struct{}, 1)
+	defer close(gate)
+	ts := startServer(t, "", func(c *Config, r *recorder) { r.readGate, r.streaming = gate, started })
+	writeRandom(t, ts.dir, "f", 5000)
+	rc := dialRaw(t, ts.addr, true)
+	fh := rc.open("/f")
+	r := proto.ReadRequest{FHandle: fh, Length: 5000}
+	readSID := rc.next()
+	rc.send(r.Append(nil, readSID))
+	<-started
+
+	ctx, cancel := context.WithCancel(context.Background())
+	shut := make(chan error, 1)
+	go func() { shut <- ts.srv.Shutdown(ctx) }()
+	// While draining: a ping is answered, a stat told to wait.
+	eventually.True(t, func() bool { return ts.srv.closingNow() }, "the server to drain")
+	pingSID := rc.next()
+	rc.send(request(pingSID, proto.ReqPing, [16]byte{}, nil))
+	if h, _, _ := rc.read(); h.StreamID != pingSID || h.Status != proto.StatusOK {
+		t.Fatalf("ping while draining: %v %v", h.StreamID, h.Status)
+	}
+	st := proto.StatRequest{Path: "/f"}
+	statSID := rc.next()
+	rc.send(st.Append(nil, statSID))
+	if h, body, _ := rc.read(); h.StreamID != statSID || h.Status != proto.StatusWait {
+		t.Fatalf("stat while draining: %v %v %q, want kXR_wait", h.StreamID, h.Status, body)
+	}
+	// The deadline: the read still blocked is answered, then the
+	// connection closes.
+	cancel()
+	h, body, _ := rc.read()
+	secs, msg, err := proto.DecodeWait(body)
+	if h.StreamID != readSID || h.Status != proto.StatusWait || err != nil || secs < 1 {
+		t.Fatalf("read at the shutdown deadline: %v %v %d %q %v, want kXR_wait", h.StreamID, h.Status, secs, msg, err)
+	}
+	if err := <-shut; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if _, err := rc.br.ReadByte(); err == nil {
+		t.Fatal("connection open after Shutdown")
+	}
+}
+
 // fakeAuth is a two-step security protocol: a challenge, then the answer
 // "secret" logs the client in as alice.
 type fakeAuth struct{}
@@ -630,7 +681,8 @@ func TestAuthenticator(t *testing.T) {
 }
 
 // TestCloseCancelsRequests checks that Close does not wait for a request
-// stuck in the backend: its context is cancelled.
+// stuck in the backend: it is answered with kXR_wait (issue 29 item 9) and
+// its context is cancelled.
 func TestCloseCancelsRequests(t *testing.T) {
 	gate, started := make(chan struct{}), make(chan struct{}, 1)
 	defer close(gate)
@@ -643,6 +695,9 @@ func TestCloseCancelsRequests(t *testing.T) {
 	<-started
 	if err := ts.srv.Close(); err != nil {
 		t.Fatal(err)
+	}
+	if h, _, _ := rc.read(); h.Status != proto.StatusWait {
+		t.Fatalf("the read at Close: %v, want kXR_wait", h.Status)
 	}
 	if _, err := rc.br.ReadByte(); err == nil {
 		t.Fatal("connection open after Close")

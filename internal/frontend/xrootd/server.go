@@ -61,7 +61,7 @@ type Server struct {
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{}
 	sessions  map[[16]byte]*conn
-	refusing  int           // conns in conns that only get refuseFull's error
+	refusing  int // conns in conns that only get refuseFull's error
 	// perClient counts the connections of each client address.
 	perClient *connlimit.PerAddr
 	closing   bool          // Shutdown or Close called: accept nothing new
@@ -276,6 +276,11 @@ func (s *Server) beginClose() (conns []*conn, idle <-chan struct{}) {
 // Shutdown stops accepting connections and requests, lets the requests in
 // progress finish and then closes each connection. If ctx ends first, it
 // closes everything as Close does and returns ctx's error.
+//
+// No request is left without an answer: one that arrives while the
+// requests in progress finish, and one still in progress when ctx ends,
+// gets kXR_wait, which XrdCl acts on at once (it sends it again a second
+// later, to the server then listening, reopening a file it held first).
 func (s *Server) Shutdown(ctx context.Context) error {
 	conns, idle := s.beginClose()
 	for _, c := range conns {
@@ -292,11 +297,38 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 }
 
-// Close closes the listeners and every connection at once, cancelling the
-// requests in progress, and waits for the connection goroutines to end.
+// closingNow reports whether Shutdown or Close has begun.
+func (s *Server) closingNow() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
+}
+
+// answerPending answers with kXR_wait every request in progress on every
+// connection (the server stops before they finish).
+func (s *Server) answerPending() {
+	s.mu.Lock()
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	n := 0
+	for _, c := range conns {
+		n += c.w.answerPending(waitResponse)
+	}
+	if n > 0 {
+		s.log.Info("xrootd: requests still in progress at the shutdown deadline answered with kXR_wait", "requests", n)
+	}
+}
+
+// Close closes the listeners and every connection at once, answering the
+// requests in progress with kXR_wait and cancelling them, and waits for the
+// connection goroutines to end.
 // It is idempotent.
 func (s *Server) Close() error {
 	conns, _ := s.beginClose()
+	s.answerPending()
 	s.cancel()
 	for _, c := range conns {
 		c.close()

@@ -3,6 +3,7 @@ package xrootd
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/hepcache/hepcache/internal/xrootd/proto"
 )
 
 // respWriter serialises the responses of one connection: every call writes
@@ -51,6 +54,80 @@ type respWriter struct {
 	queued   int
 	flushing bool
 	drained  chan struct{}
+	// pending are the requests handed to handlers and not yet answered
+	// with a final response (begin; write ends them); stopped are those
+	// answered by the server itself at shutdown (answerPending), whose
+	// handlers' later responses are dropped.
+	pending map[proto.StreamID]bool
+	stopped map[proto.StreamID]bool
+}
+
+// begin records that the request sid waits for its answer.
+func (w *respWriter) begin(sid proto.StreamID) {
+	w.mu.Lock()
+	if w.pending == nil {
+		w.pending = map[proto.StreamID]bool{}
+	}
+	w.pending[sid] = true
+	w.mu.Unlock()
+}
+
+// answerPending answers every request still waiting with resp(sid) (the
+// server is going away: the client must not be left without an answer),
+// and drops what their handlers send afterwards. It returns how many it
+// answered.
+func (w *respWriter) answerPending(resp func(proto.StreamID) []byte) int {
+	w.mu.Lock()
+	var sids []proto.StreamID
+	for sid := range w.pending {
+		sids = append(sids, sid)
+	}
+	if w.stopped == nil {
+		w.stopped = map[proto.StreamID]bool{}
+	}
+	for _, sid := range sids {
+		w.stopped[sid] = true
+	}
+	w.mu.Unlock()
+	n := 0
+	for _, sid := range sids {
+		if w.writeMsg(true, resp(sid)) == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// settleLocked drops a message of a request answered at shutdown (true),
+// and ends a pending request at its final response. MUST be called with
+// mu held, with the message's first buffer.
+func (w *respWriter) settleLocked(first []byte) (drop bool) {
+	if len(first) < proto.ResponseHeaderLen || len(w.pending)+len(w.stopped) == 0 {
+		return false
+	}
+	sid := proto.StreamID{first[0], first[1]}
+	if w.stopped[sid] {
+		return true
+	}
+	if final(first) {
+		delete(w.pending, sid)
+	}
+	return false
+}
+
+// final reports whether the response message starting with b ends its
+// request: not kXR_oksofar, kXR_waitresp, kXR_authmore, a kXR_attn, nor a
+// kXR_status with kXR_PartialResult.
+func final(b []byte) bool {
+	switch proto.Status(binary.BigEndian.Uint16(b[2:4])) {
+	case proto.StatusOKSoFar, proto.StatusWaitResp, proto.StatusAuthMore, proto.StatusAttn:
+		return false
+	case proto.StatusStatus:
+		// crc32c, streamid, requestid, then resptype.
+		const at = proto.ResponseHeaderLen + 4 + 2 + 1
+		return len(b) <= at || proto.RespType(b[at]) == proto.FinalResult
+	}
+	return true
 }
 
 // stallAfter is how long a direct write may take before the rest of it is
@@ -122,8 +199,16 @@ func (w *respWriter) waitDrained(ctx context.Context) error {
 // ownership of bufs; they are not retained after return (what is queued is
 // a copy). A nil error means sent or queued; a failed connection's error
 // comes with a later write.
-func (w *respWriter) write(bufs ...[]byte) error {
+func (w *respWriter) write(bufs ...[]byte) error { return w.writeMsg(false, bufs...) }
+
+// writeMsg is write; server marks the server's own answers at shutdown,
+// which are never dropped.
+func (w *respWriter) writeMsg(server bool, bufs ...[]byte) error {
 	w.mu.Lock()
+	if !server && len(bufs) > 0 && w.settleLocked(bufs[0]) {
+		w.mu.Unlock()
+		return nil
+	}
 	for w.flushing && w.queued > maxQueued && w.err == nil {
 		ch := w.drained
 		w.mu.Unlock()
@@ -267,6 +352,10 @@ func (w *respWriter) writeFile(hdr []byte, f *os.File, off int64, n int) error {
 		return err
 	}
 	w.mu.Lock()
+	if w.settleLocked(hdr) {
+		w.mu.Unlock()
+		return nil
+	}
 	for w.flushing && w.err == nil {
 		// Queued meanwhile: what was queued goes first.
 		ch := w.drained
