@@ -217,6 +217,12 @@ type LimitsConfig struct {
 	// MaxConnections bounds concurrent root:// connections; clients over
 	// it are told "server busy" (kXR_Overloaded). 0: no limit [0].
 	MaxConnections int `toml:"max_connections"`
+	// MaxConnectionsPerClient bounds the connections of one client address
+	// at once, root:// and HTTP each; root:// clients over it are told
+	// "server busy" (kXR_Overloaded), HTTP ones are disconnected. Raise it
+	// where worker nodes reach the cache through one NAT address; -1: no
+	// bound [1024].
+	MaxConnectionsPerClient int `toml:"max_connections_per_client"`
 	// MaxRequestsPerConnection bounds root:// requests in progress on one
 	// connection; the server then stops reading from it [64].
 	MaxRequestsPerConnection int `toml:"max_requests_per_connection"`

@@ -235,3 +235,32 @@ func TestConnectionLimit(t *testing.T) {
 		t.Fatalf("xrdcp after the connections were freed: %s", r)
 	}
 }
+
+// TestConnectionLimitPerClient: one address holding its bound of
+// connections (limits.max_connections_per_client) gets no more: xrdcp is
+// told why (kXR_Overloaded, "from one client address"), and gets in once
+// one is freed.
+func TestConnectionLimitPerClient(t *testing.T) {
+	p := newPKI(t)
+	s := newStack(t, p, openAll, func(x *xrdfront.Config, h *httpfront.Config) { x.MaxConnectionsPerClient = 2 })
+	s.fill(t, "/public/a.root")
+	var conns []net.Conn
+	for i := 0; i < 2; i++ {
+		c, err := net.Dial("tcp", strings.TrimPrefix(s.root, "root://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write([]byte{0, 0, 0, 0})
+		conns = append(conns, c)
+	}
+	_, r := s.xrdcp(t, s.xrdEnv(t), s.root+"//public/a.root")
+	if out := string(r.Stdout) + string(r.Stderr); r.Err == nil || !strings.Contains(out, "from one client address") {
+		t.Fatalf("xrdcp over the per-address limit: %s", r)
+	}
+	conns[0].Close()
+	got, r := s.xrdcp(t, s.xrdEnv(t), s.root+"//public/a.root")
+	if r.Err != nil || !bytes.Equal(got, s.data["/public/a.root"]) {
+		t.Fatalf("xrdcp after a connection was freed: %s", r)
+	}
+	conns[1].Close()
+}

@@ -68,6 +68,9 @@ func (s *Server) Reload(next *config.Config) error {
 	if err := s.root.SetLimits(rootLimits(next.Limits)); err != nil {
 		errs = append(errs, err)
 	}
+	if s.httpPerClient != nil {
+		s.httpPerClient.SetMax(perClientMax(next.Limits))
+	}
 	s.otimeout.Set(time.Duration(next.Origin.Timeout))
 	s.metrics.SetOriginLogInterval(time.Duration(next.Origin.FailureLogInterval))
 	if keys := restartOnly(s.cfg, next); len(keys) > 0 {
@@ -99,7 +102,7 @@ func spaceOf(cfg *config.Config) (cache.Space, error) { return cfg.SpaceRules() 
 
 // rootLimits maps [limits] onto the root:// front end's.
 func rootLimits(l config.LimitsConfig) xrootd.Limits {
-	return xrootd.Limits{MaxConnections: l.MaxConnections, MaxInFlight: l.MaxRequestsPerConnection,
+	return xrootd.Limits{MaxConnections: l.MaxConnections, MaxConnectionsPerClient: l.MaxConnectionsPerClient, MaxInFlight: l.MaxRequestsPerConnection,
 		MaxRequestBody: int(l.MaxRequestBody), MaxReadVSegments: l.MaxReadVSegments,
 		MaxReadVSegmentSize: int(l.MaxReadVSegmentSize),
 		HandshakeTimeout:    time.Duration(l.HandshakeTimeout), IdleTimeout: time.Duration(l.IdleTimeout)}
@@ -115,6 +118,7 @@ func restartOnly(cur, next *config.Config) []string {
 		c.Space = config.SpaceConfig{DirStatsDepth: keep.DirStatsDepth, DirStatsMax: keep.DirStatsMax}
 		c.Quota = nil
 		c.Limits.MaxConnections, c.Limits.MaxRequestsPerConnection, c.Limits.MaxRequestBody = 0, 0, 0
+		c.Limits.MaxConnectionsPerClient = 0
 		c.Limits.MaxReadVSegments, c.Limits.MaxReadVSegmentSize = 0, 0
 		c.Limits.HandshakeTimeout, c.Limits.IdleTimeout = 0, 0
 		c.Origin.Timeout, c.Origin.FailureLogInterval = 0, 0
@@ -174,4 +178,16 @@ func (s *Server) diskFigures() []metrics.DiskFigure {
 			High: d.High, Low: d.Low, Files: int64(d.Files), Bytes: d.Bytes, Errors: d.Errors, DirectIO: d.DirectIO})
 	}
 	return out
+}
+
+// perClientMax is limits.max_connections_per_client as connlimit takes
+// it: the default for 0, none (0) for a negative value.
+func perClientMax(l config.LimitsConfig) int {
+	switch {
+	case l.MaxConnectionsPerClient < 0:
+		return 0
+	case l.MaxConnectionsPerClient == 0:
+		return xrootd.DefaultMaxConnectionsPerClient
+	}
+	return l.MaxConnectionsPerClient
 }

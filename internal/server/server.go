@@ -24,6 +24,7 @@ import (
 	"github.com/hepcache/hepcache/internal/cache"
 	"github.com/hepcache/hepcache/internal/cms"
 	"github.com/hepcache/hepcache/internal/config"
+	"github.com/hepcache/hepcache/internal/connlimit"
 	"github.com/hepcache/hepcache/internal/dashboard"
 	"github.com/hepcache/hepcache/internal/federation"
 	httpfront "github.com/hepcache/hepcache/internal/frontend/http"
@@ -58,7 +59,10 @@ type Server struct {
 	otimeout *origintimeout.Timeout
 	cache    *cache.Cache
 	alog     *accesslog.Log
-	admin    *admin.Server
+	// httpPerClient bounds each client address's HTTP connections
+	// (limits.max_connections_per_client; root:// counts its own).
+	httpPerClient *connlimit.PerAddr
+	admin         *admin.Server
 	// stage fetches whole files on request (kXR_prepare, hepcache
 	// prestage, the HTTP form).
 	stage   *prestage.Stager
@@ -294,7 +298,8 @@ func NewInherited(cfg *config.Config, log *slog.Logger, in *Inherit) (s *Server,
 		if s.httpLn, err = s.listen("http", cfg.Server.HTTPListen); err != nil {
 			return nil, fmt.Errorf("server.http_listen: %w", err)
 		}
-		s.serve("http", func() error { return s.http.Serve(allowed(s.httpLn)) })
+		s.httpPerClient = connlimit.New(perClientMax(cfg.Limits))
+		s.serve("http", func() error { return s.http.Serve(s.httpPerClient.Listener(allowed(s.httpLn))) })
 	}
 	if cfg.Server.MetricsListen != "" {
 		if s.adminLn, err = s.listen("metrics", cfg.Server.MetricsListen); err != nil {
