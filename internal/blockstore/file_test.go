@@ -21,11 +21,12 @@ func TestBufferedFallback(t *testing.T) {
 		t.Fatal("ramfs accepted O_DIRECT; the fallback is not tested")
 	}
 	s := newStore(t, MinSlots)
+	checks := checksOf(data)
 	for b := 0; b < 3; b++ {
 		off := b * testSlot
 		n := min(testSlot, len(data)-off)
 		blk, _, err := s.Load(context.Background(), Key{File: 1, Block: int64(b)}, 1,
-			Source{File: f, Off: int64(off), N: n, CRC: CRC32C(data[off : off+n]), CRCKnown: true})
+			Source{File: f, Off: int64(off), N: n, Block: b, Checks: checks})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -582,15 +582,16 @@ func (s *Store) dropLocked(k Key) {
 	s.wakeLocked()
 }
 
-// Source is where Load finds a block that is not in RAM: n bytes at Off
-// of File, with the CRC32C recorded for them (CRCKnown false for a block
-// stored before per-block checksums: it is checksummed and trusted).
+// Source is where Load finds a block that is not in RAM: N bytes at Off
+// of File, block Block of the copy whose CRCs are Checks. Unchecked reads
+// the block without comparing its CRC (the cache's block checksums off).
 type Source struct {
-	File     *File
-	Off      int64
-	N        int
-	CRC      uint32
-	CRCKnown bool
+	File      *File
+	Off       int64
+	N         int
+	Block     int
+	Checks    *Checks
+	Unchecked bool
 }
 
 // load is a read of one block from disk in progress; others wanting the
@@ -605,10 +606,8 @@ type load struct {
 // Loaded says where a block Load returned came from.
 type Loaded struct {
 	// FromDisk is set when this Load read the block from its file (not
-	// when it waited for another Load that did); CRC is then the bytes'
-	// CRC32C.
+	// when it waited for another Load that did), checked.
 	FromDisk bool
-	CRC      uint32
 	// Ahead is set when the block had been read ahead of its reader (a
 	// Load by Internal, or one this Load waited for): a reader going
 	// through a file in order, for whom the reading ahead goes on.
@@ -616,9 +615,12 @@ type Loaded struct {
 }
 
 // Load returns block k pinned: from RAM if it is there, else read from
-// src into a slot, checked against src.CRC, and kept in RAM. Concurrent
-// Loads of one block read the disk once. A block whose bytes do not match
-// is not kept, and ErrCorrupt (wrapped in a *CorruptError) is returned.
+// src into a slot, checked against the CRC its Checks record, and kept in
+// RAM. Concurrent Loads of one block read the disk once. A block whose
+// bytes do not match is not kept, and ErrCorrupt (wrapped in a
+// *CorruptError naming the epoch checked against) is returned; a block
+// with no CRC recorded (stored before per-block checksums) is trusted and
+// its CRC learnt.
 func (s *Store) Load(ctx context.Context, k Key, r Reader, src Source) (*Block, Loaded, error) {
 	for {
 		b, crc, err := s.load(ctx, k, r, src)
@@ -674,9 +676,8 @@ func (s *Store) load(ctx context.Context, k Key, r Reader, src Source) (*Block, 
 	s.mu.Unlock()
 
 	sl, err := s.acquire(ctx)
-	var crc uint32
 	if err == nil {
-		crc, err = s.read(sl, src)
+		err = s.read(sl, src)
 	}
 	s.mu.Lock()
 	delete(s.loading, k)
@@ -697,36 +698,43 @@ func (s *Store) load(ctx context.Context, k Key, r Reader, src Source) (*Block, 
 	if err != nil {
 		return nil, Loaded{}, err
 	}
-	return &Block{s: s, sl: sl}, Loaded{FromDisk: true, CRC: crc}, nil
+	return &Block{s: s, sl: sl}, Loaded{FromDisk: true}, nil
 }
 
 // read fills sl from src and checks it.
-func (s *Store) read(sl *slot, src Source) (uint32, error) {
+func (s *Store) read(sl *slot, src Source) error {
 	if src.N > len(sl.buf) {
-		return 0, fmt.Errorf("blockstore: block of %d bytes in a %d-byte slot", src.N, len(sl.buf))
+		return fmt.Errorf("blockstore: block of %d bytes in a %d-byte slot", src.N, len(sl.buf))
 	}
+	want, known, epoch := src.Checks.get(src.Block)
 	if err := src.File.ReadBlock(sl.buf, src.Off, src.N); err != nil {
-		return 0, err
+		return err
 	}
 	s.stats.DiskReads.Add(1)
 	s.stats.DiskReadBytes.Add(int64(src.N))
+	if src.Unchecked {
+		return nil
+	}
 	crc := CRC32C(sl.buf[:src.N])
-	if !src.CRCKnown {
+	if !known {
 		s.stats.UncheckedLoads.Add(1)
-		return crc, nil
+		src.Checks.learn(src.Block, crc, epoch)
+		return nil
 	}
-	if crc != src.CRC {
+	if crc != want {
 		s.stats.Corrupt.Add(1)
-		return crc, &CorruptError{Off: src.Off, N: src.N, Got: crc, Want: src.CRC}
+		return &CorruptError{Off: src.Off, N: src.N, Got: crc, Want: want, Epoch: epoch}
 	}
-	return crc, nil
+	return nil
 }
 
-// CorruptError describes a block whose bytes on disk failed their check.
+// CorruptError describes a block whose bytes on disk failed their check:
+// Epoch is the epoch of the CRC checked against (Checks.ForgetAt).
 type CorruptError struct {
 	Off       int64
 	N         int
 	Got, Want uint32
+	Epoch     uint32
 }
 
 func (e *CorruptError) Error() string {

@@ -382,10 +382,10 @@ func TestLoadChecksAndCoalesces(t *testing.T) {
 		t.Fatalf("file size %d after padded tail write, want %d", st.Size(), len(data))
 	}
 	s := newStore(t, MinSlots)
+	checks := checksOf(data)
 	src := func(b int) Source {
 		off := b * testSlot
-		n := min(testSlot, len(data)-off)
-		return Source{File: f, Off: int64(off), N: n, CRC: CRC32C(data[off : off+n]), CRCKnown: true}
+		return Source{File: f, Off: int64(off), N: min(testSlot, len(data)-off), Block: b, Checks: checks}
 	}
 	var wg sync.WaitGroup
 	for i := 0; i < 8; i++ {
@@ -423,14 +423,34 @@ func TestLoadChecksAndCoalesces(t *testing.T) {
 	if s.Get(Key{File: 1, Block: 1}, 1) != nil || s.Stats().Corrupt.Load() != 1 {
 		t.Fatal("a corrupted block was kept")
 	}
-	// A block with no recorded CRC is returned with the CRC computed.
+	// The failed check names its epoch: forgetting at it works once; a
+	// CRC recorded since (the block written again) is kept.
+	checks.Record(2, CRC32C(data[2*testSlot:3*testSlot]))
+	if !checks.ForgetAt(1, ce.Epoch) || checks.ForgetAt(1, ce.Epoch) {
+		t.Fatal("forget at the failed check's epoch")
+	}
+	// A block with no recorded CRC is trusted, and its CRC learnt.
+	legacy := NewChecks(4, nil, nil)
 	u := src(0)
-	u.CRCKnown = false
-	b, got, err := s.Load(context.Background(), Key{File: 1, Block: 0}, 1, u)
-	if err != nil || !got.FromDisk || got.CRC != CRC32C(data[:testSlot]) {
+	u.Checks = legacy
+	b, got, err := s.Load(context.Background(), Key{File: 2, Block: 0}, 1, u)
+	if err != nil || !got.FromDisk {
 		t.Fatalf("unchecked load: %v, %+v", err, got)
 	}
 	b.Release()
+	if crc, ok := legacy.Known(0); !ok || crc != CRC32C(data[:testSlot]) || !legacy.TakeLearnt() || legacy.TakeLearnt() {
+		t.Fatalf("learnt CRC %08x %v", crc, ok)
+	}
+}
+
+// checksOf records the CRC of each block of data.
+func checksOf(data []byte) *Checks {
+	n := (len(data) + testSlot - 1) / testSlot
+	c := NewChecks(n, nil, nil)
+	for b := range n {
+		c.Record(b, CRC32C(data[b*testSlot:min(len(data), (b+1)*testSlot)]))
+	}
+	return c
 }
 
 func uintptrOf(b []byte) uintptr { return uintptr(unsafePointer(b)) }

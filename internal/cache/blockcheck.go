@@ -6,9 +6,7 @@ import (
 	"fmt"
 
 	"github.com/hepcache/hepcache/internal/backend"
-	"github.com/hepcache/hepcache/internal/bitmap"
 	"github.com/hepcache/hepcache/internal/blockstore"
-	"github.com/hepcache/hepcache/internal/sidecar"
 )
 
 // Data at rest: every block's CRC32C is recorded when the block is fetched
@@ -27,65 +25,28 @@ import (
 // errBadBlock: a block failed its check and was dropped.
 var errBadBlock = errors.New("cache: block failed its CRC32C check")
 
-// blockCRCs are the recorded CRC32C of an open file's present blocks.
-// Guarded by entry.mu.
-type blockCRCs struct {
-	crc   []uint32
-	known *bitmap.Bitmap
-	// epoch counts each block's fetches in this process: a read from disk
-	// that fails its check drops the block only if it was not fetched
-	// again meanwhile (a stale read must not drop the good copy).
-	epoch []uint32
-	// fresh marks CRCs learnt in this process (a legacy block read back)
-	// that the sidecar does not have yet.
-	fresh bool
-}
-
-func crcsOf(side *sidecar.Info, n int) blockCRCs {
-	a := blockCRCs{crc: make([]uint32, n), known: bitmap.New(n), epoch: make([]uint32, n)}
-	if side.CRCKnown != nil && side.CRCKnown.Len() == n && len(side.BlockCRC) == n {
-		copy(a.crc, side.BlockCRC)
-		a.known = side.CRCKnown.Clone()
-	}
-	return a
-}
-
-func (a *blockCRCs) set(b int, crc uint32) {
-	a.crc[b] = crc
-	a.known.Set(b)
-	a.epoch[b]++
-}
-
-func (a *blockCRCs) forget(b int) {
-	a.crc[b] = 0
-	a.known.Clear(b)
-}
-
 // blockKey names block b of this copy in the block store.
 func (e *entry) blockKey(b int) blockstore.Key {
 	return blockstore.Key{File: e.id, Block: int64(b)}
 }
 
 // block returns present block b pinned: from the RAM block cache, or read
-// back from the data file and checked against its recorded CRC32C. A
-// block that fails its check is dropped and errBadBlock returned (also
-// for a block dropped meanwhile); a disk that fails to read gives an
-// error wrapping errDiskRead.
+// back from the data file by the block store, which checks it against the
+// CRC32C recorded in e.checks first. A block that fails its check is
+// dropped and errBadBlock returned (also for a block dropped meanwhile); a
+// disk that fails to read gives an error wrapping errDiskRead.
 func (e *entry) block(ctx context.Context, b int, r blockstore.Reader) (*blockstore.Block, error) {
 	off, n := e.blockRange(b)
 	e.mu.Lock()
-	if !e.st.has(b) {
+	present := e.st.has(b)
+	e.mu.Unlock()
+	if !present {
 		// Dropped since the caller saw it (found bad by another reader):
 		// what is on disk must not be trusted as a legacy block.
-		e.mu.Unlock()
 		return nil, errBadBlock
 	}
-	crc, known, epoch := e.crcs.crc[b], e.crcs.known.Test(b), e.crcs.epoch[b]
-	e.mu.Unlock()
-	if e.c.cfg.NoBlockChecksums {
-		known = false
-	}
-	blk, got, err := e.c.store.Load(ctx, e.blockKey(b), r, blockstore.Source{File: e.data, Off: off, N: int(n), CRC: crc, CRCKnown: known})
+	blk, got, err := e.c.store.Load(ctx, e.blockKey(b), r, blockstore.Source{File: e.data, Off: off, N: int(n),
+		Block: b, Checks: e.checks, Unchecked: e.c.cfg.NoBlockChecksums})
 	var ce *blockstore.CorruptError
 	switch {
 	case err == nil:
@@ -94,18 +55,10 @@ func (e *entry) block(ctx context.Context, b int, r blockstore.Reader) (*blockst
 		}
 		if got.FromDisk {
 			e.c.stats.BlocksChecked.Add(1)
-			if !known && !e.c.cfg.NoBlockChecksums {
-				e.mu.Lock()
-				if e.st.has(b) && !e.crcs.known.Test(b) {
-					e.crcs.set(b, got.CRC)
-					e.crcs.fresh = true
-				}
-				e.mu.Unlock()
-			}
 		}
 		return blk, nil
 	case errors.As(err, &ce):
-		e.badBlock(b, epoch, ce.Got, ce.Want)
+		e.badBlock(b, ce.Epoch, ce.Got, ce.Want)
 		return nil, errBadBlock
 	case ctx.Err() != nil || errors.Is(err, blockstore.ErrClosed):
 		return nil, fmt.Errorf("read %s block %d: %w", e.key, b, err)
@@ -188,14 +141,13 @@ func (e *entry) badBlock(b int, epoch, got, want uint32) {
 	_, n := e.blockRange(b)
 	e.syncMu.Lock()
 	e.mu.Lock()
-	had := e.st.has(b) && e.crcs.epoch[b] == epoch
+	had := e.st.has(b) && e.checks.ForgetAt(b, epoch)
 	if had {
 		// Counted before the block is seen missing, so that whoever
 		// fetches it again finds it counted.
 		c.stats.BlocksCorrupt.Add(1)
 		c.store.Drop(e.blockKey(b))
 		e.st.drop(b)
-		e.crcs.forget(b)
 	}
 	e.mu.Unlock()
 	if had {

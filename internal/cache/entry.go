@@ -76,9 +76,10 @@ type entry struct {
 	// st is the blocks' state: present, in flight, read-ahead window
 	// (blockstate.go). It decides; the entry does the I/O.
 	st *blockState
-	// crcs holds the CRC32C recorded for each present block, which every
-	// read of it from disk is checked against (blockcheck.go).
-	crcs blockCRCs
+	// checks are the CRC32C recorded for each present block, which the
+	// block store checks a block read back from disk against (the store
+	// owns the bookkeeping: blockstore.Checks).
+	checks *blockstore.Checks
 	// blockSums holds the checksums of blocks fetched in this session
 	// (Len 0: unknown), combined into the file's when it completes.
 	blockSums []checksum.Sums
@@ -245,7 +246,7 @@ func (e *entry) init(ctx context.Context, revalidate, noFetch bool) error {
 	e.nblocks = side.Durable.Len()
 	e.st = newBlockState(side.Durable.Clone(), c.cfg.Prefetch, c.cfg.PrefetchMax)
 	e.publishSums(side)
-	e.crcs = crcsOf(side, e.nblocks)
+	e.checks = blockstore.NewChecks(e.nblocks, side.BlockCRC, side.CRCKnown)
 	e.blockSums = make([]checksum.Sums, e.nblocks)
 	e.initOK = true
 	// A miss starts a new copy: a new id, so that no block of a copy it
@@ -433,8 +434,7 @@ func (e *entry) syncLocked(recs []sidecar.Access) {
 	e.mu.Lock()
 	blocks := e.unsynced
 	e.unsynced = nil
-	fresh := e.crcs.fresh
-	e.crcs.fresh = false
+	fresh := e.checks.TakeLearnt()
 	e.mu.Unlock()
 	if len(blocks) == 0 && len(recs) == 0 && !fresh {
 		return
@@ -462,8 +462,8 @@ func (e *entry) syncLocked(recs []sidecar.Access) {
 	if fresh {
 		// CRCs of legacy blocks, learnt when they were read back.
 		for b := 0; b < e.nblocks; b++ {
-			if e.crcs.known.Test(b) && e.side.Durable.Test(b) && !e.side.CRCKnown.Test(b) {
-				e.side.SetBlockCRC(b, e.crcs.crc[b])
+			if crc, known := e.checks.Known(b); known && e.side.Durable.Test(b) && !e.side.CRCKnown.Test(b) {
+				e.side.SetBlockCRC(b, crc)
 			}
 		}
 	}

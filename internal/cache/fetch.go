@@ -244,7 +244,7 @@ func (e *entry) runFetch(f *fetch, win *fetchwindow.Window, werr error) {
 	}
 	if written {
 		e.blockSums[f.block] = sums
-		e.crcs.set(f.block, sums.CRC32C)
+		e.checks.Record(f.block, sums.CRC32C)
 		e.unsynced = append(e.unsynced, f.block)
 	}
 	current := e.fetches[f.block] == f
