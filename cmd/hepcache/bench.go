@@ -61,6 +61,10 @@ func benchThroughput(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.ParFiles, "parallel", 16, "files read in parallel")
 	fs.Var(&par, "parallel-size", "size of each parallel file")
 	fs.Var(&mem, "mem-size", "file size per client in the memory test")
+	work := config.Size(1 << 30)
+	fs.IntVar(&cfg.WorkFiles, "work-files", 5, "files of the working set, read all at once")
+	fs.Var(&work, "work-size", "size of each working-set file")
+	sets := fs.String("sets", "single,parallel,working-set", "datasets timed: single, parallel, working-set")
 	fs.IntVar(&cfg.Repeat, "repeat", 3, "repetitions per timing (median reported)")
 	fs.BoolVar(&cfg.NoXCache, "no-xcache", false, "skip the XCache anchor")
 	fs.BoolVar(&cfg.NoS3, "no-s3", false, "skip the S3 origin rows (versitygw)")
@@ -70,7 +74,8 @@ func benchThroughput(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg.Reads = strings.Split(*reads, ",")
-	cfg.BigSize, cfg.ParSize, cfg.MemSize = int64(big), int64(par), int64(mem)
+	cfg.BigSize, cfg.ParSize, cfg.MemSize, cfg.WorkSize = int64(big), int64(par), int64(mem), int64(work)
+	cfg.Sets = strings.Split(*sets, ",")
 	cfg.CacheFlags = strings.Fields(*cacheFlags)
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return err

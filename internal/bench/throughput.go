@@ -8,12 +8,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
 
+	"github.com/hepcache/hepcache/internal/cache"
 	"github.com/hepcache/hepcache/internal/procstat"
 	"github.com/hepcache/hepcache/internal/xrdproc"
 )
@@ -28,6 +30,14 @@ type ThroughputConfig struct {
 	// ParFiles files of ParSize are read in parallel. Default 16 x 64 MiB.
 	ParFiles int
 	ParSize  int64
+	// WorkFiles files of WorkSize, read all at once, are the working set:
+	// larger than the old default cache.ram (an eighth of memory, at most
+	// 4 GiB), smaller than memory. Default 5 x 1 GiB.
+	WorkFiles int
+	WorkSize  int64
+	// Sets are the datasets timed: single, parallel, working-set. Default
+	// all three.
+	Sets []string
 	// MemClients are the numbers of concurrent cold clients, each on its
 	// own file of MemSize, at which memory is sampled. Default 16 and 128,
 	// 16 MiB each.
@@ -65,6 +75,20 @@ func (c *ThroughputConfig) defaults() error {
 	}
 	if c.ParSize == 0 {
 		c.ParSize = 64 << 20
+	}
+	if c.WorkFiles == 0 {
+		c.WorkFiles = 5
+	}
+	if c.WorkSize == 0 {
+		c.WorkSize = 1 << 30
+	}
+	if len(c.Sets) == 0 {
+		c.Sets = []string{"single", "parallel", "working-set"}
+	}
+	for _, set := range c.Sets {
+		if set != "single" && set != "parallel" && set != "working-set" {
+			return fmt.Errorf("set %q: want single, parallel or working-set", set)
+		}
 	}
 	if len(c.MemClients) == 0 {
 		c.MemClients = []int{16, 128}
@@ -116,6 +140,11 @@ type ThroughputResult struct {
 	// DroppedCaches says the page cache was dropped before the hot-disk
 	// pass (needs root).
 	DroppedCaches bool `json:"dropped_caches"`
+	// DiskDepth is the read depth hepcache uses on the benchmark's disk
+	// (cache.disk_read_depth sized to the device), DiskRate its O_DIRECT
+	// read rate at that depth as bench floor measured it (s/GiB).
+	DiskDepth int     `json:"disk_depth"`
+	DiskRate  float64 `json:"disk_s_per_gib"`
 	// Ratios[target][case] is the time relative to the direct read in the
 	// same mode.
 	Ratios map[string]map[string]float64 `json:"ratios"`
@@ -149,6 +178,12 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) (*ThroughputResult, e
 	if err != nil {
 		return nil, err
 	}
+	var work []string
+	if slices.Contains(cfg.Sets, "working-set") {
+		if work, err = writeLoadFiles(data, "work", cfg.WorkFiles, cfg.WorkSize); err != nil {
+			return nil, err
+		}
+	}
 	maxN := 0
 	for _, n := range cfg.MemClients {
 		maxN = max(maxN, n)
@@ -171,6 +206,7 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) (*ThroughputResult, e
 	}
 	res := &ThroughputResult{
 		Floor:        floor,
+		DiskDepth:    diskDepthFor(cfg.Dir),
 		CPU:          map[string]map[string]float64{"direct": {}},
 		Seconds:      map[string]map[string]float64{"direct": {}},
 		Ratios:       map[string]map[string]float64{},
@@ -179,10 +215,18 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) (*ThroughputResult, e
 		Config:       cfg,
 	}
 	direct := "root://" + origin.Addr
-	sets := []struct {
+	res.DiskRate = floor.DiskReadWall(res.DiskDepth)
+	var sets []struct {
 		name  string
 		files []string
-	}{{"single", big}, {"parallel", par}}
+	}
+	for _, set := range cfg.Sets {
+		files := map[string][]string{"single": big, "parallel": par, "working-set": work}[set]
+		sets = append(sets, struct {
+			name  string
+			files []string
+		}{set, files})
+	}
 	gibOf := func(files []string) float64 { return float64(int64(len(files))*sizeOf(data, files[0])) / (1 << 30) }
 	for _, mode := range cfg.Reads {
 		for _, c := range sets {
@@ -199,7 +243,9 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) (*ThroughputResult, e
 			}
 			res.CPU["direct"][k] = medianOf(cpus)
 		}
-		progress("direct %s: single %.2fs, parallel %.2fs", mode, res.Seconds["direct"][mode+":single"], res.Seconds["direct"][mode+":parallel"])
+		for _, c := range sets {
+			progress("direct %s %s: %.2fs", mode, c.name, res.Seconds["direct"][mode+":"+c.name])
+		}
 	}
 
 	targets := []string{"hepcache"}
@@ -357,7 +403,7 @@ func dropPageCache() error {
 func printThroughput(w io.Writer, r *ThroughputResult, targets []string) {
 	cfg := r.Config
 	fmt.Fprintf(w, "\nThroughput on loopback, real xrdcp (read: plain kXR_read, XRD_CPUSEPGWRTRD=0, as ROOT and uproot read; pgread: xrdcp's default), C++ xrootd origin; median of %d runs.\n", cfg.Repeat)
-	fmt.Fprintf(w, "single: one file of %d MiB; parallel: %d files of %d MiB at once; ratios against the direct read in the same mode.\n\n", cfg.BigSize>>20, cfg.ParFiles, cfg.ParSize>>20)
+	fmt.Fprintf(w, "single: one file of %d MiB; parallel: %d files of %d MiB at once; working-set: %d files of %d MiB at once; ratios against the direct read in the same mode.\n\n", cfg.BigSize>>20, cfg.ParFiles, cfg.ParSize>>20, cfg.WorkFiles, cfg.WorkSize>>20)
 	fmt.Fprintln(w, "Passes: cold (first read), hot (second), hot-ram (third: a file read again is in hepcache's RAM cache), hot-disk (the cache restarted on its directory and the page cache dropped: read back from disk).")
 	fmt.Fprintf(w, "CPU: the process's user+system seconds per GiB served (direct: the C++ origin's); floor: what this machine's data path steps cost (bench floor): cold %.3f, hot from RAM %.3f, hot from disk %.3f s/GiB.\n\n", r.Floor.Cold, r.Floor.HotRAM, r.Floor.HotDisk)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -372,7 +418,7 @@ func printThroughput(w io.Writer, r *ThroughputResult, targets []string) {
 		return r.Floor.HotRAM
 	}
 	for _, mode := range cfg.Reads {
-		for _, set := range []string{"single", "parallel"} {
+		for _, set := range cfg.Sets {
 			for _, pass := range []string{"cold", "hot", "hot-ram", "hot-disk"} {
 				c := set + "-" + pass
 				k := mode + ":" + c
@@ -408,7 +454,31 @@ func printThroughput(w io.Writer, r *ThroughputResult, targets []string) {
 	}
 	fmt.Fprintln(tw)
 	tw.Flush()
-	fmt.Fprintln(w, "\nhepcache targets: cold <= 1.3x direct, hot <= 1.0x direct (single and parallel), <= 1.5 MB per added cold client; CPU <= 1.25x the floor (cold, hot-ram, hot-disk).")
+	fmt.Fprintf(w, "\nRead back from disk (hot-disk): the disk reads %.3f s/GiB with O_DIRECT at hepcache's depth %d (bench floor); hepcache's rate against it:", r.DiskRate, r.DiskDepth)
+	for _, mode := range cfg.Reads {
+		for _, set := range cfg.Sets {
+			k := mode + ":" + set + "-hot-disk"
+			gib := float64(cfg.BigSize) / (1 << 30)
+			switch set {
+			case "parallel":
+				gib = float64(int64(cfg.ParFiles)*cfg.ParSize) / (1 << 30)
+			case "working-set":
+				gib = float64(int64(cfg.WorkFiles)*cfg.WorkSize) / (1 << 30)
+			}
+			if secs := r.Seconds["hepcache"][k]; secs > 0 && r.DiskRate > 0 {
+				fmt.Fprintf(w, " %s %s %.0f %%;", mode, set, 100*r.DiskRate*gib/secs)
+			}
+		}
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "\nhepcache targets: cold <= 1.3x direct, hot and hot-ram <= 1.1x direct and <= XCache's, <= 1.5 MB per added cold client; CPU <= 1.25x the floor (cold, hot-ram, hot-disk); hot-disk >= 90 % of the disk's O_DIRECT rate at the depth used.")
+}
+
+// diskDepthFor is the read depth hepcache sizes for the disk holding dir
+// (cache.disk_read_depth's default).
+func diskDepthFor(dir string) int {
+	os.MkdirAll(dir, 0o755)
+	return cache.DiskReadDepthOf(dir)
 }
 
 func mapStrings(in []string, f func(string) string) []string {

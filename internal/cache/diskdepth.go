@@ -42,3 +42,7 @@ func readDepthOf(dir string) int {
 	}
 	return depthSolid
 }
+
+// DiskReadDepthOf is the read depth the cache sizes for the disk holding
+// dir (Config.DiskReadDepth 0).
+func DiskReadDepthOf(dir string) int { return readDepthOf(dir) }

@@ -10,7 +10,7 @@ import (
 
 // The RAM cache takes what the node gives (cache.ram defaults to the
 // node's memory less a reserve) and gives it back when the node needs it,
-// as ZFS's ARC does: every second (a quarter of a second while memory is
+// as ZFS's ARC does: every half second (a tenth of a second while memory is
 // short) the cache compares the memory still available to the node (its
 // cgroup's limit less what the cgroup holds beyond reclaimable page
 // cache, or the machine's MemAvailable) with a headroom, and reads the
@@ -23,8 +23,8 @@ import (
 
 const (
 	// pressureInterval and pressureFast are the watch's periods.
-	pressureInterval = time.Second
-	pressureFast     = 250 * time.Millisecond
+	pressureInterval = 500 * time.Millisecond
+	pressureFast     = 100 * time.Millisecond
 	// headroomMin, with a thirty-second of the node's memory if more, is
 	// the memory the cache keeps available to the node.
 	headroomMin = 256 << 20

@@ -36,6 +36,13 @@ type proc struct {
 // accepts connections.
 func startProc(tb testing.TB, args ...string) *proc {
 	tb.Helper()
+	return startProcIn(tb, "", args...)
+}
+
+// startProcIn is startProc with the process put into the cgroup whose
+// cgroup.procs file is procs first ("" for none).
+func startProcIn(tb testing.TB, procs string, args ...string) *proc {
+	tb.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
@@ -43,7 +50,12 @@ func startProc(tb testing.TB, args ...string) *proc {
 	addr := l.Addr().String()
 	l.Close()
 	p := &proc{addr: addr, log: &bytes.Buffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(hepcacheBin, append([]string{"serve", "--listen", addr}, args...)...)
+	argv := append([]string{"serve", "--listen", addr}, args...)
+	if procs == "" {
+		p.cmd = exec.Command(hepcacheBin, argv...)
+	} else {
+		p.cmd = exec.Command("/bin/sh", append([]string{"-c", `echo $$ > "$0" && exec "$@"`, procs, hepcacheBin}, argv...)...)
+	}
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
 		tb.Fatal(err)
