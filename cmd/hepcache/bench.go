@@ -22,6 +22,8 @@ func runBench(ctx context.Context, args []string) error {
 	case "-h", "-help", "--help", "help":
 		writeHelp(nil, "bench", verbList("bench")+"\n\nRun 'hepcache bench NAME -h' for the flags of a benchmark; BENCHMARKS.md\ndescribes each and its results.", "hepcache bench NAME [flags]")
 		return flag.ErrHelp
+	case "stall":
+		return benchStall(ctx, args[1:])
 	case "throughput":
 		return benchThroughput(ctx, args[1:])
 	case "workflow":
@@ -182,5 +184,25 @@ func benchWAN(ctx context.Context, args []string) error {
 		return err
 	}
 	_, err := bench.WAN(ctx, cfg)
+	return err
+}
+
+func benchStall(ctx context.Context, args []string) error {
+	fs := newFlagSet("bench stall", "")
+	var cfg bench.StallConfig
+	size := config.Size(16 << 20)
+	fs.StringVar(&cfg.Dir, "dir", "results/stall", "work and results directory")
+	fs.IntVar(&cfg.Stalled, "stalled", 64, "HTTP clients that ask for a file and read nothing")
+	fs.IntVar(&cfg.Normal, "normal", 8, "cold xrdcp readers next to them")
+	fs.Var(&size, "size", "file size of each client")
+	fs.StringVar(&cfg.RAM, "ram", "64M", "the cache's cache.ram")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg.Size = int64(size)
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return err
+	}
+	_, err := bench.Stall(ctx, cfg)
 	return err
 }

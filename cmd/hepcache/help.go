@@ -38,6 +38,7 @@ var summaries = map[string]string{
 	"bench throughput": "cold, hot and hot-from-disk reads of one node against direct reads and XCache",
 	"bench wan":        "many clients through an emulated WAN link, hepcache and XCache against direct reads",
 	"bench floor":      "this machine's CPU floor per GiB: receive, direct write, send",
+	"bench stall":      "clients that ask and never read next to normal readers: does a stalled send hold the cache's RAM",
 	"bench link":       "run the emulated WAN link (RTT, bandwidth) alone, forwarding to a target",
 	"bench soak":       "every real client kind through a node for hours while faults come on a schedule",
 	"bench purge":      "fill a cache directory with many files and time a purge",

@@ -378,8 +378,10 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) (*ThroughputResult, e
 // directCase is the direct read a cache case is compared with:
 // "read:single-hot-ram" -> "read:single".
 func directCase(k string) string {
-	if i := strings.Index(k, "-"); i >= 0 {
-		return k[:i]
+	for _, pass := range []string{"-hot-ram", "-hot-disk", "-cold", "-hot"} {
+		if c, ok := strings.CutSuffix(k, pass); ok {
+			return c
+		}
 	}
 	return k
 }

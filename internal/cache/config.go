@@ -117,7 +117,7 @@ type Config struct {
 	// DiskReadDepth is how many blocks a reader of a file on disk keeps in
 	// flight from the disk (read ahead of it into RAM, each checked).
 	// Default 0: sized to each data disk, 16 on solid state (NVMe, SSD,
-	// tmpfs), 4 on rotational disks. Each disk also bounds its reads
+	// tmpfs), 8 on rotational disks. Each disk also bounds its reads
 	// ahead to four readers' worth.
 	DiskReadDepth int
 	// NoPressureWatch keeps RAM whatever the node's memory pressure.

@@ -13,11 +13,12 @@ import (
 // from the disk, because a device reaches its bandwidth only with several
 // reads queued (NVMe wants dozens; this project's VM disk read 1 GiB with
 // O_DIRECT in 1.36 s one at a time and 0.85 s sixteen at a time, `bench
-// floor`). A rotational disk gains little from more than a few and loses
-// to seeks between readers.
+// floor`). A rotational disk gains less and loses to seeks between
+// readers, but a reader's blocks are sequential, and virtual disks (this
+// VM's among them) often say they are rotational when they are not.
 const (
 	depthSolid      = 16
-	depthRotational = 4
+	depthRotational = 8
 )
 
 // readDepthOf sizes the read depth for the device holding dir: the

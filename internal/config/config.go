@@ -177,7 +177,7 @@ type CacheConfig struct {
 	// HugePages asks for transparent huge pages for ram. Default true.
 	HugePages bool `toml:"huge_pages"`
 	// DiskReadDepth is how many blocks a reader keeps in flight from a
-	// data disk. Default 0: 16 on solid state, 4 on rotational disks.
+	// data disk. Default 0: 16 on solid state, 8 on rotational disks.
 	DiskReadDepth int `toml:"disk_read_depth"`
 	// DataDirs put the data files on several disks (one directory per
 	// disk), Dir keeping the metadata. Default []: the data lives in Dir.
