@@ -341,4 +341,3 @@ func (m *Member) MetricsHandler() http.Handler {
 		fmt.Fprintf(w, "# HELP xrootd_server_io_active Number of ongoing storage operations in origin/cache server\n# TYPE xrootd_server_io_active gauge\nxrootd_server_io_active %d\n", active)
 	})
 }
-
