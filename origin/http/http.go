@@ -65,6 +65,13 @@ type Config struct {
 	// cache's own credential (e.g. an Authorization: Bearer header). It
 	// must be safe for concurrent use.
 	Authorize func(*http.Request) error
+	// AuthorizeRedirects calls Authorize again on each redirect, whatever
+	// host it leads to: for an origin URL that is a redirector whose
+	// targets all take the cache's credential (a Pelican director sending
+	// to the federation's origins, which accept its federation token).
+	// Default false: the credential goes to the origin URL's host only
+	// (Go drops Authorization on a redirect to another host).
+	AuthorizeRedirects bool
 	// Logger receives operational messages. Default slog.Default().
 	Logger *slog.Logger
 
@@ -142,7 +149,7 @@ func New(cfg *Config) (*Origin, error) {
 		o.tr = originhttp.Transport(c.DialTimeout, c.TLSConfig, c.MaxConns, c.IdleConnTimeout)
 		rt = o.tr
 	}
-	o.client = &http.Client{Transport: rt, CheckRedirect: checkRedirect}
+	o.client = &http.Client{Transport: rt, CheckRedirect: o.checkRedirect}
 	return o, nil
 }
 
@@ -164,7 +171,7 @@ var errDirRedirect = errors.New("directory redirect")
 // checkRedirect follows redirects (storage doors send clients to data
 // nodes) except the one a web server sends for a directory named without
 // its trailing slash, which tells Stat that the path is a directory.
-func checkRedirect(req *http.Request, via []*http.Request) error {
+func (o *Origin) checkRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) >= 10 {
 		return errors.New("stopped after 10 redirects")
 	}
@@ -174,6 +181,11 @@ func checkRedirect(req *http.Request, via []*http.Request) error {
 	}
 	// Go drops Authorization on a redirect to another host; keep the
 	// cache's credential only where Authorize puts it again.
+	if o.cfg.AuthorizeRedirects && o.cfg.Authorize != nil {
+		if err := o.cfg.Authorize(req); err != nil {
+			return fmt.Errorf("credential for %s: %w", req.URL.Redacted(), err)
+		}
+	}
 	return nil
 }
 
