@@ -31,6 +31,7 @@ var subcommands = map[string]func(ctx context.Context, args []string) error{
 	"from-xcache":  runFromXCache,
 	"adopt-xcache": runAdoptXCache,
 	"reload":       runReload,
+	"pelican":      runPelican,
 	"help":         runHelp,
 }
 

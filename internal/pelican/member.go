@@ -152,6 +152,9 @@ func New(cfg *Config) (*Member, error) {
 // date; the server puts it in front of the site's.
 func (m *Member) Authorizer() *nsauth.Authorizer { return m.auth }
 
+// KeyFile is where the cache's key is kept.
+func (m *Member) KeyFile() string { return m.key.File() }
+
 // Stats returns the counters.
 func (m *Member) Stats() *Stats { return &m.stats }
 
@@ -333,13 +336,27 @@ func (m *Member) step(ctx context.Context) time.Duration {
 }
 
 // discover learns the federation's endpoints (or takes the configured
-// ones) and sets up the verification of the federation's own tokens.
+// ones) and sets up the verification of the federation's own tokens. When
+// the discovery URL does not answer, the endpoints an earlier run
+// discovered are used, so that a cache restarted while the federation is
+// away serves what it holds and reads through the director it knew.
 func (m *Member) discover(ctx context.Context) (federation, error) {
 	fed := federation{Discovery: m.cfg.Federation, Director: m.cfg.DirectorURL, Registry: m.cfg.RegistryURL}
+	saved := filepath.Join(m.cfg.StateDir, "federation.json")
 	if m.cfg.Federation != "" {
 		d, err := m.c.discover(ctx, m.cfg.Federation)
 		if err != nil {
-			return fed, err
+			var old federation
+			b, rerr := os.ReadFile(saved)
+			if rerr != nil || json.Unmarshal(b, &old) != nil || old.Director == "" || old.Discovery != m.cfg.Federation {
+				return fed, err
+			}
+			m.log.Warn("pelican: federation discovery failed; using the endpoints discovered before", "err", err, "director", old.Director)
+			d = old
+		} else if b, err := json.Marshal(d); err == nil {
+			if err := writeFileAtomic(saved, b, 0o644); err != nil {
+				m.log.Warn("pelican: could not save the federation's endpoints", "err", err)
+			}
 		}
 		if fed.Director == "" {
 			fed.Director = d.Director

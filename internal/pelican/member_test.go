@@ -379,3 +379,35 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatalf("defaults: web %q audiences %q", c.WebURL, c.Audiences)
 	}
 }
+
+// TestRegisterAndInspect: what `hepcache pelican register` and `status`
+// do: register by hand (pending, then approved), then read the
+// federation's view once the cache advertises.
+func TestRegisterAndInspect(t *testing.T) {
+	e := newMember(t, pelicantest.Options{RequireCacheApproval: true}, nil)
+	ctx := context.Background()
+	state, reason, err := e.m.Register(ctx)
+	if err != nil || state != StatePending || !strings.Contains(reason, "awaits approval") {
+		t.Fatalf("register: %s %q %v", state, reason, err)
+	}
+	r, err := e.m.Inspect(ctx)
+	if err != nil || !r.Registered || !r.KeyMatch || r.Approved || r.Listed {
+		t.Fatalf("inspect while pending: %+v %v", r, err)
+	}
+	e.fed.Approve("/caches/hepcache-test")
+	if state, _, err := e.m.Register(ctx); err != nil || state != StateRegistered || e.m.Stats().Registrations.Load() != 1 {
+		t.Fatalf("register again: %s %v (%d registrations)", state, err, e.m.Stats().Registrations.Load())
+	}
+	e.m.Start()
+	e.waitState(t, StateAdvertising)
+	if _, _, err := e.fed.DirectorTest(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, err = e.m.Inspect(ctx)
+	if err != nil || !r.Listed || r.HealthStatus != "OK" || r.ServerStatus != "ok" || len(r.Namespaces) != 3 {
+		t.Fatalf("inspect: %+v %v", r, err)
+	}
+	if s := r.String(); !strings.Contains(s, "approved:     yes") || !strings.Contains(s, "director test: OK") {
+		t.Fatalf("report:\n%s", s)
+	}
+}

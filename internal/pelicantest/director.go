@@ -64,6 +64,9 @@ func (f *Federation) DirectorTest(ctx context.Context) (testPath, status string,
 			status, msg = "error", fmt.Sprintf("cache answered %d %q", resp.StatusCode, b)
 		}
 	}
+	f.mu.Lock()
+	f.health = map[string]string{"ok": "OK", "error": "Error"}[status]
+	f.mu.Unlock()
 	body, _ := json.Marshal(map[string]any{"status": status, "message": msg, "timestamp": now.Unix()})
 	code, rb, err := f.post(ctx, web+"/api/v1.0/cache/directorTest", f.FederationToken("pelican.director_test_report", web), body)
 	if err != nil {

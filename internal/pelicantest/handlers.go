@@ -87,6 +87,8 @@ func (f *Federation) serve(w http.ResponseWriter, r *http.Request) {
 		f.registerCache(w, r)
 	case p == "/api/v2.0/director/listNamespaces":
 		reply(w, 200, f.namespaceList())
+	case p == "/api/v1.0/director_ui/servers":
+		reply(w, 200, f.servers())
 	case p == "/api/v1.0/director/getFedToken":
 		f.getFedToken(w, r)
 	case strings.HasPrefix(p, "/api/v1.0/director/origin/"):
@@ -620,4 +622,41 @@ func (f *Federation) originAllows(tok string, n *Namespace, p string) bool {
 		}
 	}
 	return false
+}
+
+// servers is director_ui.go listServers for the caches that advertised
+// (their newest ad each).
+func (f *Federation) servers() []any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	last := map[string]Ad{}
+	var order []string
+	for _, a := range f.ads {
+		k, _ := a.Body["registry-prefix"].(string)
+		if _, ok := last[k]; !ok {
+			order = append(order, k)
+		}
+		last[k] = a
+	}
+	health := f.health
+	if health == "" {
+		health = "Unknown"
+	}
+	out := []any{}
+	for _, k := range order {
+		b := last[k].Body
+		var ns []string
+		if l, ok := b["namespaces"].([]any); ok {
+			for _, n := range l {
+				if m, ok := n.(map[string]any); ok {
+					if p, ok := m["path"].(string); ok {
+						ns = append(ns, p)
+					}
+				}
+			}
+		}
+		out = append(out, map[string]any{"name": b["name"], "serverId": b["serverId"], "url": b["data-url"], "webUrl": b["web-url"],
+			"type": "Cache", "healthStatus": health, "serverStatus": b["status"], "registryPrefix": k, "version": b["version"], "namespacePrefixes": ns})
+	}
+	return out
 }

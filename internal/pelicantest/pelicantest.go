@@ -101,6 +101,8 @@ type Federation struct {
 	originReads map[string]int
 	// fedTokens counts the federation tokens issued.
 	fedTokens int
+	// health is the last director test result ("OK", "Error").
+	health string
 	// tokens are every bearer token the double received or issued, for
 	// tests that no secret shows where it should not.
 	tokens []string
