@@ -107,7 +107,9 @@ func (l lazyStager) StageStatus(o backend.Owner, id string) (backend.StageJob, e
 }
 
 // CancelStage implements backend.Stager.
-func (l lazyStager) CancelStage(o backend.Owner, id string) error { return l.s.stage.CancelStage(o, id) }
+func (l lazyStager) CancelStage(o backend.Owner, id string) error {
+	return l.s.stage.CancelStage(o, id)
+}
 
 // pelicanDialers makes the director's origin redirect an https origin
 // that carries the federation token to every origin it redirects to.
