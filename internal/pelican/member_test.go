@@ -53,7 +53,7 @@ func cacheWeb(t *testing.T, fed *pelicantest.Federation, m func() *Member) strin
 			return
 		}
 		if r.URL.Path == MetricsPath {
-			m().MetricsHandler().ServeHTTP(w, r)
+			m().MetricsHandler(nil).ServeHTTP(w, r)
 			return
 		}
 		if strings.HasPrefix(r.URL.Path, "/pelican/monitoring/") {

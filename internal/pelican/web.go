@@ -325,10 +325,16 @@ func (m *Member) serveEvict(w http.ResponseWriter, r *http.Request) {
 // WebURL: xrootd_server_io_total (storage operations so far; the director
 // ranks caches by its rate, director/director_api.go
 // LaunchServerIOQuery) and xrootd_server_io_active, to a scraper holding
-// a federation token with scope monitoring.scrape.
-func (m *Member) MetricsHandler() http.Handler {
+// a federation token with scope monitoring.scrape. Other requests go to
+// next (the cache's own /metrics where it is served on the same
+// listener), or are refused when next is nil.
+func (m *Member) MetricsHandler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, err := m.federationToken(r, scopeScrape); err != nil {
+			if next != nil {
+				next.ServeHTTP(w, r)
+				return
+			}
 			http.Error(w, "metrics are for the federation's scraper: "+err.Error(), http.StatusForbidden)
 			return
 		}

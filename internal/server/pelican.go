@@ -154,8 +154,9 @@ func (s *Server) pelicanAuthorizers(h httpfront.Authorizer, x xrootd.Authorizer)
 }
 
 // pelicanRoutes adds the director's and the Pelican client's endpoints to
-// the https front end's routes, and the load metric where /metrics is not
-// served already.
+// the https front end's routes, and the load metric the director scrapes
+// at /metrics (other requests for /metrics get the cache's own figures
+// when they are served on this listener).
 func (s *Server) pelicanRoutes(routes map[string]http.Handler) map[string]http.Handler {
 	if s.pel == nil {
 		return routes
@@ -167,9 +168,7 @@ func (s *Server) pelicanRoutes(routes map[string]http.Handler) map[string]http.H
 	for p, h := range s.pel.Routes() {
 		out[p] = h
 	}
-	if out[pelican.MetricsPath] == nil {
-		out[pelican.MetricsPath] = s.pel.MetricsHandler()
-	}
+	out[pelican.MetricsPath] = s.pel.MetricsHandler(out[pelican.MetricsPath])
 	return out
 }
 
