@@ -104,7 +104,10 @@ data_url = %q
 		t.Fatalf("the origin served hello.txt %d times; want once (then hits)", n)
 	}
 	// Held: HEAD says Age and the digest; the director counts it as held.
-	eventually.True(t, func() bool { _, h, _ := pelicanCurl(t, ca, "-I", dataURL+"/public/big.bin"); return headerOf(h, "Age") != "" }, "an Age on the held object")
+	eventually.True(t, func() bool {
+		_, h, _ := pelicanCurl(t, ca, "-I", dataURL+"/public/big.bin")
+		return headerOf(h, "Age") != ""
+	}, "an Age on the held object")
 	_, h, _ := pelicanCurl(t, ca, "-I", "-H", "Want-Digest: crc32c", dataURL+"/public/big.bin")
 	if want := fmt.Sprintf("crc32c=%08x", crc32.Checksum(big, crc32.MakeTable(crc32.Castagnoli))); headerOf(h, "Digest") != want {
 		t.Fatalf("Digest %q; want %q", headerOf(h, "Digest"), want)
