@@ -134,6 +134,11 @@ data_url = %q
 	if code, _, body := pelicanCurl(t, ca, dataURL+"/private/secret.txt?authz=Bearer%20"+tok); code != 200 || body != "secret data\n" {
 		t.Fatalf("a private object with ?authz=: %d %q", code, body)
 	}
+	// The origin authorizes each reader: the cache passed the reader's
+	// token on (the double's origin takes no other for /private).
+	if n := fed.OriginReads("/private/secret.txt"); n != 1 {
+		t.Fatalf("the origin served the private object %d times; want once", n)
+	}
 	if held, _, _, _ := fed.Holds(ctx, "/private/secret.txt", ""); held {
 		t.Fatal("the presence check without a token says held for a private object")
 	}
@@ -159,7 +164,7 @@ data_url = %q
 		t.Errorf("metrics lack hepcache_pelican_advertising 1")
 	}
 	keyPEM, _ := os.ReadFile(filepath.Join(dir, "cache", "pelican", "issuer.pem"))
-	secrets := append(fed.Tokens(), strings.Split(string(keyPEM), "\n")[1])
+	secrets := append(fed.Tokens(), strings.Split(string(keyPEM), "\n")[1], tok, bad)
 	for _, s := range secrets {
 		sig := s[strings.LastIndex(s, ".")+1:]
 		if strings.Contains(p.log.String(), sig) || strings.Contains(metrics, sig) {

@@ -37,8 +37,10 @@ func refuse(w http.ResponseWriter, code int, msg string) {
 
 func (f *Federation) serve(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
-	if t := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "); t != "" {
-		f.tokens = append(f.tokens, t)
+	for _, t := range []string{r.Header.Get("Authorization"), r.URL.Query().Get("authz")} {
+		if t = strings.TrimPrefix(t, "Bearer "); t != "" {
+			f.tokens = append(f.tokens, t)
+		}
 	}
 	down := f.down
 	var inj *Failure
@@ -562,8 +564,12 @@ func (f *Federation) origin(w http.ResponseWriter, r *http.Request, p string) {
 		return
 	}
 	if !n.PublicRead {
-		tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !f.originAllows(tok, n, p) {
+		// As a posixv2 origin (origin_serve/authz.go getAcls): the tokens
+		// of the Authorization header and of authz are tried; only those
+		// of the namespace's issuer grant, the federation's token proves
+		// membership only.
+		toks := []string{strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "), strings.TrimPrefix(r.URL.Query().Get("authz"), "Bearer ")}
+		if !slices.ContainsFunc(toks, func(tok string) bool { return f.originAllows(tok, n, p) }) {
 			reply(w, http.StatusUnauthorized, map[string]string{"error": "unauthorized", "detail": "authorization failed for storage.read " + p})
 			return
 		}
@@ -598,17 +604,13 @@ func (f *Federation) origin(w http.ResponseWriter, r *http.Request, p string) {
 	http.ServeContent(w, r, path.Base(p), time.Unix(1700000000, 0), bytes.NewReader(data))
 }
 
-// originAllows checks a token for a private namespace: the federation's
-// (iss the discovery URL, storage.read:/) or the origin issuer's (scope
-// under the namespace as base path).
+// originAllows checks a token for a private namespace: the origin
+// issuer's, with a scope under the namespace as base path.
 func (f *Federation) originAllows(tok string, n *Namespace, p string) bool {
 	if tok == "" {
 		return false
 	}
 	now := time.Now()
-	if c, err := verifyES256(tok, map[string]*ecdsa.PublicKey{"federation": &f.fedKey.PublicKey}, now); err == nil && c.Iss == f.URL {
-		return c.hasScope("storage.read:/")
-	}
 	c, err := verifyES256(tok, map[string]*ecdsa.PublicKey{"origin": &f.orgKey.PublicKey}, now)
 	if err != nil || c.Iss != f.IssuerURL() {
 		return false

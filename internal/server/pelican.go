@@ -126,8 +126,12 @@ func (s *Server) pelicanDialers(d map[string]upstream.DialFunc, cred *security.O
 		if c != dirOrigin {
 			return next(ctx, c)
 		}
+		// The federation token on every hop (origins that admit only the
+		// federation's caches ask for it); the reader's own token, as
+		// authz, for private namespaces (origins authorize each reader:
+		// XCache in a Pelican cache passes it on the same way).
 		return httporigin.New(&httporigin.Config{URL: c, Logger: s.log, TLSConfig: cred.TLS,
-			Authorize: s.pel.Authorize, AuthorizeRedirects: true})
+			Authorize: s.pel.Authorize, AuthorizeRedirects: true, ForwardClientToken: true})
 	}
 	return d
 }

@@ -436,3 +436,46 @@ func TestAuthorizeRedirects(t *testing.T) {
 		t.Fatalf("the director saw %q; want the origin URL's path kept", seen)
 	}
 }
+
+// TestForwardClientToken: with ForwardClientToken a client's token from
+// the context goes to the origin as authz, on the open and on the reads of
+// the file opened with it (which run without the client's context); it
+// never shows in an error. Without, it is not sent.
+func TestForwardClientToken(t *testing.T) {
+	var got []string
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Method+" "+r.URL.Query().Get("authz"))
+		mu.Unlock()
+		w.Header().Set("ETag", `"v1"`)
+		http.ServeContent(w, r, "f", time.Unix(1e9, 0), strings.NewReader("0123456789"))
+	}))
+	defer srv.Close()
+	ctx := origin.WithClientToken(context.Background(), "user-token")
+	for _, fwd := range []bool{false, true} {
+		got = nil
+		o := newOrigin(t, srv.URL, func(c *httporigin.Config) { c.ForwardClientToken = fwd })
+		f, err := o.Open(ctx, "/f")
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 4)
+		if _, err := f.ReadAt(context.Background(), buf, 2); err != nil {
+			t.Fatal(err)
+		}
+		want := ""
+		if fwd {
+			want = "user-token"
+		}
+		if len(got) != 2 || got[0] != "HEAD "+want || got[1] != "GET "+want {
+			t.Errorf("ForwardClientToken %v: requests %q", fwd, got)
+		}
+	}
+	// An origin that does not answer: the error names the URL, not the
+	// token.
+	o := newOrigin(t, "http://127.0.0.1:1", func(c *httporigin.Config) { c.ForwardClientToken = true })
+	if _, err := o.Stat(ctx, "/f"); err == nil || strings.Contains(err.Error(), "user-token") {
+		t.Fatalf("error %v", err)
+	}
+}
