@@ -101,6 +101,8 @@ type Member struct {
 	// token loop waits for it).
 	approved     chan struct{}
 	approvedOnce sync.Once
+	// nsFailing is set while the namespace list cannot be read.
+	nsFailing atomic.Bool
 	// wake asks the membership loop to run now (tests, Leave).
 	wake chan struct{}
 
@@ -429,8 +431,14 @@ func (m *Member) ensureRegistered(ctx context.Context, fed federation) (state, r
 func (m *Member) refreshNamespaces(ctx context.Context, fed federation) {
 	raw, err := m.c.rawNamespaces(ctx, fed.Director)
 	if err != nil {
-		m.log.Warn("pelican: could not read the director's namespace list; keeping the one in force", "err", err)
+		// Said once per outage: the state (unreachable) says the rest.
+		if !m.nsFailing.Swap(true) {
+			m.log.Warn("pelican: could not read the director's namespace list; keeping the one in force", "err", err)
+		}
 		return
+	}
+	if m.nsFailing.Swap(false) {
+		m.log.Info("pelican: the director's namespace list is readable again")
 	}
 	m.setNamespaces(raw, true)
 }
