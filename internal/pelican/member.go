@@ -101,8 +101,9 @@ type Member struct {
 	// token loop waits for it).
 	approved     chan struct{}
 	approvedOnce sync.Once
-	// nsFailing is set while the namespace list cannot be read.
-	nsFailing atomic.Bool
+	// nsFailing is set while the namespace list cannot be read,
+	// tokFailing while no federation token can be had.
+	nsFailing, tokFailing atomic.Bool
 	// wake asks the membership loop to run now (tests, Leave).
 	wake chan struct{}
 
@@ -630,10 +631,18 @@ func (m *Member) fetchFedToken(ctx context.Context) time.Duration {
 	if err != nil {
 		if ctx.Err() == nil {
 			m.stats.FedTokenErrors.Add(1)
-			m.log.Warn("pelican: no federation token; origins that need one refuse the cache until it comes", "err", err, "retry_in", defaultTokenRetry.String())
+			// Said once until a token comes again.
+			if !m.tokFailing.Swap(true) {
+				held := "none is held: origins that admit only the federation's caches refuse this one until it comes"
+				if t := m.fedTok.Load(); t != nil {
+					held = "the one held expires at " + t.expiry.UTC().Format(time.RFC3339)
+				}
+				m.log.Warn("pelican: could not get a federation token; trying every "+defaultTokenRetry.String()+"; "+held, "err", err)
+			}
 		}
 		return defaultTokenRetry
 	}
+	m.tokFailing.Store(false)
 	now := m.cfg.now()
 	issued, expiry := tokenTimes(tok, now)
 	m.fedTok.Store(&heldToken{tok: tok, issued: issued, expiry: expiry})
