@@ -57,7 +57,7 @@ func TestPelicanCache(t *testing.T) {
 		big[i] = byte(i * 7)
 	}
 	fed := pelicantest.Start(t, pelicantest.Options{Namespaces: []pelicantest.Namespace{
-		{Path: "/public", PublicRead: true, Files: map[string][]byte{"/hello.txt": []byte("hello public\n"), "/big.bin": big}},
+		{Path: "/public", PublicRead: true, Files: map[string][]byte{"/hello.txt": []byte("hello public\n"), "/big.bin": big, "/staged.bin": big[:1<<20]}},
 		{Path: "/private", Files: map[string][]byte{"/secret.txt": []byte("secret data\n")}},
 	}})
 	dir := t.TempDir()
@@ -143,6 +143,24 @@ data_url = %q
 		t.Fatal("the presence check without a token says held for a private object")
 	}
 
+	// The Pelican client's prestage and evict calls.
+	code, _, body = pelicanCurl(t, ca, dataURL+"/pelican/api/v1.0/prestage?path=/public/staged.bin")
+	if code != 200 || !strings.HasSuffix(body, "success: ok\n") {
+		t.Fatalf("prestage: %d %q", code, body)
+	}
+	if held, _, _, _ := fed.Holds(ctx, "/public/staged.bin", ""); !held {
+		t.Fatal("a prestaged object is not held")
+	}
+	if code, _, _ := pelicanCurl(t, ca, dataURL+"/pelican/api/v1.0/evict?path=/public/staged.bin"); code != 403 {
+		t.Fatalf("evict without a token: %d", code)
+	}
+	mod := fed.Token("alice", "storage.modify:/", dataURL)
+	if code, _, body := pelicanCurl(t, ca, "-H", "Authorization: Bearer "+mod, dataURL+"/pelican/api/v1.0/evict?path=/private/secret.txt"); code != 200 || !strings.Contains(body, "Evicted 1") {
+		t.Fatalf("evict with a modify token: %d %q", code, body)
+	}
+	if held, _, _, _ := fed.Holds(ctx, "/private/secret.txt", tok); held {
+		t.Fatal("an evicted object is still held")
+	}
 	// The director's test, the scrape, the status command.
 	if _, status, err := fed.DirectorTest(ctx); err != nil || status != "ok" {
 		t.Fatalf("director test: %s %v", status, err)
@@ -164,7 +182,7 @@ data_url = %q
 		t.Errorf("metrics lack hepcache_pelican_advertising 1")
 	}
 	keyPEM, _ := os.ReadFile(filepath.Join(dir, "cache", "pelican", "issuer.pem"))
-	secrets := append(fed.Tokens(), strings.Split(string(keyPEM), "\n")[1], tok, bad)
+	secrets := append(fed.Tokens(), strings.Split(string(keyPEM), "\n")[1], tok, bad, mod)
 	for _, s := range secrets {
 		sig := s[strings.LastIndex(s, ".")+1:]
 		if strings.Contains(p.log.String(), sig) || strings.Contains(metrics, sig) {

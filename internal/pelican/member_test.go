@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/hepcache/hepcache/internal/auth/authtest"
+	"github.com/hepcache/hepcache/internal/backend"
 	"github.com/hepcache/hepcache/internal/eventually"
 	"github.com/hepcache/hepcache/internal/pelicantest"
 )
@@ -409,5 +410,97 @@ func TestRegisterAndInspect(t *testing.T) {
 	}
 	if s := r.String(); !strings.Contains(s, "approved:     yes") || !strings.Contains(s, "director test: OK") {
 		t.Fatalf("report:\n%s", s)
+	}
+}
+
+// fakeStager stages instantly (or fails) and remembers what it got.
+type fakeStager struct {
+	mu   sync.Mutex
+	reqs []backend.Request
+	fail string
+}
+
+func (s *fakeStager) Stage(o backend.Owner, reqs []backend.Request) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reqs = append(s.reqs, reqs...)
+	return "job1", nil
+}
+
+func (s *fakeStager) StageStatus(o backend.Owner, id string) (backend.StageJob, error) {
+	j := backend.StageJob{ID: id, Total: 1, Counts: map[string]int{backend.StageDone: 1}}
+	if s.fail != "" {
+		j.Counts = map[string]int{backend.StageFailed: 1}
+		j.FirstError = s.fail
+	}
+	return j, nil
+}
+
+func (s *fakeStager) CancelStage(o backend.Owner, id string) error { return nil }
+
+// TestPrestageAndEvictAPI: the Pelican client's prestage and evict calls
+// (client/prestage_api.go, client/evict.go): 400 without a path (how the
+// client learns the API exists), authorization as a read (prestage) or a
+// modify (evict), progress lines the client parses.
+func TestPrestageAndEvictAPI(t *testing.T) {
+	st := &fakeStager{}
+	var evicted []string
+	e := newMember(t, pelicantest.Options{}, func(c *Config) {
+		c.Stager = st
+		c.Evict = func(p string) (int, error) { evicted = append(evicted, p); return 1, nil }
+	})
+	e.m.Start()
+	e.waitState(t, StateAdvertising)
+	web := strings.TrimRight(e.fed.Ads()[0].Body["web-url"].(string), "/")
+	cl := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: e.fed.Pool()}}}
+	call := func(method, u, tok string) (int, string) {
+		req, _ := http.NewRequest(method, web+u, nil)
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := cl.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := call("GET", PrestagePath, ""); code != http.StatusBadRequest {
+		t.Fatalf("prestage without a path: %d, want 400", code)
+	}
+	if code, body := call("GET", PrestagePath+"?path=/public/hello.txt", ""); code != 200 || !strings.HasSuffix(body, "success: ok\n") {
+		t.Fatalf("prestage of a public object: %d %q", code, body)
+	}
+	if code, _ := call("GET", PrestagePath+"?path=/private/secret.txt", ""); code != http.StatusForbidden {
+		t.Fatalf("prestage of a private object without a token: %d", code)
+	}
+	read := e.fed.Token("alice", "storage.read:/", e.m.cfg.DataURL)
+	if code, body := call("GET", PrestagePath+"?path=/private/secret.txt", read); code != 200 || !strings.Contains(body, "success: ok") {
+		t.Fatalf("prestage of a private object with a token: %d %q", code, body)
+	}
+	if len(st.reqs) != 2 || st.reqs[0].OriginToken != "" || st.reqs[1].OriginToken != read || st.reqs[1].User != "alice@"+e.fed.IssuerURL() {
+		t.Fatalf("staged %+v", st.reqs)
+	}
+	st.fail = "origin says no"
+	if code, body := call("GET", PrestagePath+"?path=/public/hello.txt", ""); code != 200 || !strings.Contains(body, "failure: 500(Internal Server Error): origin says no") {
+		t.Fatalf("a failed prestage: %d %q", code, body)
+	}
+	// Evict needs storage.modify, public namespace or not.
+	if code, _ := call("GET", EvictPath+"?path=/public/hello.txt", ""); code != http.StatusForbidden {
+		t.Fatalf("evict without a token: %d", code)
+	}
+	if code, _ := call("GET", EvictPath+"?path=/private/secret.txt", read); code != http.StatusForbidden {
+		t.Fatalf("evict with a read token: %d", code)
+	}
+	mod := e.fed.Token("alice", "storage.modify:/", e.m.cfg.DataURL)
+	if code, body := call("GET", EvictPath+"?path=/private/secret.txt&immediate=true", mod); code != 200 || !strings.Contains(body, "Evicted 1 objects under /private/secret.txt") {
+		t.Fatalf("evict with a modify token: %d %q", code, body)
+	}
+	if code, _ := call("GET", EvictPath+"?path=/private/../etc/passwd", mod); code != http.StatusBadRequest {
+		t.Fatalf("evict of a path with ..: %d", code)
+	}
+	if len(evicted) != 1 || evicted[0] != "/private/secret.txt" {
+		t.Fatalf("evicted %q", evicted)
 	}
 }

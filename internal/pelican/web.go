@@ -222,7 +222,8 @@ func (m *Member) servePrestage(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "this cache does not prestage", http.StatusNotImplemented)
 		return
 	}
-	d, err := m.auth.Decide(r.Context(), p, nsauth.OpRead, bearerOf(r))
+	tok := bearerOf(r)
+	d, err := m.auth.Decide(r.Context(), p, nsauth.OpRead, tok)
 	if errors.Is(err, nsauth.ErrNoNamespace) {
 		err = fmt.Errorf("%s is in no namespace of the federation: %w", p, backend.ErrForbidden)
 	}
@@ -235,6 +236,10 @@ func (m *Member) servePrestage(w http.ResponseWriter, r *http.Request) {
 		owner = backend.UserOwner(d.User)
 	}
 	req := backend.Request{Path: p, Client: r.RemoteAddr, User: d.User, Protocol: "https"}
+	if d.User != "" {
+		// A private object: its origin authorizes the reader (see nsauth).
+		req.OriginToken = tok
+	}
 	id, err := m.cfg.Stager.Stage(owner, []backend.Request{req})
 	if errors.Is(err, backend.ErrBusy) {
 		w.Header().Set("Retry-After", "10")
