@@ -24,6 +24,9 @@ func TestHelpEverywhere(t *testing.T) {
 	for _, v := range []string{"generate", "run", "sweep", "bench"} {
 		cmds = append(cmds, []string{"sim", v})
 	}
+	for _, v := range []string{"register", "status"} {
+		cmds = append(cmds, []string{"pelican", v})
+	}
 	for _, c := range cmds {
 		for _, h := range []string{"-h", "--help"} {
 			args := append(append([]string(nil), c...), h)
@@ -65,7 +68,7 @@ func TestHelpLayout(t *testing.T) {
 			if !strings.HasPrefix(h, "hepcache "+name+": "+summaries[name]+"\n\nusage: hepcache "+name) {
 				t.Fatalf("help does not start with its summary and usage:\n%s", h)
 			}
-			if strings.Contains(h, "-") && !strings.Contains(h, "\nflags:\n  -") && name != "bench" && name != "sim" {
+			if strings.Contains(h, "-") && !strings.Contains(h, "\nflags:\n  -") && name != "bench" && name != "sim" && name != "pelican" {
 				t.Errorf("no flags section:\n%s", h)
 			}
 			for _, l := range strings.Split(h, "\n") {
@@ -74,7 +77,7 @@ func TestHelpLayout(t *testing.T) {
 				}
 			}
 			switch name {
-			case "serve", "inspect", "evict", "verify", "prestage", "reload", "disk", "check":
+			case "serve", "inspect", "evict", "verify", "prestage", "reload", "disk", "check", "pelican register", "pelican status":
 				if !strings.Contains(h, "  -config ") {
 					t.Errorf("no --config flag:\n%s", h)
 				}

@@ -32,6 +32,7 @@ var subcommands = map[string]func(ctx context.Context, args []string) error{
 	"adopt-xcache": runAdoptXCache,
 	"reload":       runReload,
 	"upgrade":      runUpgrade,
+	"pelican":      runPelican,
 	"help":         runHelp,
 }
 

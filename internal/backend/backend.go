@@ -55,6 +55,12 @@ type Request struct {
 	// may send the client to a complete file in a cache space the client
 	// mounts (seed 000's local redirect) instead of serving it.
 	FollowsFileRedirect bool
+	// OriginToken is a bearer token of the client that the authorizer
+	// lets go on to the origin with this request's origin calls
+	// (origin.WithClientToken), for federations whose origins authorize
+	// each reader (Pelican). Empty: origins see the cache's own credential
+	// only. Never logged.
+	OriginToken string
 }
 
 // String renders the request for error messages.

@@ -396,6 +396,7 @@ func readAll(fsys disk.FS, name string) ([]byte, error) {
 
 // Open implements backend.Backend.
 func (c *Cache) Open(ctx context.Context, req backend.Request) (backend.File, error) {
+	ctx = origin.WithClientToken(ctx, req.OriginToken)
 	o, k, d, err := c.key(ctx, req)
 	if err != nil {
 		c.stats.OpenErrors.Add(1)
@@ -424,6 +425,9 @@ func (c *Cache) Open(ctx context.Context, req backend.Request) (backend.File, er
 	if err != nil {
 		c.stats.OpenErrors.Add(1)
 		return nil, err
+	}
+	if req.OriginToken != "" {
+		e.clientToken.Store(&req.OriginToken)
 	}
 	return newHandle(e, req, c.cfg.now()), nil
 }
@@ -521,6 +525,7 @@ func (c *Cache) goBackground(fn func()) {
 // Stat implements backend.Backend. A cached file is answered from its
 // sidecar without contacting the origin.
 func (c *Cache) Stat(ctx context.Context, req backend.Request) (origin.FileInfo, error) {
+	ctx = origin.WithClientToken(ctx, req.OriginToken)
 	o, k, d, err := c.key(ctx, req)
 	if err != nil {
 		return origin.FileInfo{}, err
@@ -573,6 +578,7 @@ func sidecarInfo(k Key, in *sidecar.Info) origin.FileInfo {
 
 // List implements backend.Backend; listings always come from the origin.
 func (c *Cache) List(ctx context.Context, req backend.Request, withStat bool) ([]origin.FileInfo, error) {
+	ctx = origin.WithClientToken(ctx, req.OriginToken)
 	o, k, _, err := c.key(ctx, req)
 	if err != nil {
 		return nil, err
@@ -585,6 +591,7 @@ func (c *Cache) List(ctx context.Context, req backend.Request, withStat bool) ([
 // Checksum implements backend.Backend. A complete file is answered from
 // its sidecar (checksummed when it completed); otherwise the origin is asked.
 func (c *Cache) Checksum(ctx context.Context, req backend.Request, algo string) (string, error) {
+	ctx = origin.WithClientToken(ctx, req.OriginToken)
 	o, k, d, err := c.key(ctx, req)
 	if err != nil {
 		return "", err

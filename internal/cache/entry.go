@@ -56,6 +56,12 @@ type entry struct {
 	// from an origin that does not pin its reads are published (confirm.go).
 	ident confirmer
 
+	// clientToken is the origin token of the latest client open that had
+	// one (backend.Request.OriginToken): it goes with the origin opens
+	// made on the entry's behalf later (a partial file resumed by the next
+	// reader).
+	clientToken atomic.Pointer[string]
+
 	// ofMu protects of, the lazily opened origin file, and opening, its
 	// open in progress (never held across the open itself).
 	ofMu    sync.Mutex
@@ -359,7 +365,11 @@ type originOpen struct {
 
 // openOrigin opens the origin file for originFile's waiters.
 func (e *entry) openOrigin(op *originOpen) {
-	octx, cancel := context.WithTimeout(e.ctx, e.c.cfg.OriginTimeout)
+	parent := e.ctx
+	if tok := e.clientToken.Load(); tok != nil {
+		parent = origin.WithClientToken(e.ctx, *tok)
+	}
+	octx, cancel := context.WithTimeout(parent, e.c.cfg.OriginTimeout)
 	of, err := e.o.Open(octx, e.key.Path)
 	cancel()
 	if err != nil {

@@ -25,6 +25,8 @@ type handle struct {
 	reader blockstore.Reader
 
 	hit, missed, bypassed atomic.Int64
+	// held: every block was present when the handle was opened.
+	held bool
 }
 
 var _ backend.File = (*handle)(nil)
@@ -38,11 +40,19 @@ func newHandle(e *entry, req backend.Request, now time.Time) *handle {
 	default:
 		e.c.stats.Misses.Add(1)
 	}
-	return &handle{e: e, req: req, opened: now, reader: blockstore.Reader(e.c.readers.Add(1))}
+	return &handle{e: e, req: req, opened: now, reader: blockstore.Reader(e.c.readers.Add(1)), held: e.complete()}
 }
 
 // Info implements backend.File.
-func (h *handle) Info() origin.FileInfo { return h.e.infoNow() }
+// Cached is set when the file was held whole at open: a hit, not a
+// download that finished while the response was being prepared.
+func (h *handle) Info() origin.FileInfo {
+	fi := h.e.info
+	if h.held {
+		fi.Cached = h.e.created
+	}
+	return fi
+}
 
 // Stream implements backend.File.
 func (h *handle) Stream(ctx context.Context, off, n int64, fn func([]byte) error) (int64, error) {

@@ -43,7 +43,11 @@ func (e *entry) scheduleVerify() {
 	created := e.side.Created
 	e.syncMu.Unlock()
 	c, o, k := e.c, e.o, e.key
-	c.goBackground(func() { c.verify(o, k, created, sums) })
+	ctx := c.ctx
+	if tok := e.clientToken.Load(); tok != nil {
+		ctx = origin.WithClientToken(ctx, *tok) // as the file was read
+	}
+	c.goBackground(func() { c.verify(ctx, o, k, created, sums) })
 }
 
 // verify compares the checksums of a complete file with the origin's
@@ -52,10 +56,10 @@ func (e *entry) scheduleVerify() {
 // again and clients never get bytes that disagree with the origin's
 // checksum. created identifies the copy: a copy replaced meanwhile is left
 // alone.
-func (c *Cache) verify(o origin.Origin, k Key, created time.Time, sums checksum.Sums) {
+func (c *Cache) verify(parent context.Context, o origin.Origin, k Key, created time.Time, sums checksum.Sums) {
 	state := sidecar.ChecksumComputed
 	if algo := c.rules.Load().verifyChecksum; algo != "none" {
-		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.OriginTimeout)
+		ctx, cancel := context.WithTimeout(parent, c.cfg.OriginTimeout)
 		want, err := o.Checksum(ctx, k.Path, algo)
 		cancel()
 		switch {

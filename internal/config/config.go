@@ -49,6 +49,8 @@ type Config struct {
 	Monitor MonitorConfig `toml:"monitor"`
 	// Cmsd is the subscription to an XRootD redirector (cmsd.go).
 	Cmsd CmsdConfig `toml:"cmsd"`
+	// Pelican is the membership of a Pelican federation (pelican.go).
+	Pelican PelicanConfig `toml:"pelican"`
 }
 
 // PrestageConfig is the [prestage] section.
@@ -333,6 +335,7 @@ func Default() *Config {
 		Prestage: PrestageConfig{Workers: 4, MaxQueued: 100000, MaxListMemory: Size(64 << 20)},
 		Monitor:  defaultMonitor(),
 		Cmsd:     defaultCmsd(),
+		Pelican:  PelicanConfig{Namespaces: []string{}, Audiences: []string{}},
 	}
 }
 
@@ -552,8 +555,8 @@ func (c *Config) Validate() error {
 			bad(fmt.Sprintf("map[%d]", i+1), fmt.Sprintf("match=%q replace=%q", m.Match, m.Replace), "a regular expression and an absolute replacement path")
 		}
 	}
-	if c.Origin.Default == "" && len(c.Origin.ForwardAllow) == 0 {
-		bad("origin.default", `""`, "give a default origin (--origin) or a forwarding allow-list (--forward-allow), or both")
+	if c.Origin.Default == "" && len(c.Origin.ForwardAllow) == 0 && !c.Pelican.Enabled() {
+		bad("origin.default", `""`, "give a default origin (--origin) or a forwarding allow-list (--forward-allow), or both, or a [pelican] federation to read through")
 	}
 	if c.Origin.Timeout <= 0 {
 		bad("origin.timeout", c.Origin.Timeout, "a positive duration")
@@ -571,6 +574,7 @@ func (c *Config) Validate() error {
 	c.Limits.validate(bad)
 	c.Monitor.validate(bad)
 	c.Cmsd.validate(bad)
+	c.validatePelican(bad)
 	if c.Prestage.Workers < 1 {
 		bad("prestage.workers", c.Prestage.Workers, "at least 1")
 	}

@@ -50,9 +50,7 @@ func (h httpAuth) Authorize(r *http.Request, req *backend.Request, op string) er
 		h.a.cfg.Logger.Debug("nsauth: denied", "client", req.Client, "path", req.Path, "op", op, "reason", err)
 		return err
 	}
-	if d.User != "" {
-		req.User = d.User
-	}
+	d.apply(req, tok)
 	return nil
 }
 
@@ -110,10 +108,18 @@ func (x xrdAuth) AuthorizeRequest(ctx context.Context, op xrdfront.Op, req *back
 		x.a.cfg.Logger.Debug("nsauth: denied", "client", req.Client, "path", req.Path, "op", string(op), "reason", err)
 		return err
 	}
+	d.apply(req, tok)
+	return nil
+}
+
+// apply marks an allowed request: its user, and, for a private
+// namespace, the token that granted it as the one the origin is given
+// (the federation's origins authorize each reader themselves).
+func (d Decision) apply(req *backend.Request, tok string) {
 	if d.User != "" {
 		req.User = d.User
+		req.OriginToken = tok
 	}
-	return nil
 }
 
 func (x xrdAuth) nextAuthorize(ctx context.Context, op xrdfront.Op, req *backend.Request) error {

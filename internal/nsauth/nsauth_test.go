@@ -159,8 +159,12 @@ func TestHTTPAdapter(t *testing.T) {
 		req := &backend.Request{Path: r.URL.Path, Opaque: r.URL.RawQuery, Client: r.RemoteAddr}
 		return req, h.Authorize(r, req, "read")
 	}
-	if req, err := do("/private/f?authz=Bearer%20"+tok+"&x=1", ""); err != nil || req.Opaque != "x=1" || req.User != "alice@"+priv.URL {
-		t.Fatalf("token in authz: %v, opaque %q, user %q", err, req.Opaque, req.User)
+	if req, err := do("/private/f?authz=Bearer%20"+tok+"&x=1", ""); err != nil || req.Opaque != "x=1" || req.User != "alice@"+priv.URL || req.OriginToken != tok {
+		t.Fatalf("token in authz: %v, opaque %q, user %q, origin token %t", err, req.Opaque, req.User, req.OriginToken == tok)
+	}
+	// A public read passes no token on to the origin.
+	if req, err := do("/public/f", "Bearer "+tok); err != nil || req.OriginToken != "" || req.User != "" {
+		t.Fatalf("a public read: %v, origin token %t", err, req.OriginToken != "")
 	}
 	if _, err := do("/private/f", "Bearer "+tok); err != nil {
 		t.Fatalf("token in the header: %v", err)

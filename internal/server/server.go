@@ -36,6 +36,7 @@ import (
 	"github.com/hepcache/hepcache/internal/monitor"
 	"github.com/hepcache/hepcache/internal/notfound"
 	"github.com/hepcache/hepcache/internal/origintimeout"
+	"github.com/hepcache/hepcache/internal/pelican"
 	"github.com/hepcache/hepcache/internal/policy"
 	"github.com/hepcache/hepcache/internal/prestage"
 	"github.com/hepcache/hepcache/internal/security"
@@ -92,6 +93,9 @@ type Server struct {
 	cmsd []*cms.Node
 	// sockets are the listening sockets handed to this process (nil: none).
 	sockets *listenfds.Set
+	// pel is the membership of a Pelican federation (pelican.go); nil
+	// without a [pelican] section.
+	pel *pelican.Member
 
 	wg        sync.WaitGroup
 	serveErrs chan error
@@ -176,7 +180,10 @@ func NewInherited(cfg *config.Config, log *slog.Logger, in *Inherit) (s *Server,
 	if s.s3creds, err = s3Credentials(cfg, os.Getenv); err != nil {
 		return nil, err
 	}
-	dial, err := federationDialers(cfg, dialers(cfg, log, ocred, s.s3creds), log)
+	if err := s.newPelican(cfg, ocred); err != nil {
+		return nil, err
+	}
+	dial, err := federationDialers(cfg, s.pelicanDialers(dialers(cfg, log, ocred, s.s3creds), ocred), log)
 	if err != nil {
 		return nil, err
 	}
@@ -261,8 +268,9 @@ func NewInherited(cfg *config.Config, log *slog.Logger, in *Inherit) (s *Server,
 	// The f-stream sees what clients open, not what prestaging reads.
 	fe := s.mon.Wrap(be)
 	lim := rootLimits(cfg.Limits)
+	httpAuthz, rootAuthz := s.pelicanAuthorizers(s.sec.HTTPAuthorizer(), s.sec.XRootDAuthorizer())
 	if s.root, err = xrootd.New(&xrootd.Config{Backend: fe, Metrics: s.metrics, Logger: log, Stager: s.stage,
-		Authenticator: s.sec.XRootDAuthenticator(), Authorizer: s.sec.XRootDAuthorizer(),
+		Authenticator: s.sec.XRootDAuthenticator(), Authorizer: rootAuthz,
 		TLS: s.sec.TLSConfig(), RequireTLS: s.sec.RequireTLS(),
 		MaxConnections: lim.MaxConnections, MaxInFlight: lim.MaxInFlight,
 		MaxReadVSegments: lim.MaxReadVSegments, MaxReadVSegmentSize: lim.MaxReadVSegmentSize,
@@ -286,12 +294,13 @@ func NewInherited(cfg *config.Config, log *slog.Logger, in *Inherit) (s *Server,
 	s.serve("root", func() error { return s.root.Serve(allowed(s.rootLn)) })
 	if cfg.Server.HTTPListen != "" {
 		hc := &httpfront.Config{Backend: fe, Metrics: s.metrics, Logger: log, Stager: s.stage,
-			Authorizer: s.sec.HTTPAuthorizer(), TLSConfig: s.sec.TLSConfig(),
+			Authorizer: httpAuthz, TLSConfig: s.sec.TLSConfig(),
 			ReadHeaderTimeout: time.Duration(cfg.Limits.HTTPHeaderTimeout), IdleTimeout: time.Duration(cfg.Limits.HTTPIdleTimeout),
 			MaxHeaderBytes: int(cfg.Limits.HTTPMaxHeaderBytes), DenyListing: cfg.Security.DenyHTTPListing}
 		if cfg.Server.MetricsListen == "" {
 			hc.Routes = dashboard.AdminRoutes(s.metrics, s.dash)
 		}
+		hc.Routes = s.pelicanRoutes(hc.Routes)
 		if s.http, err = httpfront.New(hc); err != nil {
 			return nil, fmt.Errorf("http front end: %w", err)
 		}
@@ -329,6 +338,7 @@ func NewInherited(cfg *config.Config, log *slog.Logger, in *Inherit) (s *Server,
 	if rest := s.sockets.CloseRest(); len(rest) > 0 {
 		log.Warn("sockets handed to this process that no listen address of the configuration names were closed", "sockets", rest)
 	}
+	s.startPelican()
 	log.Info("hepcache serving", "root", s.rootLn.Addr().String(), "http", addrOf(s.httpLn), "metrics", addrOf(s.adminLn),
 		"cache_dir", cfg.Cache.Dir, "origin", cfg.Origin.Default, "forward_allow", strings.Join(cfg.Origin.ForwardAllow, ","))
 	return s, nil
@@ -419,9 +429,10 @@ func (s *Server) Run(ctx context.Context) error {
 // returns soon after ctx ends whatever is still waiting (closeWithin).
 func (s *Server) Shutdown(ctx context.Context) error {
 	var errs []error
-	// Leave the redirector and the cluster first: they stop sending
-	// clients here while the reads in progress finish.
+	// Leave the redirector, the federation and the cluster first: they
+	// stop sending clients here while the reads in progress finish.
 	s.leaveCmsd()
+	s.leavePelican(ctx)
 	if err := s.cl.leave(); err != nil {
 		errs = append(errs, err)
 	}
@@ -535,6 +546,9 @@ func (s *Server) closeAll() error {
 		s.adminHTTP.Close()
 	}
 	s.wg.Wait()
+	if s.pel != nil {
+		s.pel.Close()
+	}
 	s.cl.close()
 	if s.dash != nil {
 		s.dash.Close()

@@ -65,6 +65,21 @@ type Config struct {
 	// cache's own credential (e.g. an Authorization: Bearer header). It
 	// must be safe for concurrent use.
 	Authorize func(*http.Request) error
+	// AuthorizeRedirects calls Authorize again on each redirect, whatever
+	// host it leads to: for an origin URL that is a redirector whose
+	// targets all take the cache's credential (a Pelican director sending
+	// to the federation's origins, which accept its federation token).
+	// Default false: the credential goes to the origin URL's host only
+	// (Go drops Authorization on a redirect to another host).
+	AuthorizeRedirects bool
+	// ForwardClientToken sends the token origin.WithClientToken put in a
+	// request's context as the authz query parameter (a file opened with
+	// one keeps it for its reads): the client's own read token, for
+	// federations whose origins authorize each reader (a Pelican director
+	// keeps authz on the redirect to the origin). It never appears in an
+	// error or a log line. Default false: origins see the cache's own
+	// credential only.
+	ForwardClientToken bool
 	// Logger receives operational messages. Default slog.Default().
 	Logger *slog.Logger
 
@@ -142,7 +157,7 @@ func New(cfg *Config) (*Origin, error) {
 		o.tr = originhttp.Transport(c.DialTimeout, c.TLSConfig, c.MaxConns, c.IdleConnTimeout)
 		rt = o.tr
 	}
-	o.client = &http.Client{Transport: rt, CheckRedirect: checkRedirect}
+	o.client = &http.Client{Transport: rt, CheckRedirect: o.checkRedirect}
 	return o, nil
 }
 
@@ -164,7 +179,7 @@ var errDirRedirect = errors.New("directory redirect")
 // checkRedirect follows redirects (storage doors send clients to data
 // nodes) except the one a web server sends for a directory named without
 // its trailing slash, which tells Stat that the path is a directory.
-func checkRedirect(req *http.Request, via []*http.Request) error {
+func (o *Origin) checkRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) >= 10 {
 		return errors.New("stopped after 10 redirects")
 	}
@@ -174,6 +189,11 @@ func checkRedirect(req *http.Request, via []*http.Request) error {
 	}
 	// Go drops Authorization on a redirect to another host; keep the
 	// cache's credential only where Authorize puts it again.
+	if o.cfg.AuthorizeRedirects && o.cfg.Authorize != nil {
+		if err := o.cfg.Authorize(req); err != nil {
+			return fmt.Errorf("credential for %s: %w", stripQuery(req.URL.Redacted()), err)
+		}
+	}
 	return nil
 }
 
@@ -198,12 +218,16 @@ func (o *Origin) url(p string) string {
 	return u.String()
 }
 
-// do sends a request with the cache's credential.
+// do sends a request with the cache's credential (and, with
+// ForwardClientToken, the client's from ctx).
 func (o *Origin) do(ctx context.Context, method, p string, hdr http.Header, body io.Reader) (*http.Response, error) {
 	u := o.url(p)
 	req, err := http.NewRequestWithContext(ctx, method, u, body)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w: %w", method, u, err, origin.ErrInvalid)
+	}
+	if tok := origin.ClientToken(ctx); o.cfg.ForwardClientToken && tok != "" {
+		req.URL.RawQuery = "authz=" + url.QueryEscape(tok)
 	}
 	for k, v := range hdr {
 		req.Header[k] = v
@@ -216,12 +240,25 @@ func (o *Origin) do(ctx context.Context, method, p string, hdr http.Header, body
 	}
 	resp, err := o.client.Do(req)
 	if err != nil {
+		// The URLs of a client error may carry authz: no query in errors.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			ue.URL = stripQuery(ue.URL)
+		}
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%s %s: %w: %w", method, u, ctx.Err(), origin.ErrUnavailable)
 		}
 		return nil, fmt.Errorf("%s %s: %w: %w", method, u, err, origin.ErrUnavailable)
 	}
 	return resp, nil
+}
+
+// stripQuery drops the query of a URL (tokens travel there).
+func stripQuery(raw string) string {
+	if i := strings.IndexByte(raw, '?'); i >= 0 {
+		return raw[:i]
+	}
+	return raw
 }
 
 // statusError maps an unexpected HTTP status to an origin sentinel. It
@@ -318,7 +355,11 @@ func (o *Origin) Open(ctx context.Context, p string) (origin.File, error) {
 		return nil, fmt.Errorf("open %s: no Content-Length in the HEAD response: %w", o.url(p), origin.ErrUnsupported)
 	}
 	fi.VersionPinned = fi.ETag != "" && !strings.HasPrefix(fi.ETag, "W/") || !fi.ModTime.IsZero()
-	return &file{o: o, path: p, info: fi}, nil
+	f := &file{o: o, path: p, info: fi}
+	if o.cfg.ForwardClientToken {
+		f.tok = origin.ClientToken(ctx)
+	}
+	return f, nil
 }
 
 // file is an open origin file. It implements origin.File.
@@ -326,6 +367,10 @@ type file struct {
 	o    *Origin
 	path string
 	info origin.FileInfo
+	// tok is the client token of the open (ForwardClientToken), sent with
+	// every read: reads run on the cache's behalf, without the client's
+	// context.
+	tok string
 }
 
 var _ origin.File = (*file)(nil)
@@ -375,7 +420,7 @@ func (f *file) readAt(ctx context.Context, p []byte, off int64, progress func(in
 	want := min(int64(len(p)), f.info.Size-off)
 	hdr := f.identity()
 	hdr.Set("Range", fmt.Sprintf("bytes=%d-%d", off, off+want-1))
-	resp, err := f.o.do(ctx, http.MethodGet, f.path, hdr, nil)
+	resp, err := f.o.do(origin.WithClientToken(ctx, f.tok), http.MethodGet, f.path, hdr, nil)
 	if err != nil {
 		return 0, fmt.Errorf("read %d@%d: %w", len(p), off, err)
 	}

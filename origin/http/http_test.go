@@ -8,6 +8,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -386,5 +388,94 @@ func TestCacheOverNginx(t *testing.T) {
 	}
 	if g2 := gets(); g2 != g1 {
 		t.Errorf("nginx GETs went from %d to %d on a hit", g1, g2)
+	}
+}
+
+// TestAuthorizeRedirects: an origin URL that is a redirector (a Pelican
+// director) sends the cache to another host; the cache's credential goes
+// there only with AuthorizeRedirects (Go drops it on a change of host).
+// The origin URL's path is kept: /api/v1.0/director/origin/f.
+func TestAuthorizeRedirects(t *testing.T) {
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer fed" {
+			http.Error(w, "no token", http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("ETag", `"v1"`)
+		http.ServeContent(w, r, "f", time.Unix(1e9, 0), strings.NewReader("federated bytes"))
+	}))
+	defer target.Close()
+	// 127.0.0.1 redirects to localhost: another host for Go.
+	_, port, _ := net.SplitHostPort(target.Listener.Addr().String())
+	var seen []string
+	director := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = append(seen, r.URL.Path)
+		http.Redirect(w, r, "http://localhost:"+port+"/data"+strings.TrimPrefix(r.URL.Path, "/api/v1.0/director/origin"), http.StatusTemporaryRedirect)
+	}))
+	defer director.Close()
+	auth := func(r *http.Request) error { r.Header.Set("Authorization", "Bearer fed"); return nil }
+	base := director.URL + "/api/v1.0/director/origin"
+	for _, follow := range []bool{false, true} {
+		o := newOrigin(t, base, func(c *httporigin.Config) { c.Authorize, c.AuthorizeRedirects = auth, follow })
+		f, err := o.Open(context.Background(), "/f")
+		if !follow {
+			if !errors.Is(err, origin.ErrNotAuthorized) {
+				t.Fatalf("without AuthorizeRedirects: %v; want not authorized (the token stays with the director)", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("with AuthorizeRedirects: %v", err)
+		}
+		buf := make([]byte, 15)
+		if _, err := f.ReadAt(context.Background(), buf, 0); err != nil || string(buf) != "federated bytes" {
+			t.Fatalf("read %q, %v", buf, err)
+		}
+	}
+	if len(seen) == 0 || seen[0] != "/api/v1.0/director/origin/f" {
+		t.Fatalf("the director saw %q; want the origin URL's path kept", seen)
+	}
+}
+
+// TestForwardClientToken: with ForwardClientToken a client's token from
+// the context goes to the origin as authz, on the open and on the reads of
+// the file opened with it (which run without the client's context); it
+// never shows in an error. Without, it is not sent.
+func TestForwardClientToken(t *testing.T) {
+	var got []string
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Method+" "+r.URL.Query().Get("authz"))
+		mu.Unlock()
+		w.Header().Set("ETag", `"v1"`)
+		http.ServeContent(w, r, "f", time.Unix(1e9, 0), strings.NewReader("0123456789"))
+	}))
+	defer srv.Close()
+	ctx := origin.WithClientToken(context.Background(), "user-token")
+	for _, fwd := range []bool{false, true} {
+		got = nil
+		o := newOrigin(t, srv.URL, func(c *httporigin.Config) { c.ForwardClientToken = fwd })
+		f, err := o.Open(ctx, "/f")
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 4)
+		if _, err := f.ReadAt(context.Background(), buf, 2); err != nil {
+			t.Fatal(err)
+		}
+		want := ""
+		if fwd {
+			want = "user-token"
+		}
+		if len(got) != 2 || got[0] != "HEAD "+want || got[1] != "GET "+want {
+			t.Errorf("ForwardClientToken %v: requests %q", fwd, got)
+		}
+	}
+	// An origin that does not answer: the error names the URL, not the
+	// token.
+	o := newOrigin(t, "http://127.0.0.1:1", func(c *httporigin.Config) { c.ForwardClientToken = true })
+	if _, err := o.Stat(ctx, "/f"); err == nil || strings.Contains(err.Error(), "user-token") {
+		t.Fatalf("error %v", err)
 	}
 }

@@ -233,6 +233,12 @@ func TestDigest(t *testing.T) {
 func TestAge(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	e.put("/f", 3<<20, 5)
+	// A small file is whole before its first response goes out: that
+	// response is still a download, not a hit.
+	e.put("/small", 100, 6)
+	if resp, _ := do(t, "GET", e.url+"/small", nil, nil); resp.StatusCode != 200 || resp.Header.Get("Age") != "" {
+		t.Fatalf("the GET that fetched a small file: %d, Age %q", resp.StatusCode, resp.Header.Get("Age"))
+	}
 	for _, m := range []string{"HEAD", "GET"} {
 		if resp, _ := do(t, m, e.url+"/f", map[string]string{"Range": "bytes=0-9"}, nil); resp.Header.Get("Age") != "" {
 			t.Fatalf("%s of a file not held whole: Age %q", m, resp.Header.Get("Age"))
