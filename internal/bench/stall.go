@@ -98,7 +98,7 @@ func Stall(ctx context.Context, cfg StallConfig) (*StallResult, error) {
 		var conns []net.Conn
 		if withStalled {
 			for _, f := range stalled {
-				c, err := stallHTTP(httpAddr, f)
+				c, err := StallHTTP(httpAddr, f)
 				if err != nil {
 					cu.stop()
 					return nil, err
@@ -130,15 +130,21 @@ func Stall(ctx context.Context, cfg StallConfig) (*StallResult, error) {
 	return res, nil
 }
 
-// stallHTTP asks for path over HTTP with a 4 KiB receive buffer and never
-// reads the answer.
-func stallHTTP(addr, path string) (net.Conn, error) {
+// DialTiny connects to addr with a 4 KiB receive buffer: a client whose
+// kernel takes almost nothing on its behalf.
+func DialTiny(addr string) (net.Conn, error) {
 	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
 		var serr error
 		c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
 		return serr
 	}}
-	c, err := d.Dial("tcp", addr)
+	return d.Dial("tcp", addr)
+}
+
+// StallHTTP asks for path over HTTP (DialTiny) and never reads the answer;
+// the caller closes the connection.
+func StallHTTP(addr, path string) (net.Conn, error) {
+	c, err := DialTiny(addr)
 	if err != nil {
 		return nil, err
 	}

@@ -99,6 +99,11 @@ type WANRow struct {
 	// footprint (binary, runtime).
 	IdleRSS     int64 `json:"idle_rss_bytes,omitempty"`
 	MarginalRSS int64 `json:"rss_outside_ram_per_client_above_idle_bytes,omitempty"`
+	// FirstTouched (hepcache) is how much the RAM arena grew during the
+	// cold pass: memory touched for the first time, which a cache that
+	// has run long enough to fill its RAM reuses instead (its cost, on a
+	// VM whose host takes freed pages back, is bench floor's first touch).
+	FirstTouched int64 `json:"first_touched_bytes,omitempty"`
 }
 
 func (c *WANConfig) defaults() error {
@@ -261,6 +266,7 @@ func WAN(ctx context.Context, cfg WANConfig) ([]WANRow, error) {
 						}
 						cpu0, _ := procstat.CPU(cp.pid)
 						idle, _ := procstat.RSS(cp.pid)
+						res0 := scrapeGauge(metricsURL, "hepcache_ram_resident_bytes")
 						s := procstat.Start(cp.pid, 50*time.Millisecond)
 						excl := sampleOutsideRAM(cp.pid, metricsURL)
 						cold, err := xrdcpMode(ctx, mode, cp.url(), files[:n])
@@ -282,6 +288,7 @@ func WAN(ctx context.Context, cfg WANConfig) ([]WANRow, error) {
 						if metricsURL != "" {
 							r.OutsideRAM, r.PerClientRSS, r.RAMResident = peakExcl, peakExcl/int64(n), touched
 							r.IdleRSS, r.MarginalRSS = idle, max(peakExcl-idle, 0)/int64(n)
+							r.FirstTouched = max(0, touched-res0)
 						}
 						rows = append(rows, r)
 						progress("rtt %v bw %d %s x%d %s cold %.2fs (%.2fx) hot %.2fs (%.2fx) rss %.0f MB cpu %.2f s/GiB",
@@ -343,8 +350,10 @@ func printWAN(w io.Writer, rows []WANRow, cfg WANConfig, floor *FloorResult) {
 	}
 	fmt.Fprintf(w, "Each cache is measured %s. ", warmup)
 	fmt.Fprintf(w, "The emulated link runs %s. Memory: peak RSS; outside RAM: peak of RSS less the part of hepcache's RAM arena (cache.ram: blocks in flight and cached) in use; RAM resident: the arena's part of the RSS at the end. CPU: the cache's (direct: the origin's) per GiB; floor (bench floor, this machine): cold %.3f s/GiB.\n\n", link, floor.Cold)
-	fmt.Fprintln(w, "| RTT | bandwidth | read | clients | target | cold [s] | cold/direct | cold/fastest direct | hot [s] | hot/direct | peak RSS [MB] | outside RAM [MB] | outside RAM per client [MB] | RAM resident [MB] | CPU [s/GiB] | CPU/floor |")
-	fmt.Fprintln(w, "| ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	touchCost := floor.Step(StepFirstTouchHuge)
+	fmt.Fprintf(w, "First touch: what the RAM arena grew by during the cold pass (memory a cache whose RAM is full reuses), priced at bench floor's first touch with huge pages, %.3f s/GiB here; CPU less first touch is the cold path's own.\n\n", touchCost)
+	fmt.Fprintln(w, "| RTT | bandwidth | read | clients | target | cold [s] | cold/direct | cold/fastest direct | hot [s] | hot/direct | peak RSS [MB] | outside RAM [MB] | outside RAM per client [MB] | RAM resident [MB] | CPU [s/GiB] | CPU/floor | first touch [GiB] | CPU less first touch [s/GiB] |")
+	fmt.Fprintln(w, "| ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	sort.SliceStable(rows, func(i, j int) bool {
 		a, b := rows[i], rows[j]
 		if a.RTTms != b.RTTms {
@@ -368,7 +377,7 @@ func printWAN(w io.Writer, rows []WANRow, cfg WANConfig, floor *FloorResult) {
 			bw = fmt.Sprintf("%.0f Gbit/s", float64(r.Bandwidth)*8/1e9)
 		}
 		if r.Target == "direct" || r.Target == "s3-direct" {
-			fmt.Fprintf(w, "| %.0f ms | %s | %s | %d | %s | %.2f | | | | | | | | | %.2f (origin) | |\n", r.RTTms, bw, r.Read, r.Clients, r.Target, r.Cold, r.CPUPerGiB)
+			fmt.Fprintf(w, "| %.0f ms | %s | %s | %d | %s | %.2f | | | | | | | | | %.2f (origin) | | | |\n", r.RTTms, bw, r.Read, r.Clients, r.Target, r.Cold, r.CPUPerGiB)
 			continue
 		}
 		outside, perClient, touched := "-", "-", "-"
@@ -377,8 +386,15 @@ func printWAN(w io.Writer, rows []WANRow, cfg WANConfig, floor *FloorResult) {
 			perClient = fmt.Sprintf("%.1f", float64(r.PerClientRSS)/1e6)
 			touched = fmt.Sprintf("%.0f", float64(r.RAMResident)/1e6)
 		}
-		fmt.Fprintf(w, "| %.0f ms | %s | %s | %d | %s | %.2f | %.2fx | %.2fx | %.2f | %.2fx | %.0f | %s | %s | %s | %.2f | %.2fx |\n",
-			r.RTTms, bw, r.Read, r.Clients, r.Target, r.Cold, r.ColdRatio, r.ColdVsFastest, r.Hot, r.HotRatio, float64(r.PeakRSS)/1e6, outside, perClient, touched, r.CPUPerGiB, r.CPUPerGiB/floor.Cold)
+		first, less := "-", "-"
+		if r.FirstTouched > 0 || r.OutsideRAM != 0 {
+			gibServed := float64(r.Clients) * float64(cfg.FileSize) / (1 << 30)
+			ft := float64(r.FirstTouched) / (1 << 30)
+			first = fmt.Sprintf("%.2f", ft)
+			less = fmt.Sprintf("%.2f", r.CPUPerGiB-ft*touchCost/gibServed)
+		}
+		fmt.Fprintf(w, "| %.0f ms | %s | %s | %d | %s | %.2f | %.2fx | %.2fx | %.2f | %.2fx | %.0f | %s | %s | %s | %.2f | %.2fx | %s | %s |\n",
+			r.RTTms, bw, r.Read, r.Clients, r.Target, r.Cold, r.ColdRatio, r.ColdVsFastest, r.Hot, r.HotRatio, float64(r.PeakRSS)/1e6, outside, perClient, touched, r.CPUPerGiB, r.CPUPerGiB/floor.Cold, first, less)
 	}
 }
 
@@ -471,4 +487,25 @@ func newLink(cfg *WANConfig, target string, rtt time.Duration, bw int64) (wanLin
 		return nil, err
 	}
 	return inlineLink{p}, nil
+}
+
+// scrapeGauge reads one unlabelled sample of name from a /metrics page
+// (0 without a URL or on failure).
+func scrapeGauge(metricsURL, name string) int64 {
+	if metricsURL == "" {
+		return 0
+	}
+	resp, err := (&http.Client{Timeout: time.Second}).Get(metricsURL)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return int64(f)
+		}
+	}
+	return 0
 }

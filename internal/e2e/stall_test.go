@@ -9,25 +9,19 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/hepcache/hepcache/internal/bench"
 	"github.com/hepcache/hepcache/internal/realclient"
 	"github.com/hepcache/hepcache/internal/xrdtest"
 	"github.com/hepcache/hepcache/internal/xrootd/proto"
 )
 
-// dialTiny connects with a 4 KiB receive buffer: a client whose kernel
-// takes almost nothing on its behalf.
+// dialTiny is bench.DialTiny, closed with the test.
 func dialTiny(tb testing.TB, addr string) net.Conn {
 	tb.Helper()
-	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
-		return serr
-	}}
-	nc, err := d.Dial("tcp", addr)
+	nc, err := bench.DialTiny(addr)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -73,11 +67,14 @@ func stallRoot(tb testing.TB, addr, path string, n int) {
 	nc.SetDeadline(time.Time{})
 }
 
-// stallHTTP asks for path over HTTP and never reads the answer.
+// stallHTTP is bench.StallHTTP, closed with the test.
 func stallHTTP(tb testing.TB, addr, path string) {
 	tb.Helper()
-	nc := dialTiny(tb, addr)
-	fmt.Fprintf(nc, "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", path, addr)
+	c, err := bench.StallHTTP(addr, path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
 }
 
 // TestStalledClientsHoldNoRAM: clients that open files and never read their
