@@ -216,7 +216,11 @@ func (t *translator) directive(d Directive) {
 	case "pfc.spaces", "pfc.acchistorysize", "pfc.writequeue", "pfc.flush", "pfc.allow_xrdpfc_command":
 		t.note(d)
 	case "pfc.ram":
-		t.size(d, "cache.ram", "memory for blocks; in hepcache it also holds a RAM cache of hot blocks (XCache's bounds only blocks in flight)")
+		// XCache's hot data lives in the kernel's page cache, which takes
+		// the node's free memory; pfc.ram bounds only its blocks in
+		// flight. hepcache's ram holds both and by default takes what the
+		// node gives: carrying pfc.ram over would shrink its RAM cache.
+		t.warn(d, "not carried over: XCache's pfc.ram bounds only its blocks in flight (its hot data lives in the page cache); hepcache's cache.ram holds both and by default takes the node's memory less a reserve (handed back under pressure). Set cache.ram to bound hepcache's memory on a node shared with other services")
 	case "pfc.blocksize":
 		t.blockSize(d)
 	case "pfc.prefetch", "pfc.nramprefetch":

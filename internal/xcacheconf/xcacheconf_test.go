@@ -24,14 +24,14 @@ func TestTranslate(t *testing.T) {
 			eq(t, "origin.default", c.Origin.Default, "root://origin.example.org:1094")
 			eq(t, "origin.timeout", c.Origin.Timeout.String(), "2m0s")
 			eq(t, "cache.dir", c.Cache.Dir, "/srv/xcache/.hepcache")
-			eq(t, "cache.ram", c.Cache.RAM.String(), "16G") // config.d/10-site.cfg, read last
+			eq(t, "cache.ram", c.Cache.RAM.String(), "0") // pfc.ram is not carried over: warned
 			eq(t, "cache.block_size", c.Cache.BlockSize.String(), "1M")
 			eq(t, "space.watermarks", c.Space.Watermarks, "0.9,0.95")
 			eq(t, "space.purge_interval", c.Space.PurgeInterval.String(), "5m0s")
 			eq(t, "monitor.summary", c.Monitor.Summary, "collector.example.org:9931")
 			eq(t, "monitor.fstream", c.Monitor.FStream, "collector.example.org:9930")
 			eq(t, "monitor.site", c.Monitor.Site, "EXAMPLE_T2")
-		}},
+		}, warns: []string{"pfc.ram 16g: not carried over"}},
 		{name: "atlas", opt: Options{Instance: "xcache1"}, check: func(t *testing.T, c *config.Config) {
 			eq(t, "server.listen", c.Server.Listen, ":1094")
 			eq(t, "origin.forward_allow", strings.Join(c.Origin.ForwardAllow, " "), ".cern.ch .example.org dcache.desy.de:1094")

@@ -263,6 +263,11 @@ func (c *conn) finish() {
 	}
 	c.handlers.Wait()
 	c.cancel()
+	// What the writer still holds for the client goes out first (within
+	// the write timeout): closing now would cut an answer short.
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.RequestTimeout)
+	c.w.waitDrained(ctx)
+	cancel()
 	c.netConn().Close()
 	for _, of := range c.files.removeAll() {
 		of.ops.Wait()
