@@ -304,8 +304,9 @@ func (s *Store) pinLocked(sl *slot) {
 	sl.refs++
 }
 
-// freeLocked returns sl to the free slots, or, while more slots hold
-// memory than the limit allows, queues it to be handed back.
+// freeLocked returns sl to the free slots. Under a lowered limit its
+// memory stays until the next SetLimit hands it back (the pressure watch
+// calls it again while memory is short).
 func (s *Store) freeLocked(sl *slot) {
 	sl.state, sl.n, sl.freq, sl.key, sl.reader = slotFree, 0, 0, Key{}, Internal
 	s.free = append(s.free, sl)
