@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/hepcache/hepcache/origin"
 )
@@ -49,6 +50,13 @@ type Request struct {
 	// download; a read that would need one fails with an error wrapping
 	// ErrForbidden. Metadata (stat, list, checksum) is not affected.
 	NoFetch bool
+	// AuthUntil is when the authorization of this request ends: the
+	// earliest expiry (clock skew added) of the credentials it rested on
+	// (token, proxy chain, VOMS attributes); zero when it rested on none.
+	// Set by the authorizer. The root:// front end keeps it with a file
+	// opened by the request and asks the authorizer again (OpRead) about
+	// reads of the file past it.
+	AuthUntil time.Time
 	// FollowsFileRedirect says the client can follow a redirect to a local
 	// file (a RedirectError whose URL is file://localhost/...): XrdCl can,
 	// HTTP clients cannot. The root:// front end sets it; the cache then
