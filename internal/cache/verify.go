@@ -42,8 +42,8 @@ func (e *entry) scheduleVerify() {
 	e.syncMu.Lock()
 	created := e.side.Created
 	e.syncMu.Unlock()
-	c, o, k := e.c, e.o, e.key
-	c.goBackground(func() { c.verify(o, k, created, sums) })
+	c, o, k, dl := e.c, e.o, e.key, &e.ident.delivered
+	c.goBackground(func() { c.verify(o, k, created, sums, dl) })
 }
 
 // verify compares the checksums of a complete file with the origin's
@@ -51,8 +51,9 @@ func (e *entry) scheduleVerify() {
 // sidecar. On a mismatch the cached copy is dropped, so later reads fetch
 // again and clients never get bytes that disagree with the origin's
 // checksum. created identifies the copy: a copy replaced meanwhile is left
-// alone.
-func (c *Cache) verify(o origin.Origin, k Key, created time.Time, sums checksum.Sums) {
+// alone. dl records what the copy was handed out as: on a mismatch every
+// client it reached is logged (deliver.go).
+func (c *Cache) verify(o origin.Origin, k Key, created time.Time, sums checksum.Sums, dl *deliveries) {
 	state := sidecar.ChecksumComputed
 	if algo := c.rules.Load().verifyChecksum; algo != "none" {
 		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.OriginTimeout)
@@ -70,6 +71,7 @@ func (c *Cache) verify(o origin.Origin, k Key, created time.Time, sums checksum.
 				c.updateCopy(k, created, func(e *entry) {
 					e.spoil(fmt.Errorf("%s: cached copy differs from the origin's %s checksum: %w", k, algo, syscall.EIO))
 				}, func(in *sidecar.Info) bool { return false })
+				dl.fail(c, k, fmt.Sprintf("%s %s of the copy, %s at the origin", algo, got, normalizeHex(want)))
 				c.stats.ChecksumFailures.Add(1) // after the drop: a test may wait on it
 				return
 			}
