@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hepcache/hepcache/internal/originhttp"
@@ -114,6 +115,11 @@ func (o *Origin) Open(ctx context.Context, p string) (origin.File, error) {
 	if fi.Size < 0 {
 		return nil, fmt.Errorf("open s3 %s: no Content-Length in the HEAD answer: %w", o.objectName(o.key(p)), origin.ErrUnsupported)
 	}
+	if fi.ETag == "" && fi.ModTime.IsZero() {
+		// Nothing tells two versions of the object apart: a copy could mix
+		// them without anyone noticing.
+		return nil, fmt.Errorf("open s3 %s: the object store gives neither ETag nor Last-Modified, so hepcache cannot tell its versions apart and does not cache it: %w", o.objectName(o.key(p)), origin.ErrUnsupported)
+	}
 	fi.VersionPinned = fi.ETag != ""
 	return &file{o: o, key: o.key(p), info: fi}, nil
 }
@@ -123,6 +129,9 @@ type file struct {
 	o    *Origin
 	key  string
 	info origin.FileInfo
+	// learnt is the ETag of the first GET answer when the HEAD gave none
+	// (a store that omits it there): later answers must carry the same.
+	learnt atomic.Pointer[string]
 }
 
 var _ origin.File = (*file)(nil)
@@ -162,8 +171,14 @@ func (f *file) readAt(ctx context.Context, p []byte, off int64, progress func(in
 	want := min(int64(len(p)), f.info.Size-off)
 	rng := fmt.Sprintf("bytes=%d-%d", off, off+want-1)
 	hdr := http.Header{"Range": {rng}}
-	if f.info.ETag != "" {
-		hdr.Set("If-Match", f.info.ETag)
+	etag := f.info.ETag
+	if etag == "" {
+		if p := f.learnt.Load(); p != nil {
+			etag = *p
+		}
+	}
+	if etag != "" {
+		hdr.Set("If-Match", etag)
 	}
 	resp, err := f.o.do(ctx, request{method: http.MethodGet, key: f.key, header: hdr})
 	if err != nil {
@@ -194,8 +209,8 @@ func (f *file) readAt(ctx context.Context, p []byte, off int64, progress func(in
 	default:
 		return 0, fmt.Errorf("s3 GET %s %s: unexpected %s: %w", name, rng, resp.Status, origin.ErrInvalid)
 	}
-	if et := resp.Header.Get("ETag"); et != "" && f.info.ETag != "" && et != f.info.ETag {
-		return 0, fmt.Errorf("s3 GET %s %s: ETag %s, opened with %s: %w", name, rng, et, f.info.ETag, errChanged)
+	if err := f.sameVersion(resp.Header); err != nil {
+		return 0, fmt.Errorf("s3 GET %s %s: %w", name, rng, err)
 	}
 	n, err := origin.ReadFullProgress(resp.Body, p[:want], progress)
 	if err != nil {
@@ -205,6 +220,34 @@ func (f *file) readAt(ctx context.Context, p []byte, off int64, progress func(in
 		return n, io.EOF
 	}
 	return n, nil
+}
+
+// sameVersion checks a GET answer's headers against the version opened,
+// before any byte of its body is used: its ETag (the HEAD's, or the first
+// answer's when the HEAD gave none) and its Last-Modified. A store that
+// ignores If-Match is caught by the ETag it answers with; one that sends
+// no ETag at all, by Last-Modified (to the second: a replacement within
+// the second the object was written, with the same size, goes unseen, as
+// for POSIX and XRootD origins).
+func (f *file) sameVersion(h http.Header) error {
+	et := h.Get("ETag")
+	switch {
+	case et == "":
+	case f.info.ETag != "":
+		if et != f.info.ETag {
+			return fmt.Errorf("ETag %s, opened with %s: %w", et, f.info.ETag, errChanged)
+		}
+	default:
+		if !f.learnt.CompareAndSwap(nil, &et) {
+			if was := *f.learnt.Load(); et != was {
+				return fmt.Errorf("ETag %s, earlier reads had %s: %w", et, was, errChanged)
+			}
+		}
+	}
+	if lm, err := http.ParseTime(h.Get("Last-Modified")); err == nil && !f.info.ModTime.IsZero() && lm.Unix() != f.info.ModTime.Unix() {
+		return fmt.Errorf("Last-Modified %s, opened with %s: %w", lm.UTC().Format(http.TimeFormat), f.info.ModTime.UTC().Format(http.TimeFormat), errChanged)
+	}
+	return nil
 }
 
 // ReadV implements origin.File: S3 has no multi-range GET, so one ranged
