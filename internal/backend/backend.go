@@ -65,6 +65,33 @@ type Request struct {
 	FollowsFileRedirect bool
 }
 
+// EachLister is a Backend whose listings can be handed over in parts, as
+// they arrive from the origin (origin.ListEacher): a front end sends the
+// entries as they come instead of holding the whole directory.
+type EachLister interface {
+	// ListEach calls fn with each entry of the directory req names, as
+	// List would return them; it returns fn's first error, or the
+	// listing's (after which the entries handed over are not all).
+	ListEach(ctx context.Context, req Request, withStat bool, fn func(origin.FileInfo) error) error
+}
+
+// ListEach lists with b's ListEach, or with List when b has none.
+func ListEach(ctx context.Context, b Backend, req Request, withStat bool, fn func(origin.FileInfo) error) error {
+	if le, ok := b.(EachLister); ok {
+		return le.ListEach(ctx, req, withStat, fn)
+	}
+	list, err := b.List(ctx, req, withStat)
+	if err != nil {
+		return err
+	}
+	for _, fi := range list {
+		if err := fn(fi); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // String renders the request for error messages.
 func (r Request) String() string {
 	if r.Origin != "" {

@@ -306,20 +306,40 @@ func (o *Origin) listPage(ctx context.Context, prefix, token string, max int) (*
 	return &lr, nil
 }
 
-// List implements origin.Origin with ListObjectsV2, page after page: the
-// objects directly under p are files, the common prefixes directories.
-// S3 lists sizes, times and ETags anyway, so withStat costs nothing.
+var _ origin.ListEacher = (*Origin)(nil)
+
+// List implements origin.Origin: ListEach's entries collected, at most
+// maxListEntries.
 func (o *Origin) List(ctx context.Context, p string, withStat bool) ([]origin.FileInfo, error) {
+	var out []origin.FileInfo
+	err := o.ListEach(ctx, p, withStat, func(fi origin.FileInfo) error {
+		if len(out) == maxListEntries {
+			return fmt.Errorf("s3 LIST %s/%s: more than %d entries: %w", o.bucket, o.key(p), maxListEntries, origin.ErrUnsupported)
+		}
+		out = append(out, fi)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ListEach implements origin.ListEacher with ListObjectsV2, page after
+// page, each page's entries handed over before the next is asked for: the
+// objects directly under p are files, the common prefixes directories. S3
+// lists sizes, times and ETags anyway, so withStat costs nothing.
+func (o *Origin) ListEach(ctx context.Context, p string, withStat bool, fn func(origin.FileInfo) error) error {
 	dir := o.key(p)
 	if dir != "" && !strings.HasSuffix(dir, "/") {
 		dir += "/"
 	}
-	var out []origin.FileInfo
+	n := 0
 	token := ""
 	for {
 		page, err := o.listPage(ctx, dir, token, o.cfg.listPageSize)
 		if err != nil {
-			return nil, fmt.Errorf("list: %w", err)
+			return fmt.Errorf("list: %w", err)
 		}
 		for _, c := range page.Contents {
 			name := strings.TrimPrefix(c.Key, dir)
@@ -330,31 +350,34 @@ func (o *Origin) List(ctx context.Context, p string, withStat bool) ([]origin.Fi
 			if t, err := time.Parse(time.RFC3339Nano, c.LastModified); err == nil {
 				fi.ModTime = t.UTC()
 			}
-			out = append(out, fi)
+			n++
+			if err := fn(fi); err != nil {
+				return err
+			}
 		}
 		for _, cp := range page.CommonPrefixes {
 			name := strings.TrimSuffix(strings.TrimPrefix(cp.Prefix, dir), "/")
 			if name == "" || strings.Contains(name, "/") {
 				continue
 			}
-			out = append(out, origin.FileInfo{Name: name, Mode: fs.ModeDir | 0o755})
-		}
-		if len(out) > maxListEntries {
-			return nil, fmt.Errorf("s3 LIST %s/%s: more than %d entries: %w", o.bucket, dir, maxListEntries, origin.ErrUnsupported)
+			n++
+			if err := fn(origin.FileInfo{Name: name, Mode: fs.ModeDir | 0o755}); err != nil {
+				return err
+			}
 		}
 		if !page.IsTruncated {
 			break
 		}
 		if page.NextContinuationToken == "" || page.NextContinuationToken == token {
-			return nil, fmt.Errorf("s3 LIST %s/%s: truncated page without a new continuation token: %w", o.bucket, dir, origin.ErrInvalid)
+			return fmt.Errorf("s3 LIST %s/%s: truncated page without a new continuation token: %w", o.bucket, dir, origin.ErrInvalid)
 		}
 		token = page.NextContinuationToken
 	}
-	if len(out) == 0 && dir != o.prefix {
+	if n == 0 && dir != o.prefix {
 		// S3 has no directories: an empty listing is a missing one.
-		return nil, fmt.Errorf("list: s3 LIST %s/%s: no objects under it: %w", o.bucket, dir, origin.ErrNotFound)
+		return fmt.Errorf("list: s3 LIST %s/%s: no objects under it: %w", o.bucket, dir, origin.ErrNotFound)
 	}
-	return out, nil
+	return nil
 }
 
 // Checksum implements origin.Origin: "crc32c" when the object store keeps
