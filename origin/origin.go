@@ -105,6 +105,35 @@ type Origin interface {
 	Close() error
 }
 
+// ListEacher is implemented by origins whose listings arrive in parts (an
+// S3 listing, page by page): the entries are handed over as they come, so
+// that a directory of any size is never held whole.
+type ListEacher interface {
+	// ListEach calls fn with each entry of directory path, as List would
+	// return them, as the listing arrives; it blocks until the listing
+	// ends, fails, ctx ends or fn returns an error, which it returns. An
+	// error after some entries were handed over means the listing is
+	// incomplete. The FileInfo is fn's to keep.
+	ListEach(ctx context.Context, path string, withStat bool, fn func(FileInfo) error) error
+}
+
+// ListEach lists path with o's ListEach, or with List when o has none.
+func ListEach(ctx context.Context, o Origin, path string, withStat bool, fn func(FileInfo) error) error {
+	if le, ok := o.(ListEacher); ok {
+		return le.ListEach(ctx, path, withStat, fn)
+	}
+	list, err := o.List(ctx, path, withStat)
+	if err != nil {
+		return err
+	}
+	for _, fi := range list {
+		if err := fn(fi); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // File is an open origin file.
 type File interface {
 	// Info is the metadata recorded at open.

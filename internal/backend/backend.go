@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/hepcache/hepcache/origin"
 )
@@ -49,6 +50,13 @@ type Request struct {
 	// download; a read that would need one fails with an error wrapping
 	// ErrForbidden. Metadata (stat, list, checksum) is not affected.
 	NoFetch bool
+	// AuthUntil is when the authorization of this request ends: the
+	// earliest expiry (clock skew added) of the credentials it rested on
+	// (token, proxy chain, VOMS attributes); zero when it rested on none.
+	// Set by the authorizer. The root:// front end keeps it with a file
+	// opened by the request and asks the authorizer again (OpRead) about
+	// reads of the file past it.
+	AuthUntil time.Time
 	// FollowsFileRedirect says the client can follow a redirect to a local
 	// file (a RedirectError whose URL is file://localhost/...): XrdCl can,
 	// HTTP clients cannot. The root:// front end sets it; the cache then
@@ -61,6 +69,33 @@ type Request struct {
 	// each reader (Pelican). Empty: origins see the cache's own credential
 	// only. Never logged.
 	OriginToken string
+}
+
+// EachLister is a Backend whose listings can be handed over in parts, as
+// they arrive from the origin (origin.ListEacher): a front end sends the
+// entries as they come instead of holding the whole directory.
+type EachLister interface {
+	// ListEach calls fn with each entry of the directory req names, as
+	// List would return them; it returns fn's first error, or the
+	// listing's (after which the entries handed over are not all).
+	ListEach(ctx context.Context, req Request, withStat bool, fn func(origin.FileInfo) error) error
+}
+
+// ListEach lists with b's ListEach, or with List when b has none.
+func ListEach(ctx context.Context, b Backend, req Request, withStat bool, fn func(origin.FileInfo) error) error {
+	if le, ok := b.(EachLister); ok {
+		return le.ListEach(ctx, req, withStat, fn)
+	}
+	list, err := b.List(ctx, req, withStat)
+	if err != nil {
+		return err
+	}
+	for _, fi := range list {
+		if err := fn(fi); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // String renders the request for error messages.

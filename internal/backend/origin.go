@@ -44,6 +44,11 @@ func (b originBackend) List(ctx context.Context, req Request, withStat bool) ([]
 	return b.o.List(ctx, req.Path, withStat)
 }
 
+// ListEach implements EachLister.
+func (b originBackend) ListEach(ctx context.Context, req Request, withStat bool, fn func(origin.FileInfo) error) error {
+	return origin.ListEach(ctx, b.o, req.Path, withStat, fn)
+}
+
 func (b originBackend) Checksum(ctx context.Context, req Request, algo string) (string, error) {
 	return b.o.Checksum(ctx, req.Path, algo)
 }

@@ -67,6 +67,9 @@ type Cache struct {
 	// on one file make ext4 ten times slower than a few (inode lock
 	// contention).
 	diskWrites *diskQueue
+	// listings holds a token per directory listing in progress, at most
+	// MaxListings (listing.go).
+	listings chan struct{}
 
 	// mu protects files, closing and dirty.
 	mu sync.Mutex
@@ -160,6 +163,7 @@ func New(cfg *Config) (_ *Cache, err error) {
 		dirty:      map[*entry]struct{}{},
 		index:      newIndex(rulesOf(&c), c.DirStatsDepth, c.DirStatsMax),
 		diskWrites: newDiskQueue(maxDiskWriters),
+		listings:   make(chan struct{}, c.MaxListings),
 		purgeKick:  make(chan struct{}, 1),
 		shutdownCh: make(chan struct{}),
 		disks:      disks,
@@ -576,13 +580,19 @@ func sidecarInfo(k Key, in *sidecar.Info) origin.FileInfo {
 	return fi
 }
 
-// List implements backend.Backend; listings always come from the origin.
+// List implements backend.Backend; listings always come from the origin,
+// at most MaxListings at once (listing.go).
 func (c *Cache) List(ctx context.Context, req backend.Request, withStat bool) ([]origin.FileInfo, error) {
 	ctx = origin.WithClientToken(ctx, req.OriginToken)
 	o, k, _, err := c.key(ctx, req)
 	if err != nil {
 		return nil, err
 	}
+	release, err := c.listSlot(ctx, k)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.OriginTimeout)
 	defer cancel()
 	return o.List(ctx, k.Path, withStat)

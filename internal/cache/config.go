@@ -58,6 +58,9 @@ const (
 	defaultFetchRetries = 1
 	// defaultOriginTimeout bounds one origin open or read.
 	defaultOriginTimeout = 60 * time.Second
+	// defaultMaxListings: 16 streamed S3 listings hold about 16 MB; a
+	// PROPFIND of 100k objects held about 70 MB whole.
+	defaultMaxListings = 16
 	// Watermarks as in XCache (pfc.diskusage 0.90 0.95) and seed 002.
 	defaultHighWatermark = 0.95
 	defaultLowWatermark  = 0.90
@@ -151,6 +154,13 @@ type Config struct {
 	FetchRetries int
 	// OriginTimeout bounds one origin open or piece read. Default 60 s.
 	OriginTimeout time.Duration
+	// MaxListings bounds the directory listings in progress at once
+	// (root:// dirlist, PROPFIND, GET of a directory): each holds a page
+	// of the origin's answer (S3: 1000 entries) while it streams, or all
+	// of it from an origin that answers a listing whole. More wait for
+	// one to end (bounded by their context). Default 16; at the expense
+	// of waiting listings when many run at once.
+	MaxListings int
 	// Capacity is the space the cache may fill, in bytes. Zero (default):
 	// the size of the file system holding Dir, with usage as that file
 	// system reports it (so other data on it counts too).
@@ -291,6 +301,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.OriginTimeout == 0 {
 		c.OriginTimeout = defaultOriginTimeout
+	}
+	if c.MaxListings == 0 {
+		c.MaxListings = defaultMaxListings
 	}
 	if c.FS == nil {
 		c.FS = disk.OS{}
@@ -434,6 +447,9 @@ func (c *Config) Validate() error {
 	}
 	if c.OriginTimeout < 0 {
 		bad("OriginTimeout", fmt.Errorf("origin timeout %v: must not be negative", c.OriginTimeout))
+	}
+	if c.MaxListings < 0 {
+		bad("MaxListings", fmt.Errorf("max listings %d: must not be negative", c.MaxListings))
 	}
 	seen := map[string]bool{}
 	for _, d := range c.DataDirs {

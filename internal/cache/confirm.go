@@ -37,6 +37,11 @@ type confirmer struct {
 	upTo time.Time
 	// running is the stat in flight, if any.
 	running *confirmation
+
+	// delivered records what the copy's handles handed out, so that a
+	// copy whose identity the whole-file checksum refutes can name whom
+	// it reached (deliver.go, verify.go).
+	delivered deliveries
 }
 
 // confirmation is one stat in flight; done is closed when err and sent

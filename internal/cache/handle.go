@@ -27,6 +27,8 @@ type handle struct {
 	hit, missed, bypassed atomic.Int64
 	// held: every block was present when the handle was opened.
 	held bool
+	// cov is what the handle delivered (deliver.go).
+	cov coverage
 }
 
 var _ backend.File = (*handle)(nil)
@@ -56,22 +58,55 @@ func (h *handle) Info() origin.FileInfo {
 
 // Stream implements backend.File.
 func (h *handle) Stream(ctx context.Context, off, n int64, fn func([]byte) error) (int64, error) {
+	return h.stream(ctx, off, n, fn, true)
+}
+
+// stream serves a read; with confirm, bytes it gets from fetches are
+// confirmed (the file at the origin unchanged) before its last chunk is
+// handed over (deliver.go). A vector read confirms once at its end instead.
+func (h *handle) stream(ctx context.Context, off, n int64, fn func([]byte) error, confirm bool) (int64, error) {
+	e := h.e
 	if h.closed.Load() {
-		return 0, fmt.Errorf("read %s: %w", h.e.key, errClosed)
+		return 0, fmt.Errorf("read %s: %w", e.key, errClosed)
+	}
+	// Once the version is known to have changed, no read of the handle
+	// succeeds again.
+	if err := e.spoilErr(); err != nil {
+		return 0, err
+	}
+	out := fn
+	if end := min(off+n, e.size); confirm && e.needsConfirm(off, end) {
+		pos := off
+		out = func(p []byte) error {
+			if pos+int64(len(p)) >= end {
+				if err := e.confirmDelivered(ctx); err != nil {
+					return err
+				}
+			}
+			pos += int64(len(p))
+			return fn(p)
+		}
 	}
 	// Every byte comes from the block store's RAM, checked when it left
 	// the disk: no sendfile from the data file (backend.FileStreamer),
 	// which would bypass the check and bring back the page cache.
-	return h.e.stream(ctx, h, off, n, fn)
+	k, err := e.stream(ctx, h, off, n, out)
+	h.cov.add(off, k)
+	return k, err
 }
 
 // ReadAt implements backend.File.
 func (h *handle) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
-	k, err := h.Stream(ctx, off, int64(len(p)), func(b []byte) error {
+	return h.readAt(ctx, p, off, true)
+}
+
+// readAt is ReadAt; confirm as for stream.
+func (h *handle) readAt(ctx context.Context, p []byte, off int64, confirm bool) (int, error) {
+	k, err := h.stream(ctx, off, int64(len(p)), func(b []byte) error {
 		copy(p, b)
 		p = p[len(b):]
 		return nil
-	})
+	}, confirm)
 	if err != nil {
 		return int(k), err
 	}
@@ -111,6 +146,7 @@ func (h *handle) Close() error {
 			Protocol: h.req.Protocol, Status: "ok",
 		})
 	}
+	e.ident.delivered.closed(e.c, h, now)
 	e.c.release(e, rec, true)
 	return nil
 }
@@ -126,8 +162,12 @@ func (h *handle) ReadV(ctx context.Context, segs []origin.Segment) error {
 			e.fetchRange(s.Offset, min(s.Offset+int64(len(s.Buf)), e.size), h.reader)
 		}
 	}
+	confirm := false
 	for _, s := range segs {
-		n, err := h.ReadAt(ctx, s.Buf, s.Offset)
+		confirm = confirm || e.needsConfirm(s.Offset, min(s.Offset+int64(len(s.Buf)), e.size))
+	}
+	for _, s := range segs {
+		n, err := h.readAt(ctx, s.Buf, s.Offset, false)
 		if err == io.EOF && n == len(s.Buf) {
 			err = nil
 		}
@@ -136,6 +176,12 @@ func (h *handle) ReadV(ctx context.Context, segs []origin.Segment) error {
 		}
 		if err != nil {
 			return fmt.Errorf("readv segment %d@%d of %s: %w", len(s.Buf), s.Offset, e.key, err)
+		}
+	}
+	if confirm {
+		// The segments are handed over only when this returns.
+		if err := e.confirmDelivered(ctx); err != nil {
+			return fmt.Errorf("readv of %s: %w", e.key, err)
 		}
 	}
 	return nil

@@ -50,6 +50,9 @@ type Stats struct {
 	DisksFailed atomic.Int64
 	// OpenFiles is the number of files with at least one client.
 	OpenFiles atomic.Int64
+	// Listings is the number of directory listings in progress,
+	// ListingsWaiting of those waiting for one of Config.MaxListings.
+	Listings, ListingsWaiting atomic.Int64
 	// Evictions and EvictedBytes count files removed by purge or Evict;
 	// PurgeRuns counts purges that had something to do (counted when they
 	// end); LastPurgeNanos and LastPurgeFiles describe the latest one, of

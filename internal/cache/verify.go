@@ -42,12 +42,12 @@ func (e *entry) scheduleVerify() {
 	e.syncMu.Lock()
 	created := e.side.Created
 	e.syncMu.Unlock()
-	c, o, k := e.c, e.o, e.key
+	c, o, k, dl := e.c, e.o, e.key, &e.ident.delivered
 	ctx := c.ctx
 	if tok := e.clientToken.Load(); tok != nil {
 		ctx = origin.WithClientToken(ctx, *tok) // as the file was read
 	}
-	c.goBackground(func() { c.verify(ctx, o, k, created, sums) })
+	c.goBackground(func() { c.verify(ctx, o, k, created, sums, dl) })
 }
 
 // verify compares the checksums of a complete file with the origin's
@@ -55,8 +55,9 @@ func (e *entry) scheduleVerify() {
 // sidecar. On a mismatch the cached copy is dropped, so later reads fetch
 // again and clients never get bytes that disagree with the origin's
 // checksum. created identifies the copy: a copy replaced meanwhile is left
-// alone.
-func (c *Cache) verify(parent context.Context, o origin.Origin, k Key, created time.Time, sums checksum.Sums) {
+// alone. dl records what the copy was handed out as: on a mismatch every
+// client it reached is logged (deliver.go).
+func (c *Cache) verify(parent context.Context, o origin.Origin, k Key, created time.Time, sums checksum.Sums, dl *deliveries) {
 	state := sidecar.ChecksumComputed
 	if algo := c.rules.Load().verifyChecksum; algo != "none" {
 		ctx, cancel := context.WithTimeout(parent, c.cfg.OriginTimeout)
@@ -74,6 +75,7 @@ func (c *Cache) verify(parent context.Context, o origin.Origin, k Key, created t
 				c.updateCopy(k, created, func(e *entry) {
 					e.spoil(fmt.Errorf("%s: cached copy differs from the origin's %s checksum: %w", k, algo, syscall.EIO))
 				}, func(in *sidecar.Info) bool { return false })
+				dl.fail(c, k, fmt.Sprintf("%s %s of the copy, %s at the origin", algo, got, normalizeHex(want)))
 				c.stats.ChecksumFailures.Add(1) // after the drop: a test may wait on it
 				return
 			}

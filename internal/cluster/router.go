@@ -358,6 +358,24 @@ func (r *Router) List(ctx context.Context, req backend.Request, withStat bool) (
 	return out, err
 }
 
+// ListEach implements backend.EachLister: a node with a cache lists
+// through it in parts; elsewhere as List.
+func (r *Router) ListEach(ctx context.Context, req backend.Request, withStat bool, fn func(origin.FileInfo) error) error {
+	if r.cfg.Local != nil {
+		return backend.ListEach(ctx, r.cfg.Local, req, withStat, fn)
+	}
+	list, err := r.List(ctx, req, withStat)
+	if err != nil {
+		return err
+	}
+	for _, fi := range list {
+		if err := fn(fi); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // openForPeer serves a peer lookup: only a file complete in the local
 // cache, named by its cache key, and only to cluster members.
 func (r *Router) openForPeer(ctx context.Context, req backend.Request) (backend.File, error) {

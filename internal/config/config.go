@@ -224,6 +224,11 @@ type OriginConfig struct {
 	ForwardAllow []string `toml:"forward_allow"`
 	// Timeout bounds one origin open or read. Default 60s.
 	Timeout Duration `toml:"timeout"`
+	// MaxListings bounds the directory listings in progress at once
+	// (xrdfs ls, PROPFIND, GET of a directory); more wait for one to end.
+	// Each holds a page of an S3 listing (1000 entries) as it streams, or
+	// a whole listing from other origins. Default 16.
+	MaxListings int `toml:"max_listings"`
 	// Connections is the number of TCP connections per root:// origin.
 	// Default 16: on a high-latency link each connection is limited by its
 	// TCP window (Linux grows it to about 6 MB: 40 MB/s at 150 ms), so many
@@ -327,7 +332,7 @@ func Default() *Config {
 		Space: SpaceConfig{Watermarks: fmt.Sprintf("%.2f,%.2f", cd.LowWatermark, cd.HighWatermark),
 			PurgeInterval: Duration(cd.PurgeInterval), VerifyChecksum: cd.VerifyChecksum,
 			Pin: []string{}, PinShare: cd.PinShare, DirStatsDepth: cd.DirStatsDepth, DirStatsMax: cd.DirStatsMax},
-		Origin: OriginConfig{Timeout: Duration(cd.OriginTimeout), Connections: 16, MaxHops: 4, NotFoundTTL: Duration(30e9),
+		Origin: OriginConfig{Timeout: Duration(cd.OriginTimeout), MaxListings: cd.MaxListings, Connections: 16, MaxHops: 4, NotFoundTTL: Duration(30e9),
 			NotFoundTTLByOrigin: map[string]Duration{}, S3Connections: 64, FailureLogInterval: Duration(60e9)},
 		Log:      LogConfig{Level: "info"},
 		Cluster:  defaultCluster(),
@@ -645,6 +650,7 @@ var cacheKeys = map[string]string{
 	"Capacity":      "space.capacity", "Watermarks": "space.watermarks", "MaxAge": "space.max_age",
 	"MaxFiles": "space.max_files", "PurgeInterval": "space.purge_interval", "Quotas": "quota",
 	"DirStatsMax": "space.dir_stats_max", "OriginTimeout": "origin.timeout", "PinShare": "space.pin_share",
+	"MaxListings": "origin.max_listings",
 }
 
 // unjoin splits an errors.Join result into its errors.
@@ -683,6 +689,7 @@ func (c *Config) CacheConfig() (*cache.Config, error) {
 		CompleteAfterClose: c.Cache.CompleteAfterClose,
 		LocalRedirect:      c.Cache.LocalRedirect,
 		OriginTimeout:      time.Duration(c.Origin.Timeout),
+		MaxListings:        c.Origin.MaxListings,
 		Capacity:           int64(c.Space.Capacity),
 		LowWatermark:       sp.LowWatermark,
 		HighWatermark:      sp.HighWatermark,
@@ -731,6 +738,7 @@ func (c *Config) keyValue(key string) (any, bool) {
 		"space.capacity": c.Space.Capacity, "space.watermarks": fmt.Sprintf("%q", c.Space.Watermarks),
 		"space.max_age": c.Space.MaxAge, "space.max_files": c.Space.MaxFiles, "space.purge_interval": c.Space.PurgeInterval,
 		"space.dir_stats_max": c.Space.DirStatsMax, "origin.timeout": c.Origin.Timeout, "space.pin_share": c.Space.PinShare,
+		"origin.max_listings": c.Origin.MaxListings,
 	}[key]
 	return v, ok
 }

@@ -22,6 +22,12 @@ type SecurityConfig struct {
 	// over roots://) or a proxy (gsi); default false: clients without one
 	// continue anonymously and the rules decide.
 	RequireAuth bool `toml:"require_auth"`
+	// AllowTokensWithoutTLS accepts bearer tokens that arrive over
+	// unencrypted connections: ?authz= on plain root://, and plain http://
+	// (behind a proxy that terminates TLS). Default false: they are
+	// ignored, the client is anonymous, and a denial says why (a token
+	// sent in the clear can be read and replayed by anyone on the way).
+	AllowTokensWithoutTLS bool `toml:"allow_tokens_without_tls"`
 	// GSI accepts X.509 proxies over root:// with XRootD's gsi protocol,
 	// checked against ca_paths (and vomsdir) like certificates over https.
 	// Default false.

@@ -304,9 +304,11 @@ func firstLine(b []byte) string {
 
 // TestS3WrongKeyRefused: with a wrong secret key every client is refused,
 // with the reason (the object store's SignatureDoesNotMatch) and the
-// bucket; the secret appears nowhere (client messages, log, metrics).
-// Once the key file holds the right secret, reads succeed without a
-// restart.
+// bucket; the secret appears nowhere (client messages, log, metrics), and
+// the access key id is named in the log only: not in what clients read
+// (xrdcp's message, the HTTP 403 body) nor in /health (issue 27, item 8:
+// it was in all three). Once the key file holds the right secret, reads
+// succeed without a restart.
 func TestS3WrongKeyRefused(t *testing.T) {
 	const wrong = "wrong-secret-0123456789"
 	s := startS3Stack(t, wrong, nil, nil)
@@ -323,10 +325,22 @@ func TestS3WrongKeyRefused(t *testing.T) {
 		t.Fatalf("curl with a wrong key: want 403 with the reason: %s", c)
 	}
 	metrics := realclient.MustRun(t, env, "curl", "-sS", "--fail", s.httpURL()+"/metrics")
-	for _, out := range [][]byte{r.Stdout, r.Stderr, c.Stdout, c.Stderr, metrics.Stdout} {
+	health := realclient.MustRun(t, env, "curl", "-sS", s.httpURL()+"/health")
+	if !strings.Contains(string(health.Stdout), "SignatureDoesNotMatch") {
+		t.Fatalf("/health does not report the refusal: %s", health.Stdout)
+	}
+	for _, out := range [][]byte{r.Stdout, r.Stderr, c.Stdout, c.Stderr, metrics.Stdout, health.Stdout} {
 		if bytes.Contains(out, []byte(wrong)) || bytes.Contains(out, []byte(s.s3.SecretKey)) {
 			t.Fatal("a secret key reached a client or /metrics")
 		}
+	}
+	for what, out := range map[string][]byte{"xrdcp's message": r.Stderr, "the HTTP 403 body": c.Stdout, "/health": health.Stdout} {
+		if bytes.Contains(out, []byte(s.s3.AccessKey)) {
+			t.Errorf("the access key id %s is in %s: %s", s.s3.AccessKey, what, out)
+		}
+	}
+	if !strings.Contains(s.log.String(), "credentials=\"access key "+s.s3.AccessKey) {
+		t.Errorf("the log does not name the access key id the store refused:\n%s", s.log.String())
 	}
 	if n := strings.Count(s.log.String(), "s3 origin: refused"); n != 1 {
 		t.Fatalf("the refusal was logged %d times, want once:\n%s", n, s.log.String())

@@ -124,6 +124,15 @@ func (g *Guard) List(ctx context.Context, req backend.Request, withStat bool) ([
 	return g.next.List(ctx, req, withStat)
 }
 
+// ListEach implements backend.EachLister.
+func (g *Guard) ListEach(ctx context.Context, req backend.Request, withStat bool, fn func(origin.FileInfo) error) error {
+	ctx, err := g.check(ctx, req)
+	if err != nil {
+		return err
+	}
+	return backend.ListEach(ctx, g.next, req, withStat, fn)
+}
+
 // Checksum implements backend.Backend.
 func (g *Guard) Checksum(ctx context.Context, req backend.Request, algo string) (string, error) {
 	ctx, err := g.check(ctx, req)
@@ -174,6 +183,12 @@ func (o *viaOrigin) List(ctx context.Context, p string, withStat bool) ([]origin
 	vp := o.path(ctx, p)
 	l, err := o.Origin.List(ctx, vp, withStat)
 	return l, unvia(err, vp, p)
+}
+
+// ListEach implements origin.ListEacher, passing the origin's own through.
+func (o *viaOrigin) ListEach(ctx context.Context, p string, withStat bool, fn func(origin.FileInfo) error) error {
+	vp := o.path(ctx, p)
+	return unvia(origin.ListEach(ctx, o.Origin, vp, withStat, fn), vp, p)
 }
 
 func (o *viaOrigin) Checksum(ctx context.Context, p, algo string) (string, error) {

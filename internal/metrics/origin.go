@@ -241,6 +241,14 @@ func (o *instrumented) List(ctx context.Context, p string, withStat bool) ([]ori
 	return l, err
 }
 
+// ListEach implements origin.ListEacher, passing the origin's own through.
+func (o *instrumented) ListEach(ctx context.Context, p string, withStat bool, fn func(origin.FileInfo) error) error {
+	start := o.r.cfg.Now()
+	err := origin.ListEach(ctx, o.Origin, p, withStat, fn)
+	o.r.observeOrigin(o.s, opList, start, err)
+	return err
+}
+
 // Checksum implements origin.Origin.
 func (o *instrumented) Checksum(ctx context.Context, p, algo string) (string, error) {
 	start := o.r.cfg.Now()

@@ -31,6 +31,11 @@ type observed struct {
 	fs *fileStream
 }
 
+// ListEach passes listings in parts through (backend.EachLister).
+func (o *observed) ListEach(ctx context.Context, req backend.Request, withStat bool, fn func(origin.FileInfo) error) error {
+	return backend.ListEach(ctx, o.Backend, req, withStat, fn)
+}
+
 func (o *observed) Open(ctx context.Context, req backend.Request) (backend.File, error) {
 	f, err := o.Backend.Open(ctx, req)
 	if err != nil {

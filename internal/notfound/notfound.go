@@ -172,6 +172,12 @@ type negOrigin struct {
 	order []string
 }
 
+// ListEach implements origin.ListEacher, passing the origin's own through
+// (listings are not remembered).
+func (o *negOrigin) ListEach(ctx context.Context, p string, withStat bool, fn func(origin.FileInfo) error) error {
+	return origin.ListEach(ctx, o.Origin, p, withStat, fn)
+}
+
 // remembered reports whether p is known not to exist; it forgets expired
 // answers.
 func (o *negOrigin) remembered(p string) (time.Time, bool) {

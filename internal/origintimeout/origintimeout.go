@@ -91,6 +91,13 @@ func (o *bounded) List(ctx context.Context, p string, withStat bool) ([]origin.F
 	return o.Origin.List(ctx, p, withStat)
 }
 
+// ListEach implements origin.ListEacher, passing the origin's own through.
+func (o *bounded) ListEach(ctx context.Context, p string, withStat bool, fn func(origin.FileInfo) error) error {
+	ctx, cancel := o.t.ctx(ctx)
+	defer cancel()
+	return origin.ListEach(ctx, o.Origin, p, withStat, fn)
+}
+
 // Checksum implements origin.Origin.
 func (o *bounded) Checksum(ctx context.Context, p, algo string) (string, error) {
 	ctx, cancel := o.t.ctx(ctx)

@@ -78,6 +78,7 @@ func (s *Security) decide(sub *authz.Subject, req *backend.Request, op, note str
 		}
 	}
 	d := s.authz.Decide(sub, req.Path)
+	req.AuthUntil = authUntil(sub, skew)
 	if !d.Read {
 		if len(expired) > 0 {
 			d.Reason += " (" + strings.Join(expired, "; ") + "; re-authenticate with a fresh proxy)"
@@ -92,6 +93,31 @@ func (s *Security) decide(sub *authz.Subject, req *backend.Request, op, note str
 		s.log.Debug("authz: cached data only", "client", req.Client, "user", sub.String(), "path", req.Path, "op", op, "protocol", req.Protocol, "reason", d.Reason)
 	}
 	return nil
+}
+
+// authUntil is when the credentials of sub stop counting: the earliest
+// expiry of its token, proxy chain and (unexpired) VOMS attributes, plus
+// skew; zero without any.
+func authUntil(sub *authz.Subject, skew time.Duration) time.Time {
+	var until time.Time
+	earlier := func(t time.Time) {
+		if until.IsZero() || t.Before(until) {
+			until = t
+		}
+	}
+	if sub.Token != nil {
+		earlier(sub.Token.Expiry)
+	}
+	if sub.X509 != nil {
+		earlier(sub.X509.NotAfter)
+	}
+	for _, a := range sub.VOMS {
+		earlier(a.NotAfter)
+	}
+	if until.IsZero() {
+		return until
+	}
+	return until.Add(skew)
 }
 
 func (s *Security) deny(req *backend.Request, op string, sub *authz.Subject, reason string) error {
@@ -173,17 +199,17 @@ var _ httpfront.Identifier = httpAuthorizer{}
 // Authorize implements httpfront.Authorizer.
 func (a httpAuthorizer) Authorize(r *http.Request, req *backend.Request, op string) error {
 	s := a.s
-	sub, why := s.httpSubject(r, stripAuthz(req))
+	sub, why, note := s.httpSubject(r, stripAuthz(req))
 	if why != "" {
 		return s.deny(req, op, sub, why)
 	}
-	return s.decide(sub, req, op, "")
+	return s.decide(sub, req, op, note)
 }
 
 // Identify implements httpfront.Identifier: the verified credential's
 // name, "" without one.
 func (a httpAuthorizer) Identify(r *http.Request) (string, error) {
-	sub, why := a.s.httpSubject(r, bearer(r.URL.Query().Get("authz")))
+	sub, why, _ := a.s.httpSubject(r, bearer(r.URL.Query().Get("authz")))
 	if why != "" {
 		return "", fmt.Errorf("%s: %w", why, backend.ErrForbidden)
 	}
@@ -191,33 +217,43 @@ func (a httpAuthorizer) Identify(r *http.Request) (string, error) {
 }
 
 // httpSubject verifies the credentials of r (tok: a token from the query);
-// a credential that does not verify gives the reason as why.
-func (s *Security) httpSubject(r *http.Request, tok string) (sub *authz.Subject, why string) {
+// a credential that does not verify gives the reason as why. A token sent
+// over plain http:// is not used (note says so) unless the site allows it.
+func (s *Security) httpSubject(r *http.Request, tok string) (sub *authz.Subject, why, note string) {
 	sub = &authz.Subject{}
 	if h := r.Header.Get("Authorization"); h != "" {
 		if !strings.HasPrefix(strings.ToLower(h), "bearer ") {
-			return sub, "only Bearer authorization is accepted"
+			return sub, "only Bearer authorization is accepted", ""
 		}
 		tok = bearer(h)
+	}
+	if tok != "" && r.TLS == nil && !s.cfg.AllowTokensWithoutTLS {
+		note, tok = tokenInTheClear("http://", "https://"), ""
 	}
 	if tok != "" {
 		c, err := s.verifyToken(r.Context(), tok)
 		if err != nil {
-			return sub, err.Error()
+			return sub, err.Error(), ""
 		}
 		sub.Token, sub.Name = c, c.Name()
 	}
 	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
 		xs, err := s.verifyChain(r.TLS.PeerCertificates)
 		if err != nil {
-			return sub, fmt.Sprintf("client certificate refused: %v", err)
+			return sub, fmt.Sprintf("client certificate refused: %v", err), ""
 		}
 		sub.X509, sub.VOMS, sub.User = xs.X509, xs.VOMS, xs.User
 		if sub.Name == "" {
 			sub.Name = xs.Name
 		}
 	}
-	return sub, ""
+	return sub, "", note
+}
+
+// tokenInTheClear is why a token that came over an unencrypted connection
+// (plain, the scheme it came by; secure, the one to use) did not count.
+func tokenInTheClear(plain, secure string) string {
+	return "the bearer token was ignored: it came over unencrypted " + plain + ", where anyone on the way can read it; tokens are accepted over " + secure + " only (security.allow_tokens_without_tls)"
 }
 
 // XRootDAuthorizer returns the root:// front end's authorizer. It
@@ -253,15 +289,23 @@ func (a xrdAuthorizer) AuthorizeRequest(ctx context.Context, op xrdfront.Op, req
 			sub.Name = id.Name
 		}
 	}
-	if tok := stripAuthz(req); tok != "" && sub.Token == nil {
-		c, err := s.verifyToken(ctx, tok)
-		if err != nil {
-			return s.deny(req, string(op), sub, err.Error())
-		}
-		sub.Token, sub.Name = c, c.Name()
-	}
 	note := ""
+	if tok := stripAuthz(req); tok != "" && sub.Token == nil {
+		if req.Protocol == "root" && !s.cfg.AllowTokensWithoutTLS {
+			// The docs promise that plain root:// clients are anonymous:
+			// a token in the opaque data crossed the network in the
+			// clear and does not count.
+			note = tokenInTheClear("root://", "roots://")
+		} else {
+			c, err := s.verifyToken(ctx, tok)
+			if err != nil {
+				return s.deny(req, string(op), sub, err.Error())
+			}
+			sub.Token, sub.Name = c, c.Name()
+		}
+	}
 	switch {
+	case note != "":
 	case sub.Authenticated():
 	case id != nil && len(id.Refused) > 0:
 		// XrdCl fell back to unix after its token or proxy was refused.

@@ -22,12 +22,14 @@ func FromConfig(c *config.SecurityConfig, log *slog.Logger) *Config {
 	out := &Config{
 		RequireTLS:  c.RequireTLS,
 		RequireAuth: c.RequireAuth,
-		GSI:         c.GSI,
-		CAPaths:     c.CAPaths,
-		VOMSDir:     c.VOMSDir,
-		VOMSTargets: c.VOMSTargets,
-		ClockSkew:   time.Duration(c.ClockSkew),
-		Logger:      log,
+
+		AllowTokensWithoutTLS: c.AllowTokensWithoutTLS,
+		GSI:                   c.GSI,
+		CAPaths:               c.CAPaths,
+		VOMSDir:               c.VOMSDir,
+		VOMSTargets:           c.VOMSTargets,
+		ClockSkew:             time.Duration(c.ClockSkew),
+		Logger:                log,
 
 		GridMap:           c.GridMap,
 		GridMapRequired:   c.GridMapRequired,

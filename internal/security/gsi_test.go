@@ -25,7 +25,7 @@ import (
 
 // gsiStack is a stack accepting gsi with an RSA host certificate of its
 // own (gsi_cert), next to the EC one TLS uses.
-func gsiStack(t *testing.T, mut func(*Config)) (*stack, *pki) {
+func gsiStack(t *testing.T, mut func(*Config), opts ...any) (*stack, *pki) {
 	t.Helper()
 	p := newPKI(t)
 	hc, hk := p.ca.HostKey(t, authtest.RSAKey(t, 3), "localhost", "127.0.0.1").WriteFiles(t, p.dir, "gsihost")
@@ -34,7 +34,7 @@ func gsiStack(t *testing.T, mut func(*Config)) (*stack, *pki) {
 		if mut != nil {
 			mut(c)
 		}
-	})
+	}, opts...)
 	// XrdCl checks the host certificate against the host name it dialled.
 	s.root = strings.Replace(s.root, "127.0.0.1", "localhost", 1)
 	return s, p

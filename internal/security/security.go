@@ -33,6 +33,11 @@ type Config struct {
 	RequireTLS bool
 	// Tokens trusts bearer token issuers. Nil: tokens are not accepted.
 	Tokens *token.Config
+	// AllowTokensWithoutTLS accepts bearer tokens that arrive over
+	// unencrypted connections (?authz= on plain root://, plain http://, as
+	// behind a proxy that terminates TLS). Default false: such tokens are
+	// ignored (the client is anonymous) and a denial says why.
+	AllowTokensWithoutTLS bool
 	// RequireAuth makes root:// logins authenticate with a token (ztn, on
 	// TLS connections) or a proxy (gsi); otherwise clients without one
 	// continue anonymously (unix fallback) and the rules decide what they

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hepcache/hepcache/internal/originhttp"
@@ -114,6 +115,11 @@ func (o *Origin) Open(ctx context.Context, p string) (origin.File, error) {
 	if fi.Size < 0 {
 		return nil, fmt.Errorf("open s3 %s: no Content-Length in the HEAD answer: %w", o.objectName(o.key(p)), origin.ErrUnsupported)
 	}
+	if fi.ETag == "" && fi.ModTime.IsZero() {
+		// Nothing tells two versions of the object apart: a copy could mix
+		// them without anyone noticing.
+		return nil, fmt.Errorf("open s3 %s: the object store gives neither ETag nor Last-Modified, so hepcache cannot tell its versions apart and does not cache it: %w", o.objectName(o.key(p)), origin.ErrUnsupported)
+	}
 	fi.VersionPinned = fi.ETag != ""
 	return &file{o: o, key: o.key(p), info: fi}, nil
 }
@@ -123,6 +129,9 @@ type file struct {
 	o    *Origin
 	key  string
 	info origin.FileInfo
+	// learnt is the ETag of the first GET answer when the HEAD gave none
+	// (a store that omits it there): later answers must carry the same.
+	learnt atomic.Pointer[string]
 }
 
 var _ origin.File = (*file)(nil)
@@ -162,8 +171,14 @@ func (f *file) readAt(ctx context.Context, p []byte, off int64, progress func(in
 	want := min(int64(len(p)), f.info.Size-off)
 	rng := fmt.Sprintf("bytes=%d-%d", off, off+want-1)
 	hdr := http.Header{"Range": {rng}}
-	if f.info.ETag != "" {
-		hdr.Set("If-Match", f.info.ETag)
+	etag := f.info.ETag
+	if etag == "" {
+		if p := f.learnt.Load(); p != nil {
+			etag = *p
+		}
+	}
+	if etag != "" {
+		hdr.Set("If-Match", etag)
 	}
 	resp, err := f.o.do(ctx, request{method: http.MethodGet, key: f.key, header: hdr})
 	if err != nil {
@@ -194,8 +209,8 @@ func (f *file) readAt(ctx context.Context, p []byte, off int64, progress func(in
 	default:
 		return 0, fmt.Errorf("s3 GET %s %s: unexpected %s: %w", name, rng, resp.Status, origin.ErrInvalid)
 	}
-	if et := resp.Header.Get("ETag"); et != "" && f.info.ETag != "" && et != f.info.ETag {
-		return 0, fmt.Errorf("s3 GET %s %s: ETag %s, opened with %s: %w", name, rng, et, f.info.ETag, errChanged)
+	if err := f.sameVersion(resp.Header); err != nil {
+		return 0, fmt.Errorf("s3 GET %s %s: %w", name, rng, err)
 	}
 	n, err := origin.ReadFullProgress(resp.Body, p[:want], progress)
 	if err != nil {
@@ -205,6 +220,34 @@ func (f *file) readAt(ctx context.Context, p []byte, off int64, progress func(in
 		return n, io.EOF
 	}
 	return n, nil
+}
+
+// sameVersion checks a GET answer's headers against the version opened,
+// before any byte of its body is used: its ETag (the HEAD's, or the first
+// answer's when the HEAD gave none) and its Last-Modified. A store that
+// ignores If-Match is caught by the ETag it answers with; one that sends
+// no ETag at all, by Last-Modified (to the second: a replacement within
+// the second the object was written, with the same size, goes unseen, as
+// for POSIX and XRootD origins).
+func (f *file) sameVersion(h http.Header) error {
+	et := h.Get("ETag")
+	switch {
+	case et == "":
+	case f.info.ETag != "":
+		if et != f.info.ETag {
+			return fmt.Errorf("ETag %s, opened with %s: %w", et, f.info.ETag, errChanged)
+		}
+	default:
+		if !f.learnt.CompareAndSwap(nil, &et) {
+			if was := *f.learnt.Load(); et != was {
+				return fmt.Errorf("ETag %s, earlier reads had %s: %w", et, was, errChanged)
+			}
+		}
+	}
+	if lm, err := http.ParseTime(h.Get("Last-Modified")); err == nil && !f.info.ModTime.IsZero() && lm.Unix() != f.info.ModTime.Unix() {
+		return fmt.Errorf("Last-Modified %s, opened with %s: %w", lm.UTC().Format(http.TimeFormat), f.info.ModTime.UTC().Format(http.TimeFormat), errChanged)
+	}
+	return nil
 }
 
 // ReadV implements origin.File: S3 has no multi-range GET, so one ranged
@@ -263,20 +306,40 @@ func (o *Origin) listPage(ctx context.Context, prefix, token string, max int) (*
 	return &lr, nil
 }
 
-// List implements origin.Origin with ListObjectsV2, page after page: the
-// objects directly under p are files, the common prefixes directories.
-// S3 lists sizes, times and ETags anyway, so withStat costs nothing.
+var _ origin.ListEacher = (*Origin)(nil)
+
+// List implements origin.Origin: ListEach's entries collected, at most
+// maxListEntries.
 func (o *Origin) List(ctx context.Context, p string, withStat bool) ([]origin.FileInfo, error) {
+	var out []origin.FileInfo
+	err := o.ListEach(ctx, p, withStat, func(fi origin.FileInfo) error {
+		if len(out) == maxListEntries {
+			return fmt.Errorf("s3 LIST %s/%s: more than %d entries: %w", o.bucket, o.key(p), maxListEntries, origin.ErrUnsupported)
+		}
+		out = append(out, fi)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ListEach implements origin.ListEacher with ListObjectsV2, page after
+// page, each page's entries handed over before the next is asked for: the
+// objects directly under p are files, the common prefixes directories. S3
+// lists sizes, times and ETags anyway, so withStat costs nothing.
+func (o *Origin) ListEach(ctx context.Context, p string, withStat bool, fn func(origin.FileInfo) error) error {
 	dir := o.key(p)
 	if dir != "" && !strings.HasSuffix(dir, "/") {
 		dir += "/"
 	}
-	var out []origin.FileInfo
+	n := 0
 	token := ""
 	for {
 		page, err := o.listPage(ctx, dir, token, o.cfg.listPageSize)
 		if err != nil {
-			return nil, fmt.Errorf("list: %w", err)
+			return fmt.Errorf("list: %w", err)
 		}
 		for _, c := range page.Contents {
 			name := strings.TrimPrefix(c.Key, dir)
@@ -287,31 +350,34 @@ func (o *Origin) List(ctx context.Context, p string, withStat bool) ([]origin.Fi
 			if t, err := time.Parse(time.RFC3339Nano, c.LastModified); err == nil {
 				fi.ModTime = t.UTC()
 			}
-			out = append(out, fi)
+			n++
+			if err := fn(fi); err != nil {
+				return err
+			}
 		}
 		for _, cp := range page.CommonPrefixes {
 			name := strings.TrimSuffix(strings.TrimPrefix(cp.Prefix, dir), "/")
 			if name == "" || strings.Contains(name, "/") {
 				continue
 			}
-			out = append(out, origin.FileInfo{Name: name, Mode: fs.ModeDir | 0o755})
-		}
-		if len(out) > maxListEntries {
-			return nil, fmt.Errorf("s3 LIST %s/%s: more than %d entries: %w", o.bucket, dir, maxListEntries, origin.ErrUnsupported)
+			n++
+			if err := fn(origin.FileInfo{Name: name, Mode: fs.ModeDir | 0o755}); err != nil {
+				return err
+			}
 		}
 		if !page.IsTruncated {
 			break
 		}
 		if page.NextContinuationToken == "" || page.NextContinuationToken == token {
-			return nil, fmt.Errorf("s3 LIST %s/%s: truncated page without a new continuation token: %w", o.bucket, dir, origin.ErrInvalid)
+			return fmt.Errorf("s3 LIST %s/%s: truncated page without a new continuation token: %w", o.bucket, dir, origin.ErrInvalid)
 		}
 		token = page.NextContinuationToken
 	}
-	if len(out) == 0 && dir != o.prefix {
+	if n == 0 && dir != o.prefix {
 		// S3 has no directories: an empty listing is a missing one.
-		return nil, fmt.Errorf("list: s3 LIST %s/%s: no objects under it: %w", o.bucket, dir, origin.ErrNotFound)
+		return fmt.Errorf("list: s3 LIST %s/%s: no objects under it: %w", o.bucket, dir, origin.ErrNotFound)
 	}
-	return out, nil
+	return nil
 }
 
 // Checksum implements origin.Origin: "crc32c" when the object store keeps

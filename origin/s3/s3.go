@@ -483,7 +483,14 @@ func (o *Origin) responseError(r request, resp *http.Response) *s3Error {
 		}
 	case refusals[e.code] || resp.StatusCode == http.StatusForbidden:
 		e.sentinel = origin.ErrNotAuthorized
-		msg = fmt.Sprintf("bucket %q refused the cache's credentials (%s): %s", o.bucket, o.credentialsName(), msg)
+		// The error reaches clients (kXR_NotAuthorized, the HTTP 403
+		// body) and /health: it names no key, not even the access key id
+		// (which logTrouble logs for the operator), and a store's message
+		// that echoes the id has it masked.
+		if id := o.accessKeyID(); id != "" {
+			msg = strings.ReplaceAll(msg, id, "<access key id>")
+		}
+		msg = fmt.Sprintf("bucket %q refused the cache's credentials: %s", o.bucket, msg)
 	case e.retryable():
 		e.sentinel = origin.ErrUnavailable
 	case resp.StatusCode == http.StatusMovedPermanently || e.code == "PermanentRedirect" || e.code == "AuthorizationHeaderMalformed":
@@ -498,13 +505,23 @@ func (o *Origin) responseError(r request, resp *http.Response) *s3Error {
 	return e
 }
 
-// credentialsName names the credentials in use without their secret.
+// credentialsName names the credentials in use without their secret, for
+// the log only.
 func (o *Origin) credentialsName() string {
 	c, err := o.cfg.Credentials.Get()
 	if err != nil {
 		return "none"
 	}
 	return c.String()
+}
+
+// accessKeyID is the access key id in use, "" when anonymous or unknown.
+func (o *Origin) accessKeyID() string {
+	c, err := o.cfg.Credentials.Get()
+	if err != nil {
+		return ""
+	}
+	return c.AccessKeyID
 }
 
 // logTrouble logs an unreachable endpoint, a refusal or throttling once
@@ -524,6 +541,9 @@ func (o *Origin) logTrouble(e *s3Error) {
 	}
 	if skipped, ok := o.logs.allow(kind); ok {
 		args := []any{"origin", o.name, "endpoint", o.endpoint.Host, "err", e.Error()}
+		if kind == "refused" {
+			args = append(args, "credentials", o.credentialsName())
+		}
 		if skipped > 0 {
 			args = append(args, "similar_errors_suppressed", skipped)
 		}

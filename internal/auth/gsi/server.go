@@ -266,5 +266,17 @@ func parseChain(b []byte) ([]*x509.Certificate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gsi: client chain: %w", errors.Join(ErrMalformed, err))
 	}
+	// Every RSA key of the chain is bounded before any is used: checking a
+	// signature with a 65536-bit key costs 0.1 s of CPU, and chain
+	// building checks up to 100 (an intermediate named as the CA is a
+	// candidate issuer even if it signed nothing). The proxy key alone was
+	// checked before.
+	for i, c := range chain {
+		if pub, ok := c.PublicKey.(*rsa.PublicKey); ok {
+			if err := checkRSAKey(pub); err != nil {
+				return nil, fmt.Errorf("certificate %d of the client chain (%s): %w", i, x509proxy.MustDN(c.RawSubject), err)
+			}
+		}
+	}
 	return chain, nil
 }

@@ -7,6 +7,7 @@ package x509proxy
 
 import (
 	"bytes"
+	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/asn1"
@@ -37,6 +38,10 @@ var (
 
 // defaultMaxProxies bounds the proxies in one chain (delegation depth).
 const defaultMaxProxies = 10
+
+// maxRSABits bounds the RSA keys of a chain, as crypto/tls bounds TLS
+// peers' (tlsmaxrsasize).
+const maxRSABits = 8192
 
 // Config configures a Verifier.
 type Config struct {
@@ -108,6 +113,15 @@ func (v *Verifier) Verify(certs []*x509.Certificate) (*Chain, error) {
 	}
 	if ee > v.maxProxies {
 		return nil, fmt.Errorf("chain has %d proxies, at most %d are accepted: %w", ee, v.maxProxies, ErrInvalid)
+	}
+	// No signature is checked with a key the TLS stack would refuse (RSA
+	// over 8192 bits, crypto/tls's bound): a 65536-bit key costs 0.1 s per
+	// signature check, and chain building may try 100 candidates. TLS
+	// peers are bounded before they get here; gsi peers are not.
+	for _, c := range certs {
+		if pub, ok := c.PublicKey.(*rsa.PublicKey); ok && pub.N.BitLen() > maxRSABits {
+			return nil, fmt.Errorf("certificate %s has an RSA key of %d bits, at most %d are accepted: %w", MustDN(c.RawSubject), pub.N.BitLen(), maxRSABits, ErrInvalid)
+		}
 	}
 	eeCert := certs[ee]
 	now := v.now()

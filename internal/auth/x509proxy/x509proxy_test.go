@@ -1,10 +1,12 @@
 package x509proxy
 
 import (
+	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/asn1"
 	"errors"
+	"math/big"
 	"strings"
 	"testing"
 	"time"
@@ -196,5 +198,22 @@ func TestPEMCertificates(t *testing.T) {
 	}
 	if _, err := PEMCertificates(authtest.KeyPEM(t, p.Key), 0); err == nil {
 		t.Fatal("a key alone accepted as a chain")
+	}
+}
+
+// TestHugeRSAKeysRefused: a chain holding a certificate with an RSA key
+// over 8192 bits is refused before any signature is checked (the huge
+// key here signed nothing it could verify): the error names the size.
+func TestHugeRSAKeysRefused(t *testing.T) {
+	ca := authtest.NewCA(t, "Test CA")
+	user := ca.User(t, "alice", 0)
+	v, _ := New(&Config{Roots: authtest.Pool(ca)})
+	p := user.Proxy(t, authtest.ProxyOpts{})
+	huge := *p.Cert
+	n := new(big.Int).Lsh(big.NewInt(1), 16383)
+	huge.PublicKey = &rsa.PublicKey{N: n.Or(n, big.NewInt(1)), E: 65537}
+	_, err := v.Verify([]*x509.Certificate{&huge, user.Cert})
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "RSA key of 16384 bits") {
+		t.Fatalf("chain with a 16384-bit key: %v", err)
 	}
 }

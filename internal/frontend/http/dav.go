@@ -1,6 +1,7 @@
 package httpfront
 
 import (
+	"bufio"
 	"encoding/xml"
 	"fmt"
 	"io"
@@ -53,18 +54,7 @@ func (s *Server) servePropfind(w http.ResponseWriter, r *http.Request) error {
 			s.writeError(w, r, err)
 			return err
 		}
-		list, err := s.cfg.Backend.List(ctx, req, true)
-		if err != nil {
-			s.writeError(w, r, err)
-			return err
-		}
-		for _, e := range list {
-			h := strings.TrimSuffix(href, "/") + "/" + escapePath(e.Name)
-			if e.IsDir() {
-				h += "/"
-			}
-			responses = append(responses, propResponse(h, e, e.Name))
-		}
+		return s.streamPropfind(w, r, req, href, responses[0])
 	}
 	body, err := xml.Marshal(davMultistatus{XMLNS: "DAV:", Responses: responses})
 	if err != nil {
@@ -78,6 +68,61 @@ func (s *Server) servePropfind(w http.ResponseWriter, r *http.Request) error {
 	io.WriteString(w, xml.Header)
 	w.Write(body)
 	return nil
+}
+
+// streamPropfind answers a PROPFIND of depth 1 of a directory as its
+// listing arrives (backend.ListEach): a prefix of 100k objects is not held
+// whole (it was, about 70 MB per request). The status and the first
+// entries go out once the listing's first entry is in, so that a listing
+// that fails at once still gets its status code; one that fails later
+// cuts the answer off (the connection is aborted, and the client cannot
+// take a partial listing for the whole).
+func (s *Server) streamPropfind(w http.ResponseWriter, r *http.Request, req backend.Request, href string, self davResponse) error {
+	bw := bufio.NewWriterSize(w, 32<<10)
+	enc := xml.NewEncoder(bw)
+	elem := xml.StartElement{Name: xml.Name{Local: "D:response"}}
+	started := false
+	start := func() error {
+		started = true
+		w.Header().Set("Content-Type", `application/xml; charset="utf-8"`)
+		w.WriteHeader(http.StatusMultiStatus)
+		bw.WriteString(xml.Header)
+		bw.WriteString(`<D:multistatus xmlns:D="DAV:">`)
+		return enc.EncodeElement(self, elem)
+	}
+	dir := strings.TrimSuffix(href, "/") + "/"
+	err := backend.ListEach(r.Context(), s.cfg.Backend, req, true, func(e origin.FileInfo) error {
+		if !started {
+			if err := start(); err != nil {
+				return err
+			}
+		}
+		h := dir + escapePath(e.Name)
+		if e.IsDir() {
+			h += "/"
+		}
+		return enc.EncodeElement(propResponse(h, e, e.Name), elem)
+	})
+	if err == nil && !started {
+		err = start() // an empty directory
+	}
+	if err == nil {
+		if err = enc.Flush(); err == nil {
+			bw.WriteString("</D:multistatus>")
+			err = bw.Flush()
+		}
+	}
+	switch {
+	case err == nil:
+		return nil
+	case !started:
+		s.writeError(w, r, err)
+		return err
+	case r.Context().Err() != nil:
+		return fmt.Errorf("propfind %s: %w", req.Path, err) // the client is gone
+	}
+	s.cfg.Logger.Warn("propfind listing cut off", "path", r.URL.Path, "client", r.RemoteAddr, "err", err)
+	panic(http.ErrAbortHandler)
 }
 
 // checkPropfindBody reads the (optional) body and rejects malformed XML, as

@@ -299,6 +299,10 @@ const (
 	OpList     Op = "list"     // directory listing
 	OpChecksum Op = "checksum" // checksum query
 	OpLocate   Op = "locate"   // locate
+	// OpRead: a read (kXR_read, kXR_pgread, kXR_readv) of a file opened
+	// before, asked about only once the authorization of its open has
+	// ended (backend.Request.AuthUntil); the request is the open's.
+	OpRead Op = "read"
 )
 
 // Authorizer decides whether a client may perform an operation. It is

@@ -3,6 +3,7 @@ package xrootd
 import (
 	"encoding/binary"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hepcache/hepcache/internal/backend"
 	"github.com/hepcache/hepcache/internal/xrootd/proto"
@@ -16,6 +17,10 @@ type openFile struct {
 	// ops counts the operations in progress on the file; close waits for
 	// them so that a read in flight never sees a closed backend file.
 	ops sync.WaitGroup
+	// authUntil is when the authorization reads of the file rest on ends
+	// (Unix nanoseconds; 0: never): req.AuthUntil at open, moved on when
+	// the authorizer, asked again, allows more (reads.go, authorizeRead).
+	authUntil atomic.Int64
 }
 
 // fileTable maps the 4-byte handles of one connection to open files.
@@ -45,6 +50,9 @@ func (t *fileTable) add(f backend.File, req backend.Request) *openFile {
 		t.next++
 		if _, used := t.files[h]; !used {
 			of := &openFile{f: f, req: req}
+			if !req.AuthUntil.IsZero() {
+				of.authUntil.Store(req.AuthUntil.UnixNano())
+			}
 			binary.BigEndian.PutUint32(of.fh[:], h)
 			t.files[h] = of
 			return of

@@ -210,40 +210,46 @@ func (c *conn) doDirlist(ctx context.Context, h proto.RequestHeader, body []byte
 		return err
 	}
 	withStat := r.WantStat()
-	list, err := c.cfg.Backend.List(ctx, req, withStat)
-	if err != nil {
-		return c.sendErr(h.StreamID, err)
-	}
 	dir := strings.TrimSuffix(req.Path, "/")
-	entries := make([]proto.DirEntry, 0, len(list))
-	for _, fi := range list {
+	// Entries go out in messages of complete entries (XrdCl parses each
+	// kXR_oksofar part of a dstat listing as name/stat line pairs) as the
+	// listing arrives (backend.ListEach): a directory of any size is never
+	// held whole. A full message is sent only once another entry shows
+	// that more follow, so the last one is always kXR_ok with entries.
+	first := true
+	var pending []proto.DirEntry
+	size := 0
+	buf := make([]byte, 0, dirlistChunk+512)
+	send := func(final bool) error {
+		buf = proto.AppendDirlist(buf[:0], h.StreamID, final, first && withStat, withStat, pending)
+		first, pending, size = false, pending[:0], 0
+		return c.w.write(buf)
+	}
+	err = backend.ListEach(ctx, c.cfg.Backend, req, withStat, func(fi origin.FileInfo) error {
 		if fi.Name == "." || fi.Name == ".." || fi.Name == "" {
-			continue
+			return nil
+		}
+		if size >= dirlistChunk {
+			if err := send(false); err != nil {
+				return errClientGone
+			}
 		}
 		e := proto.DirEntry{Name: fi.Name, HasStat: withStat}
 		if withStat {
 			e.Stat = c.statInfo(req.Origin, dir+"/"+fi.Name, fi)
 		}
-		entries = append(entries, e)
+		pending = append(pending, e)
+		size += len(fi.Name) + 120
+		return nil
+	})
+	switch {
+	case errors.Is(err, errClientGone):
+		return err
+	case err != nil:
+		return c.sendErr(h.StreamID, err)
 	}
-	// Send complete entries in chunks: XrdCl parses each kXR_oksofar part
-	// of a dstat listing as name/stat line pairs.
-	first := true
-	buf := make([]byte, 0, dirlistChunk+512)
-	for {
-		n, size := 0, 0
-		for n < len(entries) && (n == 0 || size < dirlistChunk) {
-			size += len(entries[n].Name) + 120
-			n++
-		}
-		final := n == len(entries)
-		buf = proto.AppendDirlist(buf[:0], h.StreamID, final, first && withStat, withStat, entries[:n])
-		if c.w.write(buf) != nil || final {
-			return nil
-		}
-		entries = entries[n:]
-		first = false
-	}
+	send(true)
+	return nil
 }
 
 // localAddr is the address the client connected to, as "ip:port" or

@@ -3,10 +3,12 @@ package xrootd
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/hepcache/hepcache/internal/backend"
 	"github.com/hepcache/hepcache/internal/xrootd/proto"
@@ -47,6 +49,9 @@ func (c *conn) doRead(ctx context.Context, h proto.RequestHeader, body []byte) e
 		return c.fail(h.StreamID, proto.ErrFileNotOpen, "read does not refer to an open file")
 	}
 	defer of.ops.Done()
+	if err := c.authorizeRead(ctx, of); err != nil {
+		return c.sendErr(h.StreamID, err)
+	}
 	n := readLength(r.Offset, int64(r.Length), of.f.Info().Size)
 	if n == 0 {
 		c.sendOK(h.StreamID, nil)
@@ -105,6 +110,44 @@ func (c *conn) doRead(ctx context.Context, h proto.RequestHeader, body []byte) e
 	case sent < n:
 		c.sendOK(h.StreamID, nil) // the file ended early: close the answer
 	}
+	return nil
+}
+
+// authorizeRead checks, before a read of of moves a byte, that what
+// authorized its open has not ended since: a client may keep a file open
+// for days, and a handle is no credential. Past of's authUntil the
+// Authorizer is asked again (OpRead, with the open's request) and the read
+// is refused unless reading is still allowed, and downloading too when the
+// open allowed it (the backend file keeps the open's NoFetch). Until then
+// a read costs one clock reading.
+func (c *conn) authorizeRead(ctx context.Context, of *openFile) error {
+	until := of.authUntil.Load()
+	a := c.cfg.Authorizer
+	if until == 0 || a == nil || time.Now().UnixNano() <= until {
+		return nil
+	}
+	req := of.req
+	req.NoFetch, req.AuthUntil = false, time.Time{}
+	var err error
+	if ra, ok := a.(RequestAuthorizer); ok {
+		err = ra.AuthorizeRequest(ctx, OpRead, &req)
+	} else {
+		err = a.Authorize(ctx, OpRead, req)
+	}
+	ended := time.Unix(0, until).UTC().Format(time.RFC3339)
+	switch {
+	case err != nil && !errors.Is(err, backend.ErrForbidden):
+		return fmt.Errorf("read %s: the authorization of its open ended at %s: %w", of.req.String(), ended, errors.Join(backend.ErrForbidden, err))
+	case err != nil:
+		return fmt.Errorf("read %s: the authorization of its open ended at %s: %w", of.req.String(), ended, err)
+	case req.NoFetch && !of.req.NoFetch:
+		return fmt.Errorf("read %s: the credential that let it be downloaded expired at %s; open it again (with a fresh credential to download): %w", of.req.String(), ended, backend.ErrForbidden)
+	}
+	next := int64(0)
+	if !req.AuthUntil.IsZero() {
+		next = req.AuthUntil.UnixNano()
+	}
+	of.authUntil.CompareAndSwap(until, next)
 	return nil
 }
 
@@ -276,6 +319,9 @@ func (c *conn) doPgRead(ctx context.Context, h proto.RequestHeader, body []byte)
 		return c.fail(h.StreamID, proto.ErrFileNotOpen, "pgread does not refer to an open file")
 	}
 	defer of.ops.Done()
+	if err := c.authorizeRead(ctx, of); err != nil {
+		return c.sendErr(h.StreamID, err)
+	}
 	n := readLength(r.Offset, int64(r.Length), of.f.Info().Size)
 	if n == 0 {
 		c.w.write(proto.AppendPgReadHeader(nil, h.StreamID, true, r.Offset, 0))
@@ -366,6 +412,11 @@ func (c *conn) doReadV(ctx context.Context, h proto.RequestHeader, body []byte) 
 			return c.fail(h.StreamID, proto.ErrFileNotOpen, "readv does not refer to an open file")
 		}
 		files[s.FHandle] = of
+	}
+	for _, of := range files {
+		if err := c.authorizeRead(ctx, of); err != nil {
+			return c.sendErr(h.StreamID, err)
+		}
 	}
 
 	segs := r.Segs

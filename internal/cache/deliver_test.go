@@ -1,0 +1,220 @@
+package cache
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hepcache/hepcache/internal/backend"
+	"github.com/hepcache/hepcache/internal/checksum"
+	"github.com/hepcache/hepcache/internal/eventually"
+	"github.com/hepcache/hepcache/origin"
+)
+
+// syncLog collects log output for assertions.
+type syncLog struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestNoSuccessAcrossARewrite (issue 27, item 7): a file rewritten at an
+// origin that does not pin reads to the version opened (origin.Mem, like
+// POSIX and XRootD), between two reads of one open file: the read that
+// gets the new version's bytes from the origin fails (the rewrite is
+// confirmed before its last byte), and so does every later read of the
+// handle, also of a block cached before. Before, the second read handed
+// over the new version's block with success, after the old version's
+// first block.
+func TestNoSuccessAcrossARewrite(t *testing.T) {
+	ctx := context.Background()
+	const blocks = 12
+	old, renewed := randomData(81, blocks*testBlock), randomData(82, blocks*testBlock)
+	m := origin.NewMem("mem://o")
+	m.Put("/f", old, time.Unix(1700000000, 0))
+	c := newTestCache(t, t.TempDir(), m, nil)
+	f := openTest(t, c, "/f")
+	first := make([]byte, testBlock)
+	if _, err := f.ReadAt(ctx, first, 0); err != nil || !bytes.Equal(first, old[:testBlock]) {
+		t.Fatalf("read of block 0: %v", err)
+	}
+	m.Put("/f", renewed, time.Unix(1700000100, 0)) // in place: the open file reads it
+	got := make([]byte, testBlock)
+	_, err := f.ReadAt(ctx, got, 10*testBlock)
+	switch {
+	case err == nil && bytes.Equal(got, renewed[10*testBlock:11*testBlock]):
+		t.Fatal("block 10 of the new version was read with success after block 0 of the old one")
+	case err == nil:
+		t.Fatal("block 10 was read with success, after a rewrite, with bytes of no version")
+	case !errors.Is(err, syscall.EIO):
+		t.Fatalf("read of block 10 after the rewrite: %v, want an I/O error", err)
+	}
+	if _, err := f.ReadAt(ctx, got, 0); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("read of block 0 (cached) after the rewrite was detected: %v, want an I/O error", err)
+	}
+	if err := f.(interface {
+		ReadV(context.Context, []origin.Segment) error
+	}).ReadV(ctx, []origin.Segment{{Offset: 0, Buf: got}}); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("vector read after the rewrite was detected: %v, want an I/O error", err)
+	}
+	f.Close()
+	waitIdle(t, c)
+	if all := readAllVia(t, c, "/f"); !bytes.Equal(all, renewed) {
+		t.Fatal("the open after the rewrite does not read the new file")
+	}
+}
+
+// TestVectorReadAcrossARewrite: a vector read whose segments come from the
+// origin after a rewrite fails as a whole (one confirmation at its end).
+func TestVectorReadAcrossARewrite(t *testing.T) {
+	ctx := context.Background()
+	old, renewed := randomData(83, 8*testBlock), randomData(84, 8*testBlock)
+	m := origin.NewMem("mem://o")
+	m.Put("/f", old, time.Unix(1700000000, 0))
+	c := newTestCache(t, t.TempDir(), m, nil)
+	f := openTest(t, c, "/f")
+	if _, err := f.ReadAt(ctx, make([]byte, 100), 0); err != nil {
+		t.Fatal(err)
+	}
+	m.Put("/f", renewed, time.Unix(1700000100, 0))
+	segs := []origin.Segment{{Offset: 3 * testBlock, Buf: make([]byte, 100)}, {Offset: 6 * testBlock, Buf: make([]byte, 100)}}
+	err := f.(interface {
+		ReadV(context.Context, []origin.Segment) error
+	}).ReadV(ctx, segs)
+	if !errors.Is(err, syscall.EIO) {
+		t.Fatalf("vector read across the rewrite: %v, want an I/O error", err)
+	}
+	f.Close()
+}
+
+// TestDeliveredMixedIsLogged (issue 27, item 7): a rewrite that keeps the
+// size and the modification time escapes every stat; a second client then
+// reads the whole file, a mix of both versions, with success. When the
+// complete copy fails the origin's checksum, that delivery is logged as
+// "delivered mixed" (an error naming the client); the first client, still
+// reading, fails from then on and its partial delivery is logged as a
+// warning when it closes. Before, only the dropped copy was logged.
+func TestDeliveredMixedIsLogged(t *testing.T) {
+	ctx := context.Background()
+	const blocks = 8
+	old, renewed := randomData(85, blocks*testBlock), randomData(86, blocks*testBlock)
+	mtime := time.Unix(1700000000, 0)
+	m := origin.NewMem("mem://o")
+	m.Put("/f", old, mtime)
+	log := &syncLog{}
+	// The origin answers the checksum once bob has read the file whole.
+	o := &gatedChecksum{Mem: m, gate: make(chan struct{})}
+	c := newTestCache(t, t.TempDir(), o, func(c *Config) {
+		c.VerifyChecksum = "adler32"
+		c.Logger = slog.New(slog.NewTextHandler(log, nil))
+	})
+	a, err := c.Open(ctx, backend.Request{Path: "/f", Client: "10.0.0.1:1111", User: "alice", Protocol: "root"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.ReadAt(ctx, make([]byte, 2*testBlock), 0); err != nil {
+		t.Fatal(err)
+	}
+	m.Put("/f", renewed, mtime)
+	m.SetChecksum("/f", "adler32", fmt.Sprintf("%08x", checksum.Adler32(renewed)))
+	b, err := c.Open(ctx, backend.Request{Path: "/f", Client: "10.0.0.2:2222", User: "bob", Protocol: "https"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	if _, err := b.Stream(ctx, 0, int64(len(renewed)), func(p []byte) error { got.Write(p); return nil }); err != nil {
+		t.Fatalf("whole read after an undetectable rewrite: %v", err)
+	}
+	if bytes.Equal(got.Bytes(), renewed) || bytes.Equal(got.Bytes(), old) {
+		t.Fatal("the test meant to get a mix: the copy is of one version")
+	}
+	b.Close()
+	close(o.gate)
+	eventually.True(t, func() bool { return c.Stats().ChecksumFailures.Load() == 1 }, "the checksum mismatch")
+	// Alice, still reading, fails now; her delivery is logged at close.
+	if _, err := a.ReadAt(ctx, make([]byte, 10), 0); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("alice's read after the mismatch: %v, want an I/O error", err)
+	}
+	a.Close()
+	waitIdle(t, c)
+	lines := strings.Split(log.String(), "\n")
+	find := func(client string) string {
+		for _, l := range lines {
+			if strings.Contains(l, "client="+client) && strings.Contains(l, "checksum") {
+				return l
+			}
+		}
+		return ""
+	}
+	if l := find("10.0.0.2:2222"); !strings.Contains(l, "level=ERROR") || !strings.Contains(l, "delivered mixed") || !strings.Contains(l, "user=bob") {
+		t.Fatalf("the whole-file delivery to bob is not logged as delivered mixed: %q\nlog:\n%s", l, log)
+	}
+	if l := find("10.0.0.1:1111"); !strings.Contains(l, "level=WARN") || strings.Contains(l, "delivered mixed") || !strings.Contains(l, "bytes=131072") {
+		t.Fatalf("alice's partial delivery: %q\nlog:\n%s", l, log)
+	}
+}
+
+// gatedChecksum answers checksums once gate is closed.
+type gatedChecksum struct {
+	*origin.Mem
+	gate chan struct{}
+}
+
+func (g *gatedChecksum) Checksum(ctx context.Context, p, algo string) (string, error) {
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	return g.Mem.Checksum(ctx, p, algo)
+}
+
+func TestCoverage(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		ranges [][2]int64 // off, n
+		whole  bool
+	}{
+		{"in order", [][2]int64{{0, 10}, {10, 10}, {20, 5}}, true},
+		{"out of order", [][2]int64{{20, 5}, {0, 10}, {10, 10}}, true},
+		{"overlapping", [][2]int64{{0, 15}, {5, 20}}, true},
+		{"gap", [][2]int64{{0, 10}, {11, 14}}, false},
+		{"not from 0", [][2]int64{{1, 24}}, false},
+		{"short", [][2]int64{{0, 24}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c coverage
+			for _, r := range tc.ranges {
+				c.add(r[0], r[1])
+			}
+			if w, _ := c.whole(25); w != tc.whole {
+				t.Fatalf("whole = %v, want %v (ranges %v)", w, tc.whole, c.r)
+			}
+		})
+	}
+	var c coverage
+	for i := range int64(2 * maxCoverageRanges) {
+		c.add(i*10, 5)
+	}
+	if len(c.r) != maxCoverageRanges {
+		t.Fatalf("%d ranges kept, want at most %d", len(c.r), maxCoverageRanges)
+	}
+}
