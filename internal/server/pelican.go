@@ -136,13 +136,15 @@ func (s *Server) pelicanDialers(d map[string]upstream.DialFunc, cred *security.O
 	return d
 }
 
-// evictDefault drops the cached copy of p from the default origin.
+// evictDefault drops the cached copy of p from the default origin and
+// says whether there was one (a file open by a client is refused: busy).
 func (s *Server) evictDefault(p string) (int, error) {
 	o, err := s.cache.Config().Origins.Resolve(context.Background(), "")
 	if err != nil {
 		return 0, err
 	}
-	if _, err := s.cache.Evict(o.String(), p); err != nil {
+	n, err := s.cache.Evict(o.String(), p)
+	if err != nil || n == 0 {
 		return 0, err
 	}
 	return 1, nil
