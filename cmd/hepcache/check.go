@@ -50,7 +50,11 @@ nothing; exit status 1 if anything is wrong. Also: hepcache serve --check.`, def
 	for _, w := range cfg.Warnings() {
 		fmt.Fprintf(os.Stderr, "  warning: %s\n", w)
 	}
-	fmt.Printf("configuration OK: cache %s, origin %q, root:// on %s\n", cfg.Cache.Dir, cfg.Origin.Default, cfg.Server.Listen)
+	origin := fmt.Sprintf("%q", cfg.Origin.Default)
+	if cfg.Origin.Default == "" && cfg.Pelican.Enabled() {
+		origin = "through the director of the Pelican federation " + cfg.Pelican.Federation + cfg.Pelican.DirectorURL
+	}
+	fmt.Printf("configuration OK: cache %s, origin %s, root:// on %s\n", cfg.Cache.Dir, origin, cfg.Server.Listen)
 	return nil
 }
 
