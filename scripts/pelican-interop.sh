@@ -18,6 +18,7 @@
 #   - the director's presence check counts hepcache as holding the object (its
 #     availability weight goes from 0.5 to 2);
 #   - `pelican object prestage` and `pelican object evict` use hepcache's APIs;
+#   - the director's Prometheus scrapes hepcache's load (the director's ioLoad);
 #   - with the director gone for OUTAGE seconds (default 300), cached objects stay
 #     readable and advertisement resumes without restarting hepcache;
 #   - no secret (key, token) in hepcache's log, metrics, dashboard or status output.
@@ -112,6 +113,8 @@ Server:
   ExternalWebUrl: $FED
   EnableUI: false
   DbLocation: $WORK/pelican/db/server.sqlite
+  DatabaseBackup:
+    Location: $WORK/pelican/backups
 Federation:
   DiscoveryUrl: $FED
 Registry:
@@ -132,6 +135,8 @@ Origin:
     - FederationPrefix: /private
       StoragePrefix: $WORK/private
       Capabilities: ["Reads", "Listings"]
+Monitoring:
+  DataLocation: $WORK/pelican/monitoring
 OIDC:
   ClientIDFile: $WORK/pelican/oidc-id
   ClientSecretFile: $WORK/pelican/oidc-secret
@@ -296,6 +301,25 @@ curl -sSf --cacert "$CA" -H "Authorization: Bearer $TOKEN" -o secret2.txt "$DATA
 cmp -s secret2.txt private/secret.txt || fail "the private object read again differs"
 wait_for 30 "the private object held again" sh -c "curl -sSI --cacert '$CA' -H 'Authorization: Bearer $TOKEN' '$DATA/private/secret.txt' | grep -qi '^age:'"
 ok "read again with the token: held again"
+
+step "the director's Prometheus scrapes hepcache's load (xrootd_server_io_total at the web URL, with a federation token)"
+QUERY=$("$PELICAN" token create --config "$PCFG" --issuer "$FED/api/v1.0/origin" --subject admin --raw-scope monitoring.query --lifetime 600 -k "$KEYFILE" "pelican://localhost:$PPORT/public" 2>/dev/null | tail -1)
+scraped() {
+	curl -sS --cacert "$CA" -H "Authorization: Bearer $QUERY" "$FED/api/v1.0/prometheus/query?query=xrootd_server_io_total" >scrape.json 2>&1 || return 1
+	python3 -c "
+import json,sys
+r=[x for x in json.load(open('scrape.json'))['data']['result'] if x['metric'].get('server_url')=='$DATA' and x['metric'].get('job')=='origin_cache_servers']
+sys.exit(0 if r and float(r[0]['value'][1]) > 0 else 1)"
+}
+wait_for 180 "the director's Prometheus to hold hepcache's xrootd_server_io_total" scraped
+python3 -c "
+import json
+for x in json.load(open('scrape.json'))['data']['result']:
+    m=x['metric']
+    if m.get('job') != 'origin_cache_servers':
+        continue
+    print('   | xrootd_server_io_total{job=%s, server_name=%s, server_type=%s} = %s' % (m.get('job'), m.get('server_name', m.get('instance')), m.get('server_type', '-'), x['value'][1]))"
+ok "the director's Prometheus scraped hepcache's load (its own query API, token with monitoring.query)"
 
 step "no secret in hepcache's log, metrics, dashboard or status"
 curl -sS --cacert "$CA" "$DATA/metrics" >metrics.txt
