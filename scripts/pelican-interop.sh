@@ -17,6 +17,8 @@
 #   - the private namespace is refused without a token and served with one;
 #   - the director's presence check counts hepcache as holding the object (its
 #     availability weight goes from 0.5 to 2);
+#   - `pelican object prestage` and `pelican object evict` use hepcache's APIs;
+#   - the director's Prometheus scrapes hepcache's load (the director's ioLoad);
 #   - with the director gone for OUTAGE seconds (default 300), cached objects stay
 #     readable and advertisement resumes without restarting hepcache;
 #   - no secret (key, token) in hepcache's log, metrics, dashboard or status output.
@@ -95,6 +97,7 @@ step "a Pelican federation on $FED: $("$PELICAN" --version | head -1)"
 mkdir -p pelican/db public private
 echo "hello from a real Pelican origin" >public/hello.txt
 head -c 5000000 /dev/urandom >public/big.bin
+head -c 2000000 /dev/urandom >public/prestaged.bin
 echo "secret data of the private namespace" >private/secret.txt
 echo client-id >pelican/oidc-id
 echo client-secret >pelican/oidc-secret
@@ -110,6 +113,8 @@ Server:
   ExternalWebUrl: $FED
   EnableUI: false
   DbLocation: $WORK/pelican/db/server.sqlite
+  DatabaseBackup:
+    Location: $WORK/pelican/backups
 Federation:
   DiscoveryUrl: $FED
 Registry:
@@ -130,6 +135,8 @@ Origin:
     - FederationPrefix: /private
       StoragePrefix: $WORK/private
       Capabilities: ["Reads", "Listings"]
+Monitoring:
+  DataLocation: $WORK/pelican/monitoring
 OIDC:
   ClientIDFile: $WORK/pelican/oidc-id
   ClientSecretFile: $WORK/pelican/oidc-secret
@@ -275,11 +282,50 @@ grep -q "Attempting to download from: localhost:$HPORT" get3.log || fail "the pr
 cmp -s secret.txt private/secret.txt || fail "the private object differs"
 ok "served through hepcache with the token (pelican object get -t)"
 
+step "the Pelican client's prestage and evict calls on hepcache"
+[[ $(avail /public/prestaged.bin) == 0.5 ]] || fail "before the prestage the presence check gives $(avail /public/prestaged.bin), want 0.5"
+"$PELICAN" object prestage --config "$PCFG" -d "pelican://localhost:$PPORT/public/prestaged.bin" >prestage.log 2>&1 || fail "object prestage: $(tail -5 prestage.log)"
+grep -q "Using Pelican prestage API" prestage.log || fail "the client did not use the prestage API of hepcache: $(grep -ai prestage prestage.log | tail -3)"
+grep -a "Using Pelican prestage API\|Prestage API response" prestage.log | sed 's/^.*msg=/   | /' | cut -c1-120 | head -4
+wait_for 60 "the director to count the prestaged object as held" held /public/prestaged.bin
+ok "pelican object prestage used hepcache's prestage API; the object is held (presence check 2)"
+MODIFY=$("$PELICAN" token create --config "$PCFG" --modify --lifetime 1200 "pelican://localhost:$PPORT/private/secret.txt" 2>/dev/null | tail -1)
+echo "$MODIFY" >modify-token
+"$PELICAN" object evict --config "$PCFG" -d --immediate -t token "pelican://localhost:$PPORT/private/secret.txt" >evict1.log 2>&1 && fail "evict with a read-only token succeeded"
+grep -qa "403\|Permission denied" evict1.log || fail "evict with a read-only token: $(tail -3 evict1.log)"
+"$PELICAN" object evict --config "$PCFG" -d --immediate -t modify-token "pelican://localhost:$PPORT/private/secret.txt" >evict2.log 2>&1 || fail "object evict: $(tail -5 evict2.log)"
+grep -a "Evicted" evict2.log | tail -1 | sed 's/^/   | /' | cut -c1-160
+curl -sSI --cacert "$CA" -H "Authorization: Bearer $TOKEN" "$DATA/private/secret.txt" | grep -qi '^age:' && fail "the evicted object is still held (Age)"
+ok "pelican object evict: refused with a read token, done with a storage.modify token; the object is no longer held"
+curl -sSf --cacert "$CA" -H "Authorization: Bearer $TOKEN" -o secret2.txt "$DATA/private/secret.txt" || fail "reading the evicted private object again"
+cmp -s secret2.txt private/secret.txt || fail "the private object read again differs"
+wait_for 30 "the private object held again" sh -c "curl -sSI --cacert '$CA' -H 'Authorization: Bearer $TOKEN' '$DATA/private/secret.txt' | grep -qi '^age:'"
+ok "read again with the token: held again"
+
+step "the director's Prometheus scrapes hepcache's load (xrootd_server_io_total at the web URL, with a federation token)"
+QUERY=$("$PELICAN" token create --config "$PCFG" --issuer "$FED/api/v1.0/origin" --subject admin --raw-scope monitoring.query --lifetime 600 -k "$KEYFILE" "pelican://localhost:$PPORT/public" 2>/dev/null | tail -1)
+scraped() {
+	curl -sS --cacert "$CA" -H "Authorization: Bearer $QUERY" "$FED/api/v1.0/prometheus/query?query=xrootd_server_io_total" >scrape.json 2>&1 || return 1
+	python3 -c "
+import json,sys
+r=[x for x in json.load(open('scrape.json'))['data']['result'] if x['metric'].get('server_url')=='$DATA' and x['metric'].get('job')=='origin_cache_servers']
+sys.exit(0 if r and float(r[0]['value'][1]) > 0 else 1)"
+}
+wait_for 180 "the director's Prometheus to hold hepcache's xrootd_server_io_total" scraped
+python3 -c "
+import json
+for x in json.load(open('scrape.json'))['data']['result']:
+    m=x['metric']
+    if m.get('job') != 'origin_cache_servers':
+        continue
+    print('   | xrootd_server_io_total{job=%s, server_name=%s, server_type=%s} = %s' % (m.get('job'), m.get('server_name', m.get('instance')), m.get('server_type', '-'), x['value'][1]))"
+ok "the director's Prometheus scraped hepcache's load (its own query API, token with monitoring.query)"
+
 step "no secret in hepcache's log, metrics, dashboard or status"
 curl -sS --cacert "$CA" "$DATA/metrics" >metrics.txt
 curl -sS --cacert "$CA" "$DATA/dashboard" >dashboard.html || true
 curl -sS --cacert "$CA" "$DATA/api/stats" >>dashboard.html || true
-python3 - "$WORK" "$TOKEN" "$WRONG" "$ADMIN" <<'EOF' || fail "a secret shows"
+python3 - "$WORK" "$TOKEN" "$WRONG" "$ADMIN" "$MODIFY" <<'EOF' || fail "a secret shows"
 import sys, glob
 work, toks = sys.argv[1], sys.argv[2:]
 key = open(work + "/cache/pelican/issuer.pem").read().split("\n")[1:-2]

@@ -91,7 +91,11 @@ status 1 if anything is wrong. Also: hepcache serve --check.`, defaultConfigPath
 		}
 		return fmt.Errorf("%d problems in the configuration%s", n, as)
 	}
-	fmt.Printf("configuration OK%s: cache %s, origin %q, root:// on %s\n", as, cfg.Cache.Dir, cfg.Origin.Default, cfg.Server.Listen)
+	origin := fmt.Sprintf("%q", cfg.Origin.Default)
+	if cfg.Origin.Default == "" && cfg.Pelican.Enabled() {
+		origin = "through the director of the Pelican federation " + cfg.Pelican.Federation + cfg.Pelican.DirectorURL
+	}
+	fmt.Printf("configuration OK%s: cache %s, origin %s, root:// on %s\n", as, cfg.Cache.Dir, origin, cfg.Server.Listen)
 	if cc, err := cfg.CacheConfig(); err == nil {
 		cc.EnsureDefaults()
 		fmt.Printf("ram %s (%s), of which fetch_memory %s\n", units.Format(cc.RAM), cc.RAMFrom, units.Format(cc.FetchMemory))

@@ -43,13 +43,14 @@ func PelicanMemberConfig(cfg *config.Config, roots *x509.CertPool, log *slog.Log
 	}, nil
 }
 
-// newPelican makes the [pelican] membership (nil when the section is
+// newPelican makes the [pelican] membership (none when the section is
 // off) and learns the federation's endpoints now: with origin.default
 // empty the cache reads through the director's origin redirect, so the
-// default origin becomes it.
-func (s *Server) newPelican(cfg *config.Config, cred *security.OriginCredentials) error {
+// default origin becomes it in the configuration returned (a copy: the
+// server's own stays as written, which reloads compare with).
+func (s *Server) newPelican(cfg *config.Config, cred *security.OriginCredentials) (*config.Config, error) {
 	if !cfg.Pelican.Enabled() {
-		return nil
+		return cfg, nil
 	}
 	var roots *x509.CertPool
 	if cred.TLS != nil {
@@ -57,7 +58,7 @@ func (s *Server) newPelican(cfg *config.Config, cred *security.OriginCredentials
 	}
 	pc, err := PelicanMemberConfig(cfg, roots, s.log)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	pc.Health = func() string {
 		switch s.metrics.Health().Status {
@@ -76,18 +77,20 @@ func (s *Server) newPelican(cfg *config.Config, cred *security.OriginCredentials
 	pc.Stager = lazyStager{s}
 	pc.Evict = s.evictDefault
 	if s.pel, err = pelican.New(pc); err != nil {
-		return err
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), pelicanDiscoveryTimeout)
 	defer cancel()
 	if err := s.pel.Discover(ctx); err != nil {
-		return fmt.Errorf("pelican: %w (pelican.federation %q; the cache needs the director's address to read through it)", err, cfg.Pelican.Federation)
+		return nil, fmt.Errorf("pelican: %w (pelican.federation %q; the cache needs the director's address to read through it)", err, cfg.Pelican.Federation)
 	}
 	if cfg.Origin.Default == "" {
-		cfg.Origin.Default = s.pel.OriginURL()
-		s.log.Info("pelican: reading through the director's origin redirect", "origin", cfg.Origin.Default)
+		c := *cfg
+		c.Origin.Default = s.pel.OriginURL()
+		s.log.Info("pelican: reading through the director's origin redirect", "origin", c.Origin.Default)
+		return &c, nil
 	}
-	return nil
+	return cfg, nil
 }
 
 // lazyStager is the server's prestager, which is made after the
@@ -136,13 +139,15 @@ func (s *Server) pelicanDialers(d map[string]upstream.DialFunc, cred *security.O
 	return d
 }
 
-// evictDefault drops the cached copy of p from the default origin.
+// evictDefault drops the cached copy of p from the default origin and
+// says whether there was one (a file open by a client is refused: busy).
 func (s *Server) evictDefault(p string) (int, error) {
 	o, err := s.cache.Config().Origins.Resolve(context.Background(), "")
 	if err != nil {
 		return 0, err
 	}
-	if _, err := s.cache.Evict(o.String(), p); err != nil {
+	n, err := s.cache.Evict(o.String(), p)
+	if err != nil || n == 0 {
 		return 0, err
 	}
 	return 1, nil

@@ -180,7 +180,7 @@ func NewInherited(cfg *config.Config, log *slog.Logger, in *Inherit) (s *Server,
 	if s.s3creds, err = s3Credentials(cfg, os.Getenv); err != nil {
 		return nil, err
 	}
-	if err := s.newPelican(cfg, ocred); err != nil {
+	if cfg, err = s.newPelican(cfg, ocred); err != nil {
 		return nil, err
 	}
 	dial, err := federationDialers(cfg, s.pelicanDialers(dialers(cfg, log, ocred, s.s3creds), ocred), log)
