@@ -196,6 +196,7 @@ func benchStall(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.Normal, "normal", 8, "cold xrdcp readers next to them")
 	fs.Var(&size, "size", "file size of each client")
 	fs.StringVar(&cfg.RAM, "ram", "64M", "the cache's cache.ram")
+	fs.StringVar(&cfg.HepcacheBin, "cache-bin", "", "the hepcache binary run as the cache (default: this one), to compare builds")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

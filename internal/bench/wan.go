@@ -436,12 +436,16 @@ func sampleOutsideRAM(pid int, metricsURL string) func() (peak, touched int64) {
 			if err != nil {
 				continue
 			}
-			var rss int64 = -1
+			var rss, outside int64 = -1, -1
 			sc := bufio.NewScanner(resp.Body)
 			for sc.Scan() {
 				if v, ok := strings.CutPrefix(sc.Text(), "hepcache_ram_resident_bytes "); ok {
 					f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
 					touched = int64(f)
+				}
+				if v, ok := strings.CutPrefix(sc.Text(), "hepcache_resident_outside_ram_bytes "); ok {
+					f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+					outside = int64(f)
 				}
 				if v, ok := strings.CutPrefix(sc.Text(), "process_resident_memory_bytes "); ok {
 					f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
@@ -449,6 +453,11 @@ func sampleOutsideRAM(pid int, metricsURL string) func() (peak, touched int64) {
 				}
 			}
 			resp.Body.Close()
+			if outside >= 0 {
+				// Read with the arena's part (builds that export it).
+				peak = max(peak, outside)
+				continue
+			}
 			if rss < 0 {
 				if rss, err = procstat.RSS(pid); err != nil {
 					continue

@@ -77,23 +77,28 @@ func (a *arena) handBack(i int) {
 }
 
 // resident returns how many bytes of the arena are in memory (mincore):
-// what the arena adds to the process's RSS. vec is scratch space of one
-// byte per page, reused between calls.
+// what the arena adds to the process's RSS. vec is scratch space, reused
+// between calls; the arena is asked about a window at a time, so that vec
+// stays small however large the arena (a byte per page of 22 GiB would be
+// 5.6 MB).
 func (a *arena) resident(vec []byte) (int64, []byte) {
 	if !a.mapped || a.mem == nil {
 		return int64(len(a.mem)), vec
 	}
-	pages := (len(a.mem) + pageSize - 1) / pageSize
-	if cap(vec) < pages {
-		vec = make([]byte, pages)
-	}
-	vec = vec[:pages]
-	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(unsafe.SliceData(a.mem))), uintptr(len(a.mem)), uintptr(unsafe.Pointer(unsafe.SliceData(vec)))); e != 0 {
-		return -1, vec
+	const window = 256 << 20
+	if cap(vec) < window/pageSize {
+		vec = make([]byte, window/pageSize)
 	}
 	var n int64
-	for _, v := range vec {
-		n += int64(v & 1)
+	for off := 0; off < len(a.mem); off += window {
+		part := a.mem[off:min(off+window, len(a.mem))]
+		v := vec[:(len(part)+pageSize-1)/pageSize]
+		if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(unsafe.SliceData(part))), uintptr(len(part)), uintptr(unsafe.Pointer(unsafe.SliceData(v)))); e != 0 {
+			return -1, vec
+		}
+		for _, b := range v {
+			n += int64(b & 1)
+		}
 	}
 	return n * pageSize, vec
 }

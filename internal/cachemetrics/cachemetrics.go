@@ -6,6 +6,8 @@ package cachemetrics
 import (
 	"github.com/hepcache/hepcache/internal/cache"
 	"github.com/hepcache/hepcache/internal/metrics"
+	"github.com/hepcache/hepcache/internal/procstat"
+	"os"
 )
 
 // Source returns c as a metrics.CacheSource.
@@ -30,8 +32,17 @@ func (s source) CacheFigures() metrics.CacheFigures {
 	}
 	u, rs := s.c.RAM()
 	slot := int64(u.SlotSize)
+	// The arena's resident part and the process's RSS read back to back:
+	// while blocks first take their slots the arena grows by a MiB a
+	// millisecond, and an RSS read later in the scrape would count that
+	// growth as memory outside the arena.
+	resident := s.c.RAMResident()
+	outside := int64(-1)
+	if rss, err := procstat.RSS(os.Getpid()); err == nil && resident >= 0 {
+		outside = rss - resident
+	}
 	f.RAM = metrics.RAMFigures{Size: int64(u.Slots) * slot, Cached: int64(u.Cached) * slot, Filling: int64(u.Filling) * slot,
-		Pinned: int64(u.Pinned) * slot, Touched: int64(u.Touched) * slot, Resident: s.c.RAMResident(),
+		Pinned: int64(u.Pinned) * slot, Touched: int64(u.Touched) * slot, Resident: resident, Outside: outside,
 		Limit: int64(u.Limit) * slot, HandedBack: rs.HandedBack.Load(),
 		Hits: rs.Hits.Load(), Misses: rs.Misses.Load(), Evictions: rs.Evictions.Load(),
 		DiskReads: rs.DiskReads.Load(), DiskReadBytes: rs.DiskReadBytes.Load(),

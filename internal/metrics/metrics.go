@@ -71,8 +71,9 @@ type RAMFigures struct {
 	// Limit is the RAM the cache may use now (Size, less what memory
 	// pressure made it hand back); HandedBack counts bytes handed back.
 	Limit, HandedBack int64
-	// Resident is the arena's part of the RSS (-1: unknown).
-	Resident                     int64
+	// Resident is the arena's part of the RSS (-1: unknown); Outside is
+	// the RSS beyond it, read right after it (-1: unknown).
+	Resident, Outside            int64
 	Hits, Misses, Evictions      int64 // block lookups and evictions
 	DiskReads, DiskReadBytes     int64 // blocks read back from disk (each checked)
 	DirectWrites, BufferedWrites int64 // blocks written to disk
@@ -453,6 +454,7 @@ func writeRAM(e *expWriter, r RAMFigures) {
 	e.gauge("hepcache_ram_pinned_bytes", "Bytes of RAM blocks in use by readers or fetches now.", r.Pinned)
 	e.gauge("hepcache_ram_touched_bytes", "Bytes of the RAM arena ever handed out to a block (a high-water mark).", r.Touched)
 	e.gauge("hepcache_ram_resident_bytes", "Bytes of the RAM arena in memory now: its part of the process's resident memory.", r.Resident)
+	e.gauge("hepcache_resident_outside_ram_bytes", "The process's resident memory beyond its RAM arena, read with it: what it holds besides the blocks.", r.Outside)
 	e.gauge("hepcache_ram_limit_bytes", "RAM the cache may use now: cache.ram, less what the node's memory pressure made it hand back.", r.Limit)
 	e.counter("hepcache_ram_handed_back_bytes_total", "Bytes of RAM handed back to the node under memory pressure.", r.HandedBack)
 	e.counter("hepcache_ram_hits_total", "Block reads answered from RAM.", r.Hits)
