@@ -10,15 +10,21 @@ import (
 // What a reader gets of a file whose origin does not pin reads to the
 // version opened (POSIX, XRootD):
 //
-//   - A read that got bytes from a fetch (a block not present when the read
-//     began) does not end with success before the origin's file has been
-//     found unchanged by a stat sent after those bytes arrived (confirm.go):
-//     its last chunk waits for that stat, so a rewrite that reached its
-//     bytes fails the read (an I/O error after part of the data: the
-//     client's read fails) instead of handing over a mix of versions with a
-//     success code. Blocks present when the read began were confirmed
-//     before they were published and cost nothing more. A vector read
-//     waits once, at its end.
+//   - In a namespace declared mutable (files there may be rewritten in
+//     place), a read that got bytes from a fetch (a block not present when
+//     the read began) does not end with success before the origin's file
+//     has been found unchanged by a stat sent after those bytes arrived
+//     (confirm.go): its last chunk waits for that stat, so a rewrite that
+//     reached its bytes fails the read (an I/O error after part of the
+//     data: the client's read fails) instead of handing over a mix of
+//     versions with a success code. Blocks present when the read began
+//     were confirmed before they were published and cost nothing more. A
+//     vector read waits once, at its end. The wait is a round trip to the
+//     origin per read of fresh bytes: at 150 ms, 8 cold xrdcp clients took
+//     1.28-1.44x the direct read with it and 0.91x without (bench wan), so
+//     files of the immutable namespaces (the default: WLCG data is written
+//     once) do not wait; a rewrite there is still caught before its bytes
+//     are kept (confirm.go), and the two points below hold everywhere.
 //   - Once a version change is known (the entry is spoiled), every later
 //     read on every handle of the entry fails.
 //   - What no stat can see (a rewrite keeping the size and the
@@ -33,7 +39,7 @@ import (
 // arrive from the origin (a block not present now), which its last chunk
 // must then see confirmed.
 func (e *entry) needsConfirm(off, end int64) bool {
-	if end <= off {
+	if end <= off || !e.mutable {
 		return false
 	}
 	bs := e.c.cfg.BlockSize

@@ -15,6 +15,7 @@ import (
 	"github.com/hepcache/hepcache/internal/backend"
 	"github.com/hepcache/hepcache/internal/checksum"
 	"github.com/hepcache/hepcache/internal/eventually"
+	"github.com/hepcache/hepcache/internal/policy"
 	"github.com/hepcache/hepcache/origin"
 )
 
@@ -50,7 +51,7 @@ func TestNoSuccessAcrossARewrite(t *testing.T) {
 	old, renewed := randomData(81, blocks*testBlock), randomData(82, blocks*testBlock)
 	m := origin.NewMem("mem://o")
 	m.Put("/f", old, time.Unix(1700000000, 0))
-	c := newTestCache(t, t.TempDir(), m, nil)
+	c := newTestCache(t, t.TempDir(), m, mutableEverywhere(t))
 	f := openTest(t, c, "/f")
 	first := make([]byte, testBlock)
 	if _, err := f.ReadAt(ctx, first, 0); err != nil || !bytes.Equal(first, old[:testBlock]) {
@@ -89,7 +90,7 @@ func TestVectorReadAcrossARewrite(t *testing.T) {
 	old, renewed := randomData(83, 8*testBlock), randomData(84, 8*testBlock)
 	m := origin.NewMem("mem://o")
 	m.Put("/f", old, time.Unix(1700000000, 0))
-	c := newTestCache(t, t.TempDir(), m, nil)
+	c := newTestCache(t, t.TempDir(), m, mutableEverywhere(t))
 	f := openTest(t, c, "/f")
 	if _, err := f.ReadAt(ctx, make([]byte, 100), 0); err != nil {
 		t.Fatal(err)
@@ -217,4 +218,43 @@ func TestCoverage(t *testing.T) {
 	if len(c.r) != maxCoverageRanges {
 		t.Fatalf("%d ranges kept, want at most %d", len(c.r), maxCoverageRanges)
 	}
+}
+
+// mutableEverywhere declares every path mutable: reads of fresh bytes wait
+// for the origin to confirm the version (deliver.go).
+func mutableEverywhere(tb testing.TB) func(*Config) {
+	tb.Helper()
+	pol, err := policy.New([]policy.Rule{{Prefix: "/", Mutable: true}}, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return func(c *Config) { c.Policy = pol }
+}
+
+// TestImmutableReadsDoNotWait: in an immutable namespace (the default) a
+// read of fresh bytes ends without a confirming stat (no round trip to the
+// origin per read), yet a rewrite is still caught before its bytes are
+// kept, and every later read of the handle fails.
+func TestImmutableReadsDoNotWait(t *testing.T) {
+	ctx := context.Background()
+	old, renewed := randomData(83, 12*testBlock), randomData(84, 12*testBlock)
+	m := origin.NewMem("mem://o")
+	m.Put("/f", old, time.Unix(1700000000, 0))
+	c := newTestCache(t, t.TempDir(), m, nil)
+	f := openTest(t, c, "/f")
+	buf := make([]byte, testBlock)
+	if _, err := f.ReadAt(ctx, buf, 0); err != nil || !bytes.Equal(buf, old[:testBlock]) {
+		t.Fatalf("read of block 0: %v", err)
+	}
+	lookups := m.Lookups.Load()
+	m.Put("/f", renewed, time.Unix(1700000100, 0))
+	f.ReadAt(ctx, buf, 10*testBlock) // may end before the rewrite is seen
+	waitIdle(t, c)
+	if _, err := f.ReadAt(ctx, buf, 0); err == nil {
+		t.Fatal("a read after the rewrite was caught succeeded")
+	}
+	if m.Lookups.Load() == lookups {
+		t.Fatal("no stat confirmed the fetched block before it was kept")
+	}
+	f.Close()
 }

@@ -35,6 +35,10 @@ type entry struct {
 	// unconfirmed: an adopted copy the origin could not confirm at open
 	// (info.ModTime is then when XCache cached it; see adopted.go).
 	unconfirmed bool
+	// mutable: the path is in a namespace declared mutable (revalidated
+	// at open); its reads of fresh bytes wait for the origin to confirm
+	// the version (deliver.go).
+	mutable bool
 	size        int64
 	nblocks     int
 	data        *blockstore.File
@@ -181,6 +185,7 @@ func (e *entry) init(ctx context.Context, revalidate, noFetch bool) error {
 			data = nil
 		}
 	}
+	e.mutable = revalidate
 	if side != nil && revalidate && !e.stillCurrent(ctx, side) {
 		c.stats.Revalidations.Add(1)
 		side = nil // the origin's file changed: fetch it again

@@ -22,14 +22,18 @@ import (
 )
 
 // startPOSIXCache runs hepcache over the POSIX origin file://data, without
-// read-ahead, and returns it with its log.
-func startPOSIXCache(t *testing.T, data string) (*server.Server, *syncBuffer) {
+// read-ahead, and returns it with its log; mutable lists namespaces
+// declared mutable (files there are rewritten in place).
+func startPOSIXCache(t *testing.T, data string, mutable ...string) (*server.Server, *syncBuffer) {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Server.Listen = "127.0.0.1:0"
 	cfg.Cache.Dir = t.TempDir()
 	cfg.Cache.Prefetch = 0 // the blocks a client reads, no more
 	cfg.Origin.Default = "file://" + data
+	for _, m := range mutable {
+		cfg.Namespace = append(cfg.Namespace, config.NamespaceRule{Prefix: m, Mutable: true})
+	}
 	log := &syncBuffer{}
 	srv, err := server.New(cfg, slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	if err != nil {
@@ -151,7 +155,8 @@ func (p *pyClient) close() {
 func okSum(b []byte) string { return fmt.Sprintf("ok %x", sha256.Sum256(b)) }
 
 // TestRewriteBetweenReadsOfAnOpenFile (issue 27, item 7): a file at a POSIX
-// origin is rewritten in place (new bytes, a new modification time) between
+// origin, in a namespace declared mutable, is rewritten in place (new
+// bytes, a new modification time) between
 // two reads of a client that holds it open through the cache. The read of
 // block 10, which the cache fetches after the rewrite, fails, and so does
 // every later read of that open file (block 0, cached before, included);
@@ -167,7 +172,7 @@ func TestRewriteBetweenReadsOfAnOpenFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, log := startPOSIXCache(t, data)
+	srv, log := startPOSIXCache(t, data, "/store/rw/")
 	url := "root://" + srv.RootAddr().String() + "//store/rw/f.root"
 	c := startPyReader(t, url)
 	if got := c.read(0, mib); got != okSum(old[:mib]) {
