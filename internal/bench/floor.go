@@ -422,10 +422,10 @@ func (f *floor) crc() error {
 type socketSide int
 
 const (
-	recvSide  socketSide = iota // measure the receiver; the far end writes
-	sendWrite                   // measure the sender writing from memory
-	sendWriteRAM                // the same, from a GiB of memory
-	sendFile                    // measure the sender using sendfile from a cached file
+	recvSide     socketSide = iota // measure the receiver; the far end writes
+	sendWrite                      // measure the sender writing from memory
+	sendWriteRAM                   // the same, from a GiB of memory
+	sendFile                       // measure the sender using sendfile from a cached file
 )
 
 // socket moves Size bytes over a loopback TCP connection and measures one

@@ -224,6 +224,7 @@ func (c *Cache) Close() error {
 	c.closeOnce.Do(func() {
 		close(c.shutdownCh)
 		c.wg.Wait()
+		c.endLingering()
 		c.syncDirty()
 		// Stop downloads nobody waits for (completion after close,
 		// verification) and wait for the final syncs.
@@ -456,8 +457,12 @@ func (c *Cache) acquire(ctx context.Context, o origin.Origin, k Key, revalidate,
 			e = newEntry(c, o, k)
 			c.files[k] = e
 		}
+		reopened := c.unlingerLocked(e)
 		e.refs++
 		c.mu.Unlock()
+		if reopened {
+			c.index.reopened(k, c.cfg.now())
+		}
 		if err := e.init(ctx, revalidate, noFetch); err != nil {
 			c.release(e, sidecar.Access{}, false)
 			return nil, err
@@ -495,11 +500,25 @@ func (c *Cache) release(e *entry, rec sidecar.Access, record bool) {
 		c.goBackground(e.completeInBackground)
 		return
 	}
+	if c.lingerLocked(e) {
+		c.mu.Unlock()
+		if e.initialized() {
+			c.index.closed(e.key, c.cfg.now())
+		}
+		return
+	}
+	c.finishLocked(e, false)
+}
+
+// finishLocked ends entry e, which has no client: a new open of its key
+// waits for its final sync. closed: the index already recorded the close.
+// MUST be called with c.mu held; it unlocks it.
+func (c *Cache) finishLocked(e *entry, closed bool) {
 	delete(c.files, e.key)
 	done := make(chan struct{})
 	c.closing[e.key] = done
 	c.mu.Unlock()
-	if e.initialized() {
+	if e.initialized() && !closed {
 		// The last access is the client's close, not the background sync.
 		c.index.closed(e.key, c.cfg.now())
 	}

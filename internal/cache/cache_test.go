@@ -52,6 +52,7 @@ func newTestCache(tb testing.TB, dir string, o origin.Origin, mut func(*Config))
 		FetchMemory:  4 << 20,
 		RAM:          8 << 20,
 		SyncInterval: time.Hour, // tests sync explicitly via close
+		CloseLinger:  -1,        // a close ends the entry (TestCloseLinger tests lingering)
 	}
 	if mut != nil {
 		mut(cfg)
@@ -591,4 +592,42 @@ func TestLargeAndVectorReadsFetchBlocksTogether(t *testing.T) {
 	if hi := co.hi.Load(); hi < int64(len(segs)) {
 		t.Fatalf("at most %d origin reads in flight for a vector read over %d blocks", hi, len(segs))
 	}
+}
+
+// TestCloseLinger: an entry whose last client closed stays a while, so
+// that a new open takes it as it is (blocks still being written included)
+// without waiting for its final sync; it ends once the linger is over, and
+// an evict ends it at once.
+func TestCloseLinger(t *testing.T) {
+	m, data := memWithFile(7, 6*testBlock)
+	c := newTestCache(t, t.TempDir(), m, func(cfg *Config) { cfg.CloseLinger = time.Hour })
+	// Hold the blocks' disk writes back: the last close leaves them queued.
+	release := make(chan struct{})
+	for range maxDiskWriters {
+		c.diskWrites.do(func() { <-release })
+	}
+	f := openTest(t, c, "/f")
+	got := make([]byte, len(data))
+	if _, err := f.ReadAt(context.Background(), got, 0); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("first read: %v", err)
+	}
+	f.Close()
+	// A new open does not wait for the writes: it takes the lingering entry.
+	reopened := make(chan backend.File)
+	go func() { reopened <- openTest(t, c, "/f") }()
+	var f2 backend.File
+	select {
+	case f2 = <-reopened:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a new open waited for the last close's final sync")
+	}
+	if _, err := f2.ReadAt(context.Background(), got, 0); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read of the reopened file: %v", err)
+	}
+	f2.Close()
+	close(release)
+	if _, err := c.Evict("mem://o", "/f"); err != nil {
+		t.Fatalf("evict of a lingering file: %v", err)
+	}
+	waitIdle(t, c)
 }

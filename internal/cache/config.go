@@ -149,6 +149,11 @@ type Config struct {
 	// closed, until it is complete. Default false (the partial file stays
 	// and the next open resumes it).
 	CompleteAfterClose bool
+	// CloseLinger is how long a file stays open in the cache after its
+	// last client closed it, so that a new open meanwhile takes it as it
+	// is (blocks still being written included) instead of waiting for its
+	// final sync (linger.go). Default 5 s; negative: none.
+	CloseLinger time.Duration
 	// FetchRetries is how often a reader retries a failed block fetch.
 	// Default 1; negative means no retry.
 	FetchRetries int
@@ -295,6 +300,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.SyncInterval == 0 {
 		c.SyncInterval = defaultSyncInterval
+	}
+	if c.CloseLinger == 0 {
+		c.CloseLinger = defaultCloseLinger
 	}
 	if c.FetchRetries == 0 {
 		c.FetchRetries = defaultFetchRetries

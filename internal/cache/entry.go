@@ -39,9 +39,9 @@ type entry struct {
 	// at open); its reads of fresh bytes wait for the origin to confirm
 	// the version (deliver.go).
 	mutable bool
-	size        int64
-	nblocks     int
-	data        *blockstore.File
+	size    int64
+	nblocks int
+	data    *blockstore.File
 	// id names this copy's blocks in the block store (index.opened).
 	id uint64
 	// disk is the id of the data disk holding data.
@@ -111,6 +111,9 @@ type entry struct {
 	refs           int
 	pendingRecords []sidecar.Access
 	completing     bool
+	// linger ends the entry once it has had no client for
+	// Config.CloseLinger (linger.go); nil while it has clients.
+	linger *time.Timer
 }
 
 func newEntry(c *Cache, o origin.Origin, k Key) *entry {

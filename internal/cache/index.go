@@ -282,6 +282,18 @@ func (x *index) opened(k Key, bytes int64, now time.Time, disk int, fresh bool) 
 	return it.id
 }
 
+// reopened records a new access to k while it was still open in the
+// cache (a lingering entry taken back).
+func (x *index) reopened(k Key, now time.Time) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if it := x.items[k]; it != nil {
+		x.moveFrontLocked(it)
+		it.open++
+		it.lastAccess = now
+	}
+}
+
 // closed records the end of an access.
 func (x *index) closed(k Key, now time.Time) {
 	x.mu.Lock()

@@ -248,6 +248,18 @@ func (c *Cache) evictAll(keys []Key) (files int, bytes int64) {
 // until it is gone.
 func (c *Cache) evict(k Key) (int64, error) {
 	c.mu.Lock()
+	if e := c.files[k]; e != nil && e.refs == 0 && e.linger != nil {
+		// Open in the cache only because its last client closed it
+		// lately (linger.go): end it, then evict.
+		c.mu.Unlock()
+		c.lingerEnd(e)
+		c.mu.Lock()
+		if ch, ok := c.closing[k]; ok {
+			c.mu.Unlock()
+			<-ch
+			c.mu.Lock()
+		}
+	}
 	if c.files[k] != nil {
 		c.mu.Unlock()
 		return 0, fmt.Errorf("evict %s: %w", k, ErrBusy)
