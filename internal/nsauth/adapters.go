@@ -5,8 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"strings"
 
+	"github.com/hepcache/hepcache/internal/auth/token"
 	"github.com/hepcache/hepcache/internal/backend"
 	httpfront "github.com/hepcache/hepcache/internal/frontend/http"
 	xrdfront "github.com/hepcache/hepcache/internal/frontend/xrootd"
@@ -33,10 +33,10 @@ func (h httpAuth) Authorize(r *http.Request, req *backend.Request, op string) er
 		// Forwarding mode names another origin: not the federation's.
 		return h.nextAuthorize(r, req, op)
 	}
-	qtok := stripAuthz(req)
+	qtok := token.TakeAuthz(&req.Opaque)
 	tok := qtok
 	if v := r.Header.Get("Authorization"); v != "" {
-		tok = bearer(v)
+		tok = token.Bearer(v)
 	}
 	d, err := h.a.Decide(r.Context(), req.Path, OpRead, tok)
 	if errors.Is(err, ErrNoNamespace) {
@@ -96,7 +96,7 @@ func (x xrdAuth) AuthorizeRequest(ctx context.Context, op xrdfront.Op, req *back
 	if req.Origin != "" {
 		return x.nextAuthorize(ctx, op, req)
 	}
-	tok := stripAuthz(req)
+	tok := token.TakeAuthz(&req.Opaque)
 	d, err := x.a.Decide(ctx, req.Path, OpRead, tok)
 	if errors.Is(err, ErrNoNamespace) {
 		if tok != "" {
@@ -133,24 +133,6 @@ func (x xrdAuth) nextAuthorize(ctx context.Context, op xrdfront.Op, req *backend
 	}
 }
 
-// stripAuthz removes "authz" from the request's opaque data and returns
-// its token ("Bearer " removed); unparseable opaque data with a token in
-// it is dropped whole rather than risk forwarding the token.
-func stripAuthz(req *backend.Request) string {
-	if !strings.Contains(req.Opaque, "authz=") {
-		return ""
-	}
-	q, err := url.ParseQuery(req.Opaque)
-	if err != nil {
-		req.Opaque = ""
-		return ""
-	}
-	tok := q.Get("authz")
-	q.Del("authz")
-	req.Opaque = q.Encode()
-	return bearer(tok)
-}
-
 // addAuthz puts a token back as authz for the next authorizer.
 func addAuthz(opaque, tok string) string {
 	q, _ := url.ParseQuery(opaque)
@@ -159,13 +141,4 @@ func addAuthz(opaque, tok string) string {
 	}
 	q.Set("authz", tok)
 	return q.Encode()
-}
-
-// bearer returns the token of "Bearer <token>" (or a bare token).
-func bearer(v string) string {
-	v = strings.TrimSpace(v)
-	if len(v) > 7 && strings.EqualFold(v[:7], "bearer ") {
-		return strings.TrimSpace(v[7:])
-	}
-	return v
 }

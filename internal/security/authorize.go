@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -146,34 +145,6 @@ func voRole(sub *authz.Subject) (vo, role, group string) {
 	return "", "", ""
 }
 
-// stripAuthz removes an "authz" token from the opaque data so that a
-// client's token is never forwarded to an origin; it returns the token.
-func stripAuthz(req *backend.Request) string {
-	if !strings.Contains(req.Opaque, "authz=") {
-		return ""
-	}
-	q, err := url.ParseQuery(req.Opaque)
-	if err != nil {
-		// Unparseable opaque data carrying a token: drop all of it rather
-		// than risk forwarding the token.
-		req.Opaque = ""
-		return ""
-	}
-	tok := q.Get("authz")
-	q.Del("authz")
-	req.Opaque = q.Encode()
-	return bearer(tok)
-}
-
-// bearer returns the token of "Bearer <token>" (or a bare token).
-func bearer(v string) string {
-	v = strings.TrimSpace(v)
-	if len(v) > 7 && strings.EqualFold(v[:7], "bearer ") {
-		return strings.TrimSpace(v[7:])
-	}
-	return v
-}
-
 // verifyToken verifies a presented token.
 func (s *Security) verifyToken(ctx context.Context, tok string) (*token.Claims, error) {
 	if s.tokens == nil {
@@ -199,7 +170,7 @@ var _ httpfront.Identifier = httpAuthorizer{}
 // Authorize implements httpfront.Authorizer.
 func (a httpAuthorizer) Authorize(r *http.Request, req *backend.Request, op string) error {
 	s := a.s
-	sub, why, note := s.httpSubject(r, stripAuthz(req))
+	sub, why, note := s.httpSubject(r, token.TakeAuthz(&req.Opaque))
 	if why != "" {
 		return s.deny(req, op, sub, why)
 	}
@@ -209,7 +180,7 @@ func (a httpAuthorizer) Authorize(r *http.Request, req *backend.Request, op stri
 // Identify implements httpfront.Identifier: the verified credential's
 // name, "" without one.
 func (a httpAuthorizer) Identify(r *http.Request) (string, error) {
-	sub, why, _ := a.s.httpSubject(r, bearer(r.URL.Query().Get("authz")))
+	sub, why, _ := a.s.httpSubject(r, token.Bearer(r.URL.Query().Get("authz")))
 	if why != "" {
 		return "", fmt.Errorf("%s: %w", why, backend.ErrForbidden)
 	}
@@ -225,7 +196,7 @@ func (s *Security) httpSubject(r *http.Request, tok string) (sub *authz.Subject,
 		if !strings.HasPrefix(strings.ToLower(h), "bearer ") {
 			return sub, "only Bearer authorization is accepted", ""
 		}
-		tok = bearer(h)
+		tok = token.Bearer(h)
 	}
 	if tok != "" && r.TLS == nil && !s.cfg.AllowTokensWithoutTLS {
 		note, tok = tokenInTheClear("http://", "https://"), ""
@@ -290,7 +261,7 @@ func (a xrdAuthorizer) AuthorizeRequest(ctx context.Context, op xrdfront.Op, req
 		}
 	}
 	note := ""
-	if tok := stripAuthz(req); tok != "" && sub.Token == nil {
+	if tok := token.TakeAuthz(&req.Opaque); tok != "" && sub.Token == nil {
 		if req.Protocol == "root" && !s.cfg.AllowTokensWithoutTLS {
 			// The docs promise that plain root:// clients are anonymous:
 			// a token in the opaque data crossed the network in the
