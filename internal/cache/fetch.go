@@ -279,6 +279,13 @@ func (e *entry) readPieces(ctx context.Context, f *fetch, of origin.File, win *f
 	next := 0 // the first piece not yet handed over; owned by progress
 	progress := func(filled int) {
 		for next < len(f.pieceCh) && int64(filled) >= min(int64(next+1)*ps, f.n) {
+			// Counted before a reader can have it: a reader done with
+			// the file finds its bytes in the counters.
+			k := min(int64(next+1)*ps, f.n) - int64(next)*ps
+			c.stats.BytesFetched.Add(k)
+			if f.prefetch {
+				c.stats.PrefetchBytes.Add(k)
+			}
 			close(f.pieceCh[next])
 			next++
 		}
@@ -309,10 +316,6 @@ func (e *entry) readPieces(ctx context.Context, f *fetch, of origin.File, win *f
 	}
 	progress(int(f.n)) // an origin that under-reported (k == n)
 	f.sums = checksum.Of(buf)
-	c.stats.BytesFetched.Add(f.n)
-	if f.prefetch {
-		c.stats.PrefetchBytes.Add(f.n)
-	}
 }
 
 // writeBlock writes f's block from its slot to the data file, also when
@@ -353,6 +356,7 @@ func (e *entry) writeBlock(f *fetch) error {
 // holds f, and the hold is dropped here.
 func (e *entry) streamFromFetch(ctx context.Context, h *handle, f *fetch, pos, end int64, out func([]byte) error) (done int64, err error) {
 	defer f.unhold()
+	held := f.landed() // in RAM: served as from a cached block, a hit
 	ps := e.c.cfg.PieceSize
 	for pos < end {
 		p := int((pos - f.off) / ps)
@@ -374,16 +378,31 @@ func (e *entry) streamFromFetch(ctx context.Context, h *handle, f *fetch, pos, e
 		}
 		k := pend - pos
 		done += k
-		if f.uncached.Load() {
+		switch {
+		case f.uncached.Load():
 			h.bypassed.Add(k)
 			e.c.stats.BytesBypassed.Add(k)
-		} else {
+		case held:
+			h.hit.Add(k)
+			e.c.stats.BytesHit.Add(k)
+		default:
 			h.missed.Add(k)
 			e.c.stats.BytesMissed.Add(k)
 		}
 		pos = pend
 	}
 	return done, nil
+}
+
+// landed reports whether every piece of f has arrived without error: the
+// block is in RAM on its way to the disk.
+func (f *fetch) landed() bool {
+	for q := range f.pieceCh {
+		if !landed(f, q) {
+			return false
+		}
+	}
+	return true
 }
 
 // landed reports whether piece q of f has arrived without error.

@@ -40,12 +40,19 @@ func (c *Cache) unlingerLocked(e *entry) bool {
 	}
 	e.linger.Stop() // a callback already running finds refs > 0
 	e.linger = nil
-	// This open finds what the entry holds now, not what the first did.
+	// This open finds what the entry holds now, not what the first did:
+	// blocks on disk and blocks in RAM on their way there.
 	e.mu.Lock()
+	held := e.st.present.Count()
+	for _, f := range e.fetches {
+		if f.landed() {
+			held++
+		}
+	}
 	switch {
-	case e.st.complete():
+	case held == e.st.present.Len():
 		e.wasState = "hit"
-	case e.st.present.Count() > 0:
+	case held > 0:
 		e.wasState = "partial"
 	default:
 		e.wasState = "miss"

@@ -49,7 +49,8 @@ const (
 	// the task, its request and their atomics (measured with
 	// TestListMemoryBounded: about 330 bytes on amd64).
 	fileOverhead = 400
-	// maxFirstError bounds the one error a finished job keeps.
+	// maxFirstError bounds the error kept of a failed file and the one
+	// a finished job keeps.
 	maxFirstError = 512
 	// finishedJobBytes is what a finished job costs at most: its struct,
 	// id, owner (capped at maxOwner), counts and first error.
@@ -113,8 +114,8 @@ type job struct {
 	ctx       context.Context
 	cancel    context.CancelFunc
 	// cost is the memory of the list, counted in Stats.ListBytes until
-	// the job finishes.
-	cost int64
+	// the job finishes; the errors of its failed files add to it.
+	cost atomic.Int64
 	// pending counts the files not finished yet; the worker that takes
 	// it to 0 compacts the job.
 	pending  atomic.Int64
@@ -214,7 +215,8 @@ func (s *Stager) Stage(owner backend.Owner, reqs []backend.Request) (string, err
 	if len(name) > maxOwner {
 		name = name[:maxOwner]
 	}
-	j := &job{id: newJobID(), owner: name, submitted: time.Now(), cost: cost}
+	j := &job{id: newJobID(), owner: name, submitted: time.Now()}
+	j.cost.Store(cost)
 	j.ctx, j.cancel = context.WithCancel(s.ctx)
 	j.pending.Store(int64(len(reqs)))
 	j.files = make([]*task, 0, len(reqs))
@@ -361,7 +363,7 @@ func (s *Stager) fileDone(t *task) {
 	j.mu.Lock()
 	j.done, j.files = &st, nil
 	j.mu.Unlock()
-	s.stats.ListBytes.Add(-j.cost)
+	s.stats.ListBytes.Add(-j.cost.Load())
 }
 
 func (s *Stager) worker() {
@@ -390,7 +392,14 @@ func (s *Stager) run(t *task) {
 	case t.j.ctx.Err() != nil:
 		t.state.Store(stCancelled)
 	default:
+		// Kept until the job finishes, so counted with its list (an
+		// origin's message can be long).
 		msg := err.Error()
+		if len(msg) > maxFirstError {
+			msg = msg[:maxFirstError] + "..."
+		}
+		t.j.cost.Add(int64(len(msg)))
+		s.stats.ListBytes.Add(int64(len(msg)))
 		t.err.Store(&msg)
 		t.state.Store(stFailed)
 		s.stats.Failed.Add(1)
