@@ -231,7 +231,7 @@ func (c *Cache) Purge() (files int, bytes int64) {
 // evictAll evicts keys, skipping those that clients opened meanwhile.
 func (c *Cache) evictAll(keys []Key) (files int, bytes int64) {
 	for _, k := range keys {
-		n, err := c.evict(k)
+		n, err := c.evict(k, 0)
 		if err != nil {
 			if !errors.Is(err, ErrBusy) {
 				c.cfg.Logger.Warn("purge: evict failed", "key", k.String(), "err", err)
@@ -245,28 +245,40 @@ func (c *Cache) evictAll(keys []Key) (files int, bytes int64) {
 }
 
 // evict removes a closed file's data and sidecar. Opens of the key wait
-// until it is gone.
-func (c *Cache) evict(k Key) (int64, error) {
+// until it is gone. A file only lingering (linger.go) is ended first; a
+// local operation on the key (a final sync, a checksum recorded) is waited
+// for up to wait, then the file counts as busy.
+func (c *Cache) evict(k Key, wait time.Duration) (int64, error) {
+	var timeout <-chan time.Time
+	ended := false // the final sync waited for is the one evict started
 	c.mu.Lock()
-	if e := c.files[k]; e != nil && e.refs == 0 && e.linger != nil {
-		// Open in the cache only because its last client closed it
-		// lately (linger.go): end it, then evict.
-		c.mu.Unlock()
-		c.lingerEnd(e)
-		c.mu.Lock()
-		if ch, ok := c.closing[k]; ok {
+	for {
+		if e := c.files[k]; e != nil {
+			if e.refs == 0 && e.linger != nil {
+				c.mu.Unlock()
+				c.lingerEnd(e) // now closing, or taken back by a client
+				ended = true
+				c.mu.Lock()
+				continue
+			}
 			c.mu.Unlock()
-			<-ch
-			c.mu.Lock()
+			return 0, fmt.Errorf("evict %s: %w", k, ErrBusy)
 		}
-	}
-	if c.files[k] != nil {
+		ch, ok := c.closing[k]
+		if !ok {
+			break
+		}
 		c.mu.Unlock()
-		return 0, fmt.Errorf("evict %s: %w", k, ErrBusy)
-	}
-	if _, ok := c.closing[k]; ok {
-		c.mu.Unlock()
-		return 0, fmt.Errorf("evict %s: %w", k, ErrBusy)
+		if timeout == nil && !ended {
+			timeout = time.After(wait)
+		}
+		ended = false
+		select {
+		case <-ch:
+		case <-timeout:
+			return 0, fmt.Errorf("evict %s: %w", k, ErrBusy)
+		}
+		c.mu.Lock()
 	}
 	done := make(chan struct{})
 	c.closing[k] = done
@@ -325,17 +337,7 @@ func (c *Cache) Evict(originURL, p string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	k := Key{Origin: originURL, Path: cp}
-	c.mu.Lock()
-	ch, closing := c.closing[k]
-	c.mu.Unlock()
-	if closing {
-		select {
-		case <-ch:
-		case <-time.After(30 * time.Second):
-		}
-	}
-	return c.evict(k)
+	return c.evict(Key{Origin: originURL, Path: cp}, 30*time.Second)
 }
 
 // loadIndex rebuilds the index from the sidecars under Dir/meta. Corrupt
