@@ -3,6 +3,7 @@ package nsauth
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 
@@ -38,7 +39,7 @@ func (h httpAuth) Authorize(r *http.Request, req *backend.Request, op string) er
 	if v := r.Header.Get("Authorization"); v != "" {
 		tok = token.Bearer(v)
 	}
-	d, err := h.a.Decide(r.Context(), req.Path, OpRead, tok)
+	d, err := h.a.decideAs(r.Context(), req.Path, tok, r.TLS == nil, "http://", "https://")
 	if errors.Is(err, ErrNoNamespace) {
 		if qtok != "" {
 			// The site's rules read the token where the client put it.
@@ -97,7 +98,7 @@ func (x xrdAuth) AuthorizeRequest(ctx context.Context, op xrdfront.Op, req *back
 		return x.nextAuthorize(ctx, op, req)
 	}
 	tok := token.TakeAuthz(&req.Opaque)
-	d, err := x.a.Decide(ctx, req.Path, OpRead, tok)
+	d, err := x.a.decideAs(ctx, req.Path, tok, req.Protocol == "root", "root://", "roots://")
 	if errors.Is(err, ErrNoNamespace) {
 		if tok != "" {
 			req.Opaque = addAuthz(req.Opaque, tok)
@@ -112,13 +113,30 @@ func (x xrdAuth) AuthorizeRequest(ctx context.Context, op xrdfront.Op, req *back
 	return nil
 }
 
-// apply marks an allowed request: its user, and, for a private
+// decideAs is Decide for a read by a client whose token came over a
+// connection that is unencrypted when clear (plain, the scheme it came
+// by; secure, the one to use): there, unless the site allows it, the
+// token is ignored and a refusal says why.
+func (a *Authorizer) decideAs(ctx context.Context, p, tok string, clear bool, plain, secure string) (Decision, error) {
+	if tok == "" || !clear || a.cfg.AllowTokensWithoutTLS {
+		return a.Decide(ctx, p, OpRead, tok)
+	}
+	d, err := a.Decide(ctx, p, OpRead, "")
+	if err != nil && !errors.Is(err, ErrNoNamespace) {
+		err = fmt.Errorf("%s: %w", token.InTheClear(plain, secure), err)
+	}
+	return d, err
+}
+
+// apply marks an allowed request: its user, until when (the front end
+// asks again before a read of a file opened longer), and, for a private
 // namespace, the token that granted it as the one the origin is given
 // (the federation's origins authorize each reader themselves).
 func (d Decision) apply(req *backend.Request, tok string) {
 	if d.User != "" {
 		req.User = d.User
 		req.OriginToken = tok
+		req.AuthUntil = d.Until
 	}
 }
 

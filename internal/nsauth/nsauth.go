@@ -91,6 +91,11 @@ type Config struct {
 	RootCAs *x509.CertPool
 	// ClockSkew is the tolerance on exp, nbf and iat. Default 60 s.
 	ClockSkew time.Duration
+	// AllowTokensWithoutTLS accepts tokens that came over unencrypted
+	// connections (?authz= on plain root://, plain http://), as the
+	// site's security.allow_tokens_without_tls does. Default false: such
+	// a token is ignored and the request is decided as without one.
+	AllowTokensWithoutTLS bool
 	// Logger receives denials (at debug: federation clients are many) and
 	// issuer changes. Default slog.Default().
 	Logger *slog.Logger
@@ -265,6 +270,9 @@ type Decision struct {
 	// User names the bearer of the token that granted access (sub@iss),
 	// "" for a public read without one.
 	User string
+	// Until is when the grant ends (the token's expiry plus the clock
+	// skew tolerated); zero for a public read, which needs no token.
+	Until time.Time
 }
 
 // ErrNoNamespace: the path is under no namespace; the caller's own rules
@@ -307,6 +315,9 @@ func (a *Authorizer) Decide(ctx context.Context, p, op, tok string) (Decision, e
 		return d, fmt.Errorf("%s %s: bearer token refused: %s: %w", what, p, strings.TrimSuffix(err.Error(), ": "+token.ErrInvalid.Error()), backend.ErrForbidden)
 	}
 	d.User = c.Name()
+	if !c.Expiry.IsZero() {
+		d.Until = c.Expiry.Add(a.cfg.ClockSkew)
+	}
 	for _, is := range n.Issuers {
 		if is.URL != c.Issuer {
 			continue

@@ -2,12 +2,14 @@ package nsauth
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hepcache/hepcache/internal/auth/authtest"
 	"github.com/hepcache/hepcache/internal/auth/token"
@@ -153,6 +155,7 @@ func TestHTTPAdapter(t *testing.T) {
 	}))
 	do := func(target, authz string) (*backend.Request, error) {
 		r := httptest.NewRequest("GET", target, nil)
+		r.TLS = &tls.ConnectionState{} // https://
 		if authz != "" {
 			r.Header.Set("Authorization", authz)
 		}
@@ -184,7 +187,7 @@ func TestXRootDAdapter(t *testing.T) {
 	a, priv, _ := newTestAuthorizer(t, nil)
 	tok := priv.Token(t, "alice", "storage.read:/", aud)
 	x := a.XRootD(nil).(xrdfront.RequestAuthorizer)
-	req := &backend.Request{Path: "/private/f", Opaque: "authz=" + tok}
+	req := &backend.Request{Path: "/private/f", Opaque: "authz=" + tok, Protocol: "roots"}
 	if err := x.AuthorizeRequest(context.Background(), xrdfront.OpOpen, req); err != nil || req.Opaque != "" {
 		t.Fatalf("%v, opaque %q", err, req.Opaque)
 	}
@@ -193,5 +196,72 @@ func TestXRootDAdapter(t *testing.T) {
 	}
 	if err := x.Authorize(context.Background(), xrdfront.OpStat, backend.Request{Path: "/site/f"}); err != nil {
 		t.Fatalf("a site path with no site authorizer: %v", err)
+	}
+}
+
+// TestTokensOverPlainConnections: a federation token that crossed the
+// network in the clear (?authz= on plain root://, plain http://) does not
+// count, and the refusal says why, unless the site allows it, as the
+// site's own rules do (security.allow_tokens_without_tls).
+func TestTokensOverPlainConnections(t *testing.T) {
+	for _, allow := range []bool{false, true} {
+		a, priv, _ := newTestAuthorizer(t, func(c *Config) { c.AllowTokensWithoutTLS = allow })
+		tok := priv.Token(t, "alice", "storage.read:/", aud)
+		x := a.XRootD(nil).(xrdfront.RequestAuthorizer)
+		rootErr := x.AuthorizeRequest(context.Background(), xrdfront.OpOpen,
+			&backend.Request{Path: "/private/f", Opaque: "authz=" + tok, Protocol: "root"})
+		r := httptest.NewRequest("GET", "/private/f", nil)
+		r.Header.Set("Authorization", "Bearer "+tok)
+		httpErr := a.HTTP(nil).Authorize(r, &backend.Request{Path: "/private/f"}, "read")
+		for name, err := range map[string]error{"root://": rootErr, "http://": httpErr} {
+			switch {
+			case allow && err != nil:
+				t.Errorf("%s with allow_tokens_without_tls: %v", name, err)
+			case !allow && (!errors.Is(err, backend.ErrForbidden) || !strings.Contains(err.Error(), "unencrypted "+name)):
+				t.Errorf("%s: %v; want refused, saying the token came unencrypted", name, err)
+			case err != nil && strings.Contains(err.Error(), tok):
+				t.Errorf("%s: the reason shows the token", name)
+			}
+		}
+		// A public read needs no token: a token in the clear changes nothing.
+		if err := x.AuthorizeRequest(context.Background(), xrdfront.OpOpen,
+			&backend.Request{Path: "/public/f", Opaque: "authz=" + tok, Protocol: "root"}); err != nil {
+			t.Errorf("a public read with a token in the clear: %v", err)
+		}
+	}
+}
+
+// TestGrantEndsWithToken: a read allowed by a token carries the token's
+// expiry (plus the skew tolerated) as the end of its authorization, which
+// the root:// front end checks before every read of the open file; asked
+// again with the open's request (the token is no longer in it), a
+// private path is refused. A public read has no end.
+func TestGrantEndsWithToken(t *testing.T) {
+	a, priv, _ := newTestAuthorizer(t, func(c *Config) { c.ClockSkew = 5 * time.Second })
+	exp := time.Now().Add(90 * time.Second).Truncate(time.Second)
+	tok := priv.Sign(t, "RS256", authtest.Claims{"sub": "alice", "scope": "storage.read:/", "aud": aud, "exp": exp.Unix()})
+	x := a.XRootD(nil).(xrdfront.RequestAuthorizer)
+	req := &backend.Request{Path: "/private/f", Opaque: "authz=" + tok, Protocol: "roots"}
+	if err := x.AuthorizeRequest(context.Background(), xrdfront.OpOpen, req); err != nil {
+		t.Fatal(err)
+	}
+	if want := exp.Add(5 * time.Second); !req.AuthUntil.Equal(want) {
+		t.Fatalf("AuthUntil %v; want the token's expiry plus the skew, %v", req.AuthUntil, want)
+	}
+	again := *req
+	again.AuthUntil = time.Time{}
+	if err := x.AuthorizeRequest(context.Background(), xrdfront.OpRead, &again); !errors.Is(err, backend.ErrForbidden) {
+		t.Fatalf("asked again once the grant ended: %v; want refused", err)
+	}
+	pub := &backend.Request{Path: "/public/f", Opaque: "authz=" + tok, Protocol: "roots"}
+	if err := x.AuthorizeRequest(context.Background(), xrdfront.OpOpen, pub); err != nil || !pub.AuthUntil.IsZero() {
+		t.Fatalf("a public read: %v, until %v; want allowed without end", err, pub.AuthUntil)
+	}
+	r := httptest.NewRequest("GET", "/private/f", nil)
+	r.TLS = &tls.ConnectionState{}
+	r.Header.Set("Authorization", "Bearer "+tok)
+	hreq := &backend.Request{Path: "/private/f"}
+	if err := a.HTTP(nil).Authorize(r, hreq, "read"); err != nil || !hreq.AuthUntil.Equal(exp.Add(5*time.Second)) {
+		t.Fatalf("https: %v, until %v", err, hreq.AuthUntil)
 	}
 }

@@ -74,6 +74,10 @@ type Config struct {
 	// Audiences are the "aud" values accepted on clients' tokens.
 	// Default: DataURL, WebURL, "https://wlcg.cern.ch/jwt/v1/any", "ANY".
 	Audiences []string
+	// AllowTokensWithoutTLS accepts clients' tokens that came over
+	// unencrypted connections (security.allow_tokens_without_tls).
+	// Default false: they are ignored.
+	AllowTokensWithoutTLS bool
 	// AdvertiseInterval is how often the cache advertises to the director.
 	// Default 1m (Pelican's).
 	AdvertiseInterval time.Duration

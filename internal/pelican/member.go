@@ -133,7 +133,7 @@ func New(cfg *Config) (*Member, error) {
 	if created {
 		c.Logger.Info("pelican: created the cache's key", "file", c.KeyFile, "kid", key.KID())
 	}
-	auth, err := nsauth.New(&nsauth.Config{Audiences: c.Audiences, RootCAs: c.RootCAs, Logger: c.Logger})
+	auth, err := nsauth.New(&nsauth.Config{Audiences: c.Audiences, RootCAs: c.RootCAs, AllowTokensWithoutTLS: c.AllowTokensWithoutTLS, Logger: c.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("pelican: %w", err)
 	}

@@ -199,7 +199,7 @@ func (s *Security) httpSubject(r *http.Request, tok string) (sub *authz.Subject,
 		tok = token.Bearer(h)
 	}
 	if tok != "" && r.TLS == nil && !s.cfg.AllowTokensWithoutTLS {
-		note, tok = tokenInTheClear("http://", "https://"), ""
+		note, tok = token.InTheClear("http://", "https://"), ""
 	}
 	if tok != "" {
 		c, err := s.verifyToken(r.Context(), tok)
@@ -219,12 +219,6 @@ func (s *Security) httpSubject(r *http.Request, tok string) (sub *authz.Subject,
 		}
 	}
 	return sub, "", note
-}
-
-// tokenInTheClear is why a token that came over an unencrypted connection
-// (plain, the scheme it came by; secure, the one to use) did not count.
-func tokenInTheClear(plain, secure string) string {
-	return "the bearer token was ignored: it came over unencrypted " + plain + ", where anyone on the way can read it; tokens are accepted over " + secure + " only (security.allow_tokens_without_tls)"
 }
 
 // XRootDAuthorizer returns the root:// front end's authorizer. It
@@ -266,7 +260,7 @@ func (a xrdAuthorizer) AuthorizeRequest(ctx context.Context, op xrdfront.Op, req
 			// The docs promise that plain root:// clients are anonymous:
 			// a token in the opaque data crossed the network in the
 			// clear and does not count.
-			note = tokenInTheClear("root://", "roots://")
+			note = token.InTheClear("root://", "roots://")
 		} else {
 			c, err := s.verifyToken(ctx, tok)
 			if err != nil {

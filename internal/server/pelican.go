@@ -39,7 +39,8 @@ func PelicanMemberConfig(cfg *config.Config, roots *x509.CertPool, log *slog.Log
 		Site: p.Site, KeyFile: cfg.PelicanKeyFile(), StateDir: cfg.PelicanStateDir(),
 		DataURL: cfg.PelicanDataURL(host), WebURL: p.WebURL, Namespaces: p.Namespaces, Audiences: p.Audiences,
 		AdvertiseInterval: time.Duration(p.AdvertiseInterval), RootCAs: roots,
-		UserAgent: "hepcache/" + buildinfo.Get().Version, Logger: log,
+		AllowTokensWithoutTLS: cfg.Security.AllowTokensWithoutTLS,
+		UserAgent:             "hepcache/" + buildinfo.Get().Version, Logger: log,
 	}, nil
 }
 

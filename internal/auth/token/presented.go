@@ -14,6 +14,12 @@ func Bearer(v string) string {
 	return v
 }
 
+// InTheClear is why a token that came over an unencrypted connection
+// (plain, the scheme it came by; secure, the one to use) did not count.
+func InTheClear(plain, secure string) string {
+	return "the bearer token was ignored: it came over unencrypted " + plain + ", where anyone on the way can read it; tokens are accepted over " + secure + " only (security.allow_tokens_without_tls)"
+}
+
 // TakeAuthz removes "authz" from a request's opaque data so that a
 // client's token is never forwarded to an origin, and returns the token
 // ("Bearer " removed). Unparseable opaque data carrying a token is
