@@ -123,6 +123,13 @@ func ListEach(ctx context.Context, o Origin, path string, withStat bool, fn func
 		return le.ListEach(ctx, path, withStat, fn)
 	}
 	list, err := o.List(ctx, path, withStat)
+	return Each(list, err, fn)
+}
+
+// Each hands the entries of a whole listing (list and err, as List
+// returned them) to fn in turn, as ListEach does: it returns the
+// listing's error, or fn's first.
+func Each(list []FileInfo, err error, fn func(FileInfo) error) error {
 	if err != nil {
 		return err
 	}

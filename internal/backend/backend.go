@@ -87,15 +87,7 @@ func ListEach(ctx context.Context, b Backend, req Request, withStat bool, fn fun
 		return le.ListEach(ctx, req, withStat, fn)
 	}
 	list, err := b.List(ctx, req, withStat)
-	if err != nil {
-		return err
-	}
-	for _, fi := range list {
-		if err := fn(fi); err != nil {
-			return err
-		}
-	}
-	return nil
+	return origin.Each(list, err, fn)
 }
 
 // String renders the request for error messages.

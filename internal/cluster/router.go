@@ -365,15 +365,7 @@ func (r *Router) ListEach(ctx context.Context, req backend.Request, withStat boo
 		return backend.ListEach(ctx, r.cfg.Local, req, withStat, fn)
 	}
 	list, err := r.List(ctx, req, withStat)
-	if err != nil {
-		return err
-	}
-	for _, fi := range list {
-		if err := fn(fi); err != nil {
-			return err
-		}
-	}
-	return nil
+	return origin.Each(list, err, fn)
 }
 
 // openForPeer serves a peer lookup: only a file complete in the local
