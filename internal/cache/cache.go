@@ -486,10 +486,7 @@ func (c *Cache) release(e *entry, rec sidecar.Access, record bool) {
 		// Spoiled: its key may already belong to a fresh entry, which the
 		// index and the closing table now describe.
 		c.mu.Unlock()
-		c.goBackground(func() {
-			e.finish()
-			e.closeOrigin()
-		})
+		c.finishDetached(e)
 		return
 	}
 	if c.cfg.CompleteAfterClose && e.initialized() && !e.complete() && !e.completing && e.spoilErr() == nil {
@@ -532,6 +529,16 @@ func (c *Cache) finishLocked(e *entry, closed bool) {
 		delete(c.dirty, e)
 		c.mu.Unlock()
 		close(done)
+		e.closeOrigin()
+	})
+}
+
+// finishDetached ends a spoiled entry e, which is out of Cache.files and
+// has no client, in the background: its key's closing entry belongs to
+// the fresh entry, if any.
+func (c *Cache) finishDetached(e *entry) {
+	c.goBackground(func() {
+		e.finish()
 		e.closeOrigin()
 	})
 }

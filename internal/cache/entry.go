@@ -46,7 +46,7 @@ type entry struct {
 	id uint64
 	// disk is the id of the data disk holding data.
 	disk     int
-	wasState string // "hit", "partial" or "miss" at open
+	wasState string // "hit", "partial" or "miss" at open (openState)
 	// created is when the copy entered the cache (the sidecar's Created).
 	created time.Time
 
@@ -120,6 +120,19 @@ func newEntry(c *Cache, o origin.Origin, k Key) *entry {
 	e := &entry{c: c, o: o, key: k, initCh: make(chan struct{}, 1), fetches: map[int]*fetch{}}
 	e.ctx, e.cancel = context.WithCancel(c.ctx)
 	return e
+}
+
+// openState names what an open finds of a file of n blocks when held of
+// them are in the cache (on disk, or in RAM on their way there): "hit"
+// (all), "partial" or "miss" (none).
+func openState(held, n int) string {
+	switch {
+	case held == n:
+		return "hit"
+	case held > 0:
+		return "partial"
+	}
+	return "miss"
 }
 
 func (e *entry) initialized() bool {
@@ -244,14 +257,7 @@ func (e *entry) init(ctx context.Context, revalidate, noFetch bool) error {
 	} else {
 		e.info = infoOf(e.key, side)
 		e.unconfirmed = side.Unconfirmed()
-		switch {
-		case side.Complete():
-			e.wasState = "hit"
-		case side.Durable.Count() > 0:
-			e.wasState = "partial"
-		default:
-			e.wasState = "miss"
-		}
+		e.wasState = openState(side.Durable.Count(), side.Durable.Len())
 	}
 	e.side = side
 	e.created = side.Created
@@ -371,13 +377,18 @@ type originOpen struct {
 	err  error
 }
 
+// withClientToken returns ctx carrying e's client token, if a client open
+// gave one: origin calls made on the entry's behalf go as its reads did.
+func (e *entry) withClientToken(ctx context.Context) context.Context {
+	if tok := e.clientToken.Load(); tok != nil {
+		return origin.WithClientToken(ctx, *tok)
+	}
+	return ctx
+}
+
 // openOrigin opens the origin file for originFile's waiters.
 func (e *entry) openOrigin(op *originOpen) {
-	parent := e.ctx
-	if tok := e.clientToken.Load(); tok != nil {
-		parent = origin.WithClientToken(e.ctx, *tok)
-	}
-	octx, cancel := context.WithTimeout(parent, e.c.cfg.OriginTimeout)
+	octx, cancel := context.WithTimeout(e.withClientToken(e.ctx), e.c.cfg.OriginTimeout)
 	of, err := e.o.Open(octx, e.key.Path)
 	cancel()
 	if err != nil {

@@ -49,14 +49,7 @@ func (c *Cache) unlingerLocked(e *entry) bool {
 			held++
 		}
 	}
-	switch {
-	case held == e.st.present.Len():
-		e.wasState = "hit"
-	case held > 0:
-		e.wasState = "partial"
-	default:
-		e.wasState = "miss"
-	}
+	e.wasState = openState(held, e.st.present.Len())
 	e.mu.Unlock()
 	return true
 }
@@ -72,10 +65,7 @@ func (c *Cache) lingerEnd(e *entry) {
 	if e.detached {
 		// Spoiled while lingering: it is already out of Cache.files.
 		c.mu.Unlock()
-		c.goBackground(func() {
-			e.finish()
-			e.closeOrigin()
-		})
+		c.finishDetached(e)
 		return
 	}
 	c.finishLocked(e, true)

@@ -43,10 +43,7 @@ func (e *entry) scheduleVerify() {
 	created := e.side.Created
 	e.syncMu.Unlock()
 	c, o, k, dl := e.c, e.o, e.key, &e.ident.delivered
-	ctx := c.ctx
-	if tok := e.clientToken.Load(); tok != nil {
-		ctx = origin.WithClientToken(ctx, *tok) // as the file was read
-	}
+	ctx := e.withClientToken(c.ctx) // as the file was read
 	c.goBackground(func() { c.verify(ctx, o, k, created, sums, dl) })
 }
 
