@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -69,11 +68,7 @@ func pelicanMember(name, desc string, args []string) (*pelican.Member, error) {
 		return nil, err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	var roots *x509.CertPool
-	if cred.TLS != nil {
-		roots = cred.TLS.RootCAs
-	}
-	pc, err := server.PelicanMemberConfig(cfg, roots, log)
+	pc, err := server.PelicanMemberConfig(cfg, cred, log)
 	if err != nil {
 		return nil, err
 	}

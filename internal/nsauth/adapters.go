@@ -51,7 +51,7 @@ func (h httpAuth) Authorize(r *http.Request, req *backend.Request, op string) er
 		h.a.cfg.Logger.Debug("nsauth: denied", "client", req.Client, "path", req.Path, "op", op, "reason", err)
 		return err
 	}
-	d.apply(req, tok)
+	d.Apply(req, tok)
 	return nil
 }
 
@@ -109,7 +109,7 @@ func (x xrdAuth) AuthorizeRequest(ctx context.Context, op xrdfront.Op, req *back
 		x.a.cfg.Logger.Debug("nsauth: denied", "client", req.Client, "path", req.Path, "op", string(op), "reason", err)
 		return err
 	}
-	d.apply(req, tok)
+	d.Apply(req, tok)
 	return nil
 }
 
@@ -128,11 +128,11 @@ func (a *Authorizer) decideAs(ctx context.Context, p, tok string, clear bool, pl
 	return d, err
 }
 
-// apply marks an allowed request: its user, until when (the front end
+// Apply marks a request Decide allowed: its user, until when (the front end
 // asks again before a read of a file opened longer), and, for a private
 // namespace, the token that granted it as the one the origin is given
 // (the federation's origins authorize each reader themselves).
-func (d Decision) apply(req *backend.Request, tok string) {
+func (d Decision) Apply(req *backend.Request, tok string) {
 	if d.User != "" {
 		req.User = d.User
 		req.OriginToken = tok

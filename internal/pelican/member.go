@@ -305,10 +305,7 @@ func (m *Member) step(ctx context.Context) time.Duration {
 			return m.cfg.RegisterRetry
 		}
 		m.setState(state, reason)
-		switch state {
-		case StateRefused:
-			return m.cfg.AdvertiseInterval
-		case StatePending:
+		if state == StateRefused || state == StatePending {
 			return m.cfg.AdvertiseInterval
 		}
 		m.approvedOnce.Do(func() { close(m.approved) })

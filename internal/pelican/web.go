@@ -183,9 +183,9 @@ func (m *Member) serveEvictTestFile(w http.ResponseWriter, r *http.Request) {
 // the authz query parameter.
 func bearerOf(r *http.Request) string {
 	if h := r.Header.Get("Authorization"); len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
-		return strings.TrimSpace(h[7:])
+		return token.Bearer(h)
 	}
-	return strings.TrimSpace(strings.TrimPrefix(r.URL.Query().Get("authz"), "Bearer "))
+	return token.Bearer(r.URL.Query().Get("authz"))
 }
 
 // apiPath is the clean absolute path of the "path" parameter.
@@ -231,14 +231,11 @@ func (m *Member) servePrestage(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Permission denied to prestage path: "+err.Error(), http.StatusForbidden)
 		return
 	}
+	req := backend.Request{Path: p, Client: r.RemoteAddr, Protocol: "https"}
+	d.Apply(&req, tok) // a private object: its origin authorizes the reader
 	owner := backend.HostOwner(r.RemoteAddr)
 	if d.User != "" {
 		owner = backend.UserOwner(d.User)
-	}
-	req := backend.Request{Path: p, Client: r.RemoteAddr, User: d.User, Protocol: "https"}
-	if d.User != "" {
-		// A private object: its origin authorizes the reader (see nsauth).
-		req.OriginToken = tok
 	}
 	id, err := m.cfg.Stager.Stage(owner, []backend.Request{req})
 	if errors.Is(err, backend.ErrBusy) {

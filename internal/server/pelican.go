@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"time"
@@ -26,10 +27,15 @@ import (
 const pelicanDiscoveryTimeout = 30 * time.Second
 
 // PelicanMemberConfig maps the [pelican] section onto the membership's
-// Config, for serve and for `hepcache pelican register|status`. host names
-// the data URL when pelican.data_url is empty.
-func PelicanMemberConfig(cfg *config.Config, roots *x509.CertPool, log *slog.Logger) (*pelican.Config, error) {
+// Config, for serve and for `hepcache pelican register|status`: the
+// federation's servers are verified with the CAs of the cache's origin
+// credentials (cred.TLS; none: the system's).
+func PelicanMemberConfig(cfg *config.Config, cred *security.OriginCredentials, log *slog.Logger) (*pelican.Config, error) {
 	p := &cfg.Pelican
+	var roots *x509.CertPool
+	if cred.TLS != nil {
+		roots = cred.TLS.RootCAs
+	}
 	host, err := os.Hostname()
 	if err != nil {
 		return nil, fmt.Errorf("pelican.data_url: no host name to make it of: %w", err)
@@ -53,11 +59,7 @@ func (s *Server) newPelican(cfg *config.Config, cred *security.OriginCredentials
 	if !cfg.Pelican.Enabled() {
 		return cfg, nil
 	}
-	var roots *x509.CertPool
-	if cred.TLS != nil {
-		roots = cred.TLS.RootCAs
-	}
-	pc, err := PelicanMemberConfig(cfg, roots, s.log)
+	pc, err := PelicanMemberConfig(cfg, cred, s.log)
 	if err != nil {
 		return nil, err
 	}
@@ -171,13 +173,11 @@ func (s *Server) pelicanRoutes(routes map[string]http.Handler) map[string]http.H
 	if s.pel == nil {
 		return routes
 	}
-	out := map[string]http.Handler{}
-	for p, h := range routes {
-		out[p] = h
+	out := maps.Clone(routes)
+	if out == nil {
+		out = map[string]http.Handler{}
 	}
-	for p, h := range s.pel.Routes() {
-		out[p] = h
-	}
+	maps.Copy(out, s.pel.Routes())
 	out[pelican.MetricsPath] = s.pel.MetricsHandler(out[pelican.MetricsPath])
 	return out
 }
