@@ -56,20 +56,15 @@ func Stall(ctx context.Context, cfg StallConfig) (*StallResult, error) {
 	if cfg.RAM == "" {
 		cfg.RAM = "64M"
 	}
-	if cfg.HepcacheBin == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, err
-		}
-		cfg.HepcacheBin = exe
+	bin, err := defaultBin(cfg.HepcacheBin)
+	if err != nil {
+		return nil, err
 	}
+	cfg.HepcacheBin = bin
 	if cfg.Out == nil {
 		cfg.Out = os.Stdout
 	}
-	if cfg.Progress == nil {
-		cfg.Progress = os.Stderr
-	}
-	progress := func(format string, args ...any) { fmt.Fprintf(cfg.Progress, "bench: "+format+"\n", args...) }
+	progress := progressFunc(cfg.Progress, "stall")
 	data := filepath.Join(cfg.Dir, "origin")
 	stalled, err := writeLoadFiles(data, "stall", cfg.Stalled, cfg.Size)
 	if err != nil {
