@@ -445,19 +445,17 @@ func TestS3MissingObject(t *testing.T) {
 	t.Logf("missing bucket: %s", firstLine(r.Stderr))
 }
 
-// TestS3ListingPages: a prefix holding more objects than one
-// ListObjectsV2 page (1000) is listed whole by xrdfs ls (dirlist) and by
-// PROPFIND, subdirectories (common prefixes) included.
-func TestS3ListingPages(t *testing.T) {
-	s := startS3Stack(t, "", nil, nil)
-	const n = 1003
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
+// putMany stores n small objects prefix+f0000.root... (their names as
+// their bytes), eight at a time.
+func (s *s3Stack) putMany(t *testing.T, prefix string, n int) {
+	t.Helper()
 	keys := make(chan string, n)
 	for i := range n {
-		keys <- fmt.Sprintf("cms/store/many/f%04d.root", i)
+		keys <- fmt.Sprintf("%sf%04d.root", prefix, i)
 	}
 	close(keys)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
 	for range 8 {
 		wg.Add(1)
 		go func() {
@@ -474,6 +472,15 @@ func TestS3ListingPages(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
+}
+
+// TestS3ListingPages: a prefix holding more objects than one
+// ListObjectsV2 page (1000) is listed whole by xrdfs ls (dirlist) and by
+// PROPFIND, subdirectories (common prefixes) included.
+func TestS3ListingPages(t *testing.T) {
+	s := startS3Stack(t, "", nil, nil)
+	const n = 1003
+	s.putMany(t, "cms/store/many/", n)
 	s3test.Put(t, s.s3, s3Bucket, "cms/store/many/sub/x.root", []byte("x"))
 	env := realclient.Env()
 	r := realclient.MustRun(t, env, "xrdfs", s.url, "ls", "/store/many")

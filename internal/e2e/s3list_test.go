@@ -2,14 +2,12 @@ package e2e
 
 import (
 	"bufio"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -78,28 +76,7 @@ func TestS3ListingStreamedAndBounded(t *testing.T) {
 		c.Origin.MaxListings = 1
 	})
 	const n = 1003
-	keys := make(chan string, n)
-	for i := range n {
-		keys <- fmt.Sprintf("cms/store/many/f%04d.root", i)
-	}
-	close(keys)
-	var wg sync.WaitGroup
-	var failed atomic.Value
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for k := range keys {
-				if _, err := s.s3.Put(s3Bucket, k, []byte(k), nil); err != nil {
-					failed.Store(err)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if err, _ := failed.Load().(error); err != nil {
-		t.Fatal(err)
-	}
+	s.putMany(t, "cms/store/many/", n)
 	s.putObject(t, "/store/other/a.root", 10, 1, "")
 
 	// The PROPFIND: its answer starts while the second page is held.
