@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hepcache/hepcache/internal/realclient"
+	"github.com/hepcache/hepcache/internal/syncbuf"
 	"github.com/hepcache/hepcache/internal/xrdtest"
 )
 
@@ -153,7 +154,7 @@ func TestCheckAgreesWithServe(t *testing.T) {
 			}
 			srv := exec.Command(serveArgs[0], serveArgs[1:]...)
 			srv.Env = env
-			var serveOut syncBuffer
+			var serveOut syncbuf.Buffer
 			srv.Stdout, srv.Stderr = &serveOut, &serveOut
 			if err := srv.Start(); err != nil {
 				t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/hepcache/hepcache/internal/cache"
 	"github.com/hepcache/hepcache/internal/config"
 	"github.com/hepcache/hepcache/internal/realclient"
+	"github.com/hepcache/hepcache/internal/syncbuf"
 	"github.com/hepcache/hepcache/internal/xrdtest"
 )
 
@@ -153,7 +154,7 @@ func TestDiskInitAsRootForServiceUser(t *testing.T) {
 		t.Fatalf("check --user nobody: %v\n%s", err, out)
 	}
 	svc := exec.Command(setpriv, "--reuid", "nobody", "--regid", "nogroup", "--clear-groups", bin, "serve", "--config", cfg)
-	var log syncBuffer
+	var log syncbuf.Buffer
 	svc.Stdout, svc.Stderr = &log, &log
 	if err := svc.Start(); err != nil {
 		t.Fatal(err)

@@ -19,12 +19,13 @@ import (
 	"github.com/hepcache/hepcache/internal/eventually"
 	"github.com/hepcache/hepcache/internal/realclient"
 	"github.com/hepcache/hepcache/internal/server"
+	"github.com/hepcache/hepcache/internal/syncbuf"
 )
 
 // startPOSIXCache runs hepcache over the POSIX origin file://data, without
 // read-ahead, and returns it with its log; mutable lists namespaces
 // declared mutable (files there are rewritten in place).
-func startPOSIXCache(t *testing.T, data string, mutable ...string) (*server.Server, *syncBuffer) {
+func startPOSIXCache(t *testing.T, data string, mutable ...string) (*server.Server, *syncbuf.Buffer) {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Server.Listen = "127.0.0.1:0"
@@ -34,7 +35,7 @@ func startPOSIXCache(t *testing.T, data string, mutable ...string) (*server.Serv
 	for _, m := range mutable {
 		cfg.Namespace = append(cfg.Namespace, config.NamespaceRule{Prefix: m, Mutable: true})
 	}
-	log := &syncBuffer{}
+	log := &syncbuf.Buffer{}
 	srv, err := server.New(cfg, slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	if err != nil {
 		t.Fatal(err)

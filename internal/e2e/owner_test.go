@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hepcache/hepcache/internal/realclient"
+	"github.com/hepcache/hepcache/internal/syncbuf"
 	"github.com/hepcache/hepcache/internal/xrdtest"
 )
 
@@ -51,7 +52,7 @@ func TestRootRunThenServiceUser(t *testing.T) {
 
 	// As root: serves, but warns for both directories.
 	root := exec.Command(bin, "serve", "--config", cfg)
-	var rootLog syncBuffer
+	var rootLog syncbuf.Buffer
 	root.Stdout, root.Stderr = &rootLog, &rootLog
 	if err := root.Start(); err != nil {
 		t.Fatal(err)
@@ -90,7 +91,7 @@ func TestRootRunThenServiceUser(t *testing.T) {
 	// The fix it names works.
 	exec.Command("chown", "-R", "nobody:nogroup", logDir).Run()
 	svc := exec.Command(setpriv, "--reuid", "nobody", "--regid", "nogroup", "--clear-groups", bin, "serve", "--config", cfg)
-	var svcLog syncBuffer
+	var svcLog syncbuf.Buffer
 	svc.Stdout, svc.Stderr = &svcLog, &svcLog
 	if err := svc.Start(); err != nil {
 		t.Fatal(err)
@@ -190,7 +191,7 @@ func TestOwnershipFixIsNarrow(t *testing.T) {
 		}
 	}
 	svc := asNobody("serve", "--config", cfg)
-	var svcLog syncBuffer
+	var svcLog syncbuf.Buffer
 	svc.Stdout, svc.Stderr = &svcLog, &svcLog
 	if err := svc.Start(); err != nil {
 		t.Fatal(err)
@@ -260,14 +261,14 @@ func TestRootLeftoversFetchedAgain(t *testing.T) {
 	cfg := filepath.Join(top, "hepcache.toml")
 	os.WriteFile(cfg, []byte(fmt.Sprintf("[server]\nlisten = %q\n[cache]\ndir = %q\n[origin]\ndefault = \"root://%s\"\n", addr, cacheDir, origin.Addr)), 0o644)
 	url := "root://" + addr + "//store/root/f.root"
-	start := func(asNobody bool) (*exec.Cmd, *syncBuffer) {
+	start := func(asNobody bool) (*exec.Cmd, *syncbuf.Buffer) {
 		t.Helper()
 		args := []string{bin, "serve", "--config", cfg}
 		if asNobody {
 			args = append([]string{setpriv, "--reuid", "nobody", "--regid", "nogroup", "--clear-groups"}, args...)
 		}
 		cmd := exec.Command(args[0], args[1:]...)
-		var log syncBuffer
+		var log syncbuf.Buffer
 		cmd.Stdout, cmd.Stderr = &log, &log
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/hepcache/hepcache/internal/eventually"
 	"github.com/hepcache/hepcache/internal/realclient"
+	"github.com/hepcache/hepcache/internal/syncbuf"
 	"github.com/hepcache/hepcache/internal/xrdtest"
 )
 
@@ -57,7 +58,7 @@ type heldClient struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	out   *bufio.Reader
-	errs  *syncBuffer
+	errs  *syncbuf.Buffer
 }
 
 func holdFile(t *testing.T, url string) *heldClient {
@@ -67,7 +68,7 @@ func holdFile(t *testing.T, url string) *heldClient {
 	cmd.Env = realclient.Env()
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
-	h := &heldClient{cmd: cmd, stdin: stdin, out: bufio.NewReader(stdout), errs: &syncBuffer{}}
+	h := &heldClient{cmd: cmd, stdin: stdin, out: bufio.NewReader(stdout), errs: &syncbuf.Buffer{}}
 	cmd.Stderr = h.errs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -109,7 +110,7 @@ func copier(t *testing.T, url string, want [32]byte, stop <-chan struct{}) (done
 				}
 				cmd := exec.Command("xrdcp", "-f", "-s", url, "-")
 				cmd.Env = realclient.Env()
-				var stderr syncBuffer
+				var stderr syncbuf.Buffer
 				cmd.Stderr = &stderr
 				out, err := cmd.Output()
 				mu.Lock()
@@ -250,7 +251,7 @@ func TestSocketActivationRestart(t *testing.T) {
 	defer lf.Close()
 	addr := ln.Addr().String()
 	cacheDir := t.TempDir()
-	var log syncBuffer
+	var log syncbuf.Buffer
 	// As systemd: the socket as descriptor 3, LISTEN_PID the service's.
 	start := func() (*exec.Cmd, chan error) {
 		t.Helper()
@@ -295,7 +296,7 @@ func TestSocketActivationRestart(t *testing.T) {
 		go func() {
 			cmd := exec.Command("xrdcp", "-f", "-s", url, "-")
 			cmd.Env = realclient.Env()
-			var stderr syncBuffer
+			var stderr syncbuf.Buffer
 			cmd.Stderr = &stderr
 			out, err := cmd.Output()
 			results <- result{sha256.Sum256(out), err, stderr.String()}

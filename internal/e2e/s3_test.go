@@ -22,6 +22,7 @@ import (
 	"github.com/hepcache/hepcache/internal/s3proc"
 	"github.com/hepcache/hepcache/internal/s3test"
 	"github.com/hepcache/hepcache/internal/server"
+	"github.com/hepcache/hepcache/internal/syncbuf"
 	"github.com/hepcache/hepcache/internal/wan"
 )
 
@@ -38,25 +39,7 @@ type s3Stack struct {
 	// keyDir holds the access and secret key files.
 	keyDir string
 	// log is everything hepcache logged.
-	log *syncBuffer
-}
-
-// syncBuffer is a bytes.Buffer safe for the server's concurrent logging.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	log *syncbuf.Buffer
 }
 
 // startS3Stack starts versitygw with bucket hep, a link with linkCfg's
@@ -92,7 +75,7 @@ func startS3Stack(tb testing.TB, secret string, linkMut func(*wan.Config), mut f
 	if mut != nil {
 		mut(cfg)
 	}
-	logBuf := &syncBuffer{}
+	logBuf := &syncbuf.Buffer{}
 	srv, err := server.New(cfg, slog.New(slog.NewTextHandler(logBuf, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	if err != nil {
 		tb.Fatal(err)

@@ -1,16 +1,13 @@
 package monitor
 
 import (
-	"bytes"
 	"context"
-	"github.com/hepcache/hepcache/origin/posix"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,7 +16,9 @@ import (
 	"github.com/hepcache/hepcache/internal/eventually"
 	"github.com/hepcache/hepcache/internal/monitor/decode"
 	"github.com/hepcache/hepcache/internal/realclient"
+	"github.com/hepcache/hepcache/internal/syncbuf"
 	"github.com/hepcache/hepcache/origin"
+	"github.com/hepcache/hepcache/origin/posix"
 )
 
 // collect receives datagrams on a loopback UDP port into a decode.Collector.
@@ -162,7 +161,7 @@ func TestSummaryReadByMpxstats(t *testing.T) {
 	port := pc.LocalAddr().(*net.UDPAddr).Port
 	pc.Close()
 	cmd := exec.Command(bin, "-f", "flat", "-p", strconv.Itoa(port))
-	var out syncBuffer
+	var out syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -191,22 +190,4 @@ func TestSummaryReadByMpxstats(t *testing.T) {
 		}
 		return true
 	}, "mpxstats to print %q", want)
-}
-
-// syncBuffer is a bytes.Buffer safe for a writing process and a reading test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -1,7 +1,6 @@
 package pelican
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/base64"
@@ -22,25 +21,8 @@ import (
 	"github.com/hepcache/hepcache/internal/backend"
 	"github.com/hepcache/hepcache/internal/eventually"
 	"github.com/hepcache/hepcache/internal/pelicantest"
+	"github.com/hepcache/hepcache/internal/syncbuf"
 )
-
-// logBuf collects log lines of a test.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // cacheWeb is the cache's https server for the director's calls: the
 // member's routes and metrics, and the director's test objects (which
@@ -73,7 +55,7 @@ func cacheWeb(t *testing.T, fed *pelicantest.Federation, m func() *Member) strin
 type memberEnv struct {
 	fed  *pelicantest.Federation
 	m    *Member
-	logs *logBuf
+	logs *syncbuf.Buffer
 	dir  string
 }
 
@@ -81,7 +63,7 @@ type memberEnv struct {
 // served over https, with cfg mutated by mut.
 func newMember(t *testing.T, opts pelicantest.Options, mut func(*Config)) *memberEnv {
 	t.Helper()
-	e := &memberEnv{fed: pelicantest.Start(t, opts), logs: &logBuf{}, dir: t.TempDir()}
+	e := &memberEnv{fed: pelicantest.Start(t, opts), logs: &syncbuf.Buffer{}, dir: t.TempDir()}
 	url := cacheWeb(t, e.fed, func() *Member { return e.m })
 	cfg := &Config{
 		Federation: e.fed.URL, Site: "hepcache-test", KeyFile: filepath.Join(e.dir, "key", "issuer.pem"),

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/x509"
 	"errors"
-	"github.com/hepcache/hepcache/origin/posix"
 	"log/slog"
 	"net"
 	"os"
@@ -20,16 +19,18 @@ import (
 	"github.com/hepcache/hepcache/internal/backend"
 	"github.com/hepcache/hepcache/internal/config"
 	xrdfront "github.com/hepcache/hepcache/internal/frontend/xrootd"
+	"github.com/hepcache/hepcache/internal/syncbuf"
 	"github.com/hepcache/hepcache/internal/tlsconf"
 	"github.com/hepcache/hepcache/origin"
 	httporigin "github.com/hepcache/hepcache/origin/http"
+	"github.com/hepcache/hepcache/origin/posix"
 	xrdorigin "github.com/hepcache/hepcache/origin/xrootd"
 )
 
 // startTokenOrigin runs a root:// server (hepcache's front end over a
 // directory: the C++ xrootd of Debian ships no token validation) that
 // requires TLS and a ztn token with a read scope, as a site's storage does.
-func startTokenOrigin(t *testing.T, p *pki, files map[string][]byte) (url string, log *logBuffer) {
+func startTokenOrigin(t *testing.T, p *pki, files map[string][]byte) (url string, log *syncbuf.Buffer) {
 	t.Helper()
 	dir := t.TempDir()
 	for name, b := range files {
@@ -45,7 +46,7 @@ func startTokenOrigin(t *testing.T, p *pki, files map[string][]byte) (url string
 	}
 	t.Cleanup(func() { o.Close() })
 	be := backend.FromOrigin(o)
-	log = &logBuffer{}
+	log = &syncbuf.Buffer{}
 	logger := slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	sec, err := New(&Config{
 		TLS:         &tlsconf.Config{CertFile: p.certFile, KeyFile: p.keyFile},

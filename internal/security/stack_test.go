@@ -1,7 +1,6 @@
 package security
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -23,6 +22,7 @@ import (
 	httpfront "github.com/hepcache/hepcache/internal/frontend/http"
 	xrdfront "github.com/hepcache/hepcache/internal/frontend/xrootd"
 	"github.com/hepcache/hepcache/internal/realclient"
+	"github.com/hepcache/hepcache/internal/syncbuf"
 	"github.com/hepcache/hepcache/internal/tlsconf"
 	"github.com/hepcache/hepcache/origin"
 )
@@ -71,26 +71,8 @@ type stack struct {
 	cacheDir string
 	root     string // root://127.0.0.1:port (roots:// on the same port)
 	https    string // https://127.0.0.1:port
-	log      *logBuffer
+	log      *syncbuf.Buffer
 	data     map[string][]byte
-}
-
-// logBuffer collects the server's log lines for assertions.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }
 
 // defaultRules: nothing outside /public and /store; /public readable by
@@ -107,7 +89,7 @@ var defaultRules = []authz.Rule{
 // the front ends (limits, timeouts), a func(*cache.Config) the cache.
 func newStack(t *testing.T, p *pki, mut func(*Config), opts ...any) *stack {
 	t.Helper()
-	s := &stack{pki: p, mem: origin.NewMem("mem://origin"), log: &logBuffer{}, data: map[string][]byte{}}
+	s := &stack{pki: p, mem: origin.NewMem("mem://origin"), log: &syncbuf.Buffer{}, data: map[string][]byte{}}
 	s.rec = &recOrigin{Origin: s.mem}
 	logger := slog.New(slog.NewTextHandler(s.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	for i, name := range []string{"/public/a.root", "/public/b.root", "/store/mc/f.root", "/store/mc/g.root", "/store/data/h.root"} {
