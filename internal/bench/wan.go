@@ -432,33 +432,20 @@ func sampleOutsideRAM(pid int, metricsURL string) func() (peak, touched int64) {
 				return
 			case <-t.C:
 			}
-			resp, err := client.Get(metricsURL)
+			g, err := scrapeGauges(client, metricsURL, "hepcache_ram_resident_bytes", "hepcache_resident_outside_ram_bytes", "process_resident_memory_bytes")
 			if err != nil {
 				continue
 			}
-			var rss, outside int64 = -1, -1
-			sc := bufio.NewScanner(resp.Body)
-			for sc.Scan() {
-				if v, ok := strings.CutPrefix(sc.Text(), "hepcache_ram_resident_bytes "); ok {
-					f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
-					touched = int64(f)
-				}
-				if v, ok := strings.CutPrefix(sc.Text(), "hepcache_resident_outside_ram_bytes "); ok {
-					f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
-					outside = int64(f)
-				}
-				if v, ok := strings.CutPrefix(sc.Text(), "process_resident_memory_bytes "); ok {
-					f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
-					rss = int64(f)
-				}
+			if v, ok := g["hepcache_ram_resident_bytes"]; ok {
+				touched = v
 			}
-			resp.Body.Close()
-			if outside >= 0 {
+			if outside, ok := g["hepcache_resident_outside_ram_bytes"]; ok {
 				// Read with the arena's part (builds that export it).
 				peak = max(peak, outside)
 				continue
 			}
-			if rss < 0 {
+			rss, ok := g["process_resident_memory_bytes"]
+			if !ok {
 				if rss, err = procstat.RSS(pid); err != nil {
 					continue
 				}
@@ -504,17 +491,30 @@ func scrapeGauge(metricsURL, name string) int64 {
 	if metricsURL == "" {
 		return 0
 	}
-	resp, err := (&http.Client{Timeout: time.Second}).Get(metricsURL)
+	g, err := scrapeGauges(&http.Client{Timeout: time.Second}, metricsURL, name)
 	if err != nil {
 		return 0
 	}
+	return g[name]
+}
+
+// scrapeGauges reads the unlabelled samples of names from one scrape of a
+// /metrics page; a name without a sample is not in the map.
+func scrapeGauges(client *http.Client, metricsURL string, names ...string) (map[string]int64, error) {
+	resp, err := client.Get(metricsURL)
+	if err != nil {
+		return nil, err
+	}
 	defer resp.Body.Close()
+	g := map[string]int64{}
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return int64(f)
+		for _, name := range names {
+			if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+				f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				g[name] = int64(f)
+			}
 		}
 	}
-	return 0
+	return g, nil
 }
