@@ -18,11 +18,17 @@ import (
 // forgotten: a read that fails its check names the epoch it checked
 // against, so that a stale read drops nothing newer (ForgetAt), and a CRC
 // learnt by a read that raced with a new write is not kept.
+//
+// A block whose CRC was forgotten (it failed a check) is dropped until it
+// is recorded again: a read that raced with the drop must not take the bad
+// bytes still on disk for a block stored before per-block CRCs (Load
+// returns ErrDropped).
 type Checks struct {
-	mu    sync.Mutex
-	crc   []uint32
-	known *bitmap.Bitmap
-	epoch []uint32
+	mu      sync.Mutex
+	crc     []uint32
+	known   *bitmap.Bitmap
+	dropped *bitmap.Bitmap
+	epoch   []uint32
 	// learnt marks CRCs learnt by reads since TakeLearnt.
 	learnt bool
 }
@@ -31,7 +37,7 @@ type Checks struct {
 // recorded so far (crc and known as a sidecar keeps them; nil, or of
 // another length: none known).
 func NewChecks(n int, crc []uint32, known *bitmap.Bitmap) *Checks {
-	c := &Checks{crc: make([]uint32, n), known: bitmap.New(n), epoch: make([]uint32, n)}
+	c := &Checks{crc: make([]uint32, n), known: bitmap.New(n), dropped: bitmap.New(n), epoch: make([]uint32, n)}
 	if known != nil && known.Len() == n && len(crc) == n {
 		copy(c.crc, crc)
 		c.known = known.Clone()
@@ -44,6 +50,7 @@ func (c *Checks) Record(b int, crc uint32) {
 	c.mu.Lock()
 	c.crc[b] = crc
 	c.known.Set(b)
+	c.dropped.Clear(b)
 	c.epoch[b]++
 	c.mu.Unlock()
 }
@@ -58,6 +65,7 @@ func (c *Checks) ForgetAt(b int, epoch uint32) bool {
 	}
 	c.crc[b] = 0
 	c.known.Clear(b)
+	c.dropped.Set(b)
 	c.epoch[b]++
 	return true
 }
@@ -78,11 +86,12 @@ func (c *Checks) TakeLearnt() bool {
 	return l
 }
 
-// get returns what a read of block b checks against.
-func (c *Checks) get(b int) (crc uint32, known bool, epoch uint32) {
+// get returns what a read of block b checks against; dropped: the block
+// failed a check and was not written again since.
+func (c *Checks) get(b int) (crc uint32, known, dropped bool, epoch uint32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.crc[b], c.known.Test(b), c.epoch[b]
+	return c.crc[b], c.known.Test(b), c.dropped.Test(b), c.epoch[b]
 }
 
 // learn keeps crc, computed from block b as read, when none was recorded

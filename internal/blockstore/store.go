@@ -30,6 +30,11 @@ type Key struct {
 // block's recorded CRC32C.
 var ErrCorrupt = errors.New("blockstore: block failed its CRC32C check")
 
+// ErrDropped is returned by Load for a block that failed its check and was
+// not written again since (Checks.ForgetAt): the bytes on disk are the bad
+// ones, or a new write in progress.
+var ErrDropped = errors.New("blockstore: block dropped after failing its CRC32C check")
+
 // castagnoli is the CRC32C table (hardware-accelerated where available).
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -707,7 +712,10 @@ func (s *Store) read(sl *slot, src Source) error {
 	if src.N > len(sl.buf) {
 		return fmt.Errorf("blockstore: block of %d bytes in a %d-byte slot", src.N, len(sl.buf))
 	}
-	want, known, epoch := src.Checks.get(src.Block)
+	want, known, dropped, epoch := src.Checks.get(src.Block)
+	if dropped && !src.Unchecked {
+		return ErrDropped
+	}
 	if err := src.File.ReadBlock(sl.buf, src.Off, src.N); err != nil {
 		return err
 	}

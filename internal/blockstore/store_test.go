@@ -429,6 +429,24 @@ func TestLoadChecksAndCoalesces(t *testing.T) {
 	if !checks.ForgetAt(1, ce.Epoch) || checks.ForgetAt(1, ce.Epoch) {
 		t.Fatal("forget at the failed check's epoch")
 	}
+	// Dropped, its bad bytes are not taken for a block stored before
+	// per-block CRCs (a read racing with the drop), nor is a CRC learnt,
+	// until the block is written and recorded again.
+	if _, _, err := s.Load(context.Background(), Key{File: 1, Block: 1}, 1, src(1)); !errors.Is(err, ErrDropped) {
+		t.Fatalf("load of a dropped block: %v", err)
+	}
+	if _, known := checks.Known(1); known || s.Get(Key{File: 1, Block: 1}, 1) != nil {
+		t.Fatal("a dropped block was learnt or kept")
+	}
+	raw, _ = os.OpenFile(filepath.Join(dir, "data"), os.O_RDWR, 0)
+	raw.WriteAt(data[testSlot:2*testSlot], testSlot)
+	raw.Close()
+	checks.Record(1, CRC32C(data[testSlot:2*testSlot]))
+	if b, _, err := s.Load(context.Background(), Key{File: 1, Block: 1}, 1, src(1)); err != nil || !bytes.Equal(b.Bytes(), data[testSlot:2*testSlot]) {
+		t.Fatalf("load of a block written again: %v", err)
+	} else {
+		b.Release()
+	}
 	// A block with no recorded CRC is trusted, and its CRC learnt.
 	legacy := NewChecks(4, nil, nil)
 	u := src(0)

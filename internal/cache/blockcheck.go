@@ -60,6 +60,8 @@ func (e *entry) block(ctx context.Context, b int, r blockstore.Reader) (*blockst
 	case errors.As(err, &ce):
 		e.badBlock(b, ce.Epoch, ce.Got, ce.Want)
 		return nil, errBadBlock
+	case errors.Is(err, blockstore.ErrDropped):
+		return nil, errBadBlock // dropped by another reader since we saw it
 	case ctx.Err() != nil || errors.Is(err, blockstore.ErrClosed):
 		return nil, fmt.Errorf("read %s block %d: %w", e.key, b, err)
 	default:

@@ -47,8 +47,11 @@ func TestCorruptBlockOnDiskRefetched(t *testing.T) {
 	if n := c.Stats().BlocksCorrupt.Load(); n != 1 {
 		t.Fatalf("BlocksCorrupt = %d", n)
 	}
-	if n := c.Stats().BlocksChecked.Load(); n != 5 {
-		t.Fatalf("BlocksChecked = %d, want the 5 good blocks", n)
+	// The 5 good blocks; a read ahead of block 3 that missed it in RAM
+	// just before the good copy was published reads that copy back from
+	// disk, checked, once more.
+	if n := c.Stats().BlocksChecked.Load(); n != 5 && n != 6 {
+		t.Fatalf("BlocksChecked = %d, want the 5 good blocks (6 when a read ahead raced with the fetch)", n)
 	}
 	// The next read comes from RAM: nothing is read from disk again.
 	waitIdle(t, c)
