@@ -172,6 +172,41 @@ func Floor(cfg FloorConfig) (*FloorResult, error) {
 	return res, nil
 }
 
+// HotFloor measures the hot floor alone (StepSendWriteRAM, size bytes):
+// CPU s/GiB. This machine's send cost drifts by 2x over hours (a VM whose
+// host state changes), so a benchmark measures it next to each hot pass
+// and compares the two, not a pass with a floor taken minutes before.
+func HotFloor(size int64) (float64, error) {
+	size = max(size&^(1<<20-1), 1<<20)
+	f := &floor{cfg: FloorConfig{Size: size}, gib: float64(size) / (1 << 30)}
+	big, free, err := alignedBuf(int(size))
+	if err != nil {
+		return 0, err
+	}
+	defer free()
+	f.big = big
+	cpu, _, err := threadCost(func() error { return f.socket(sendWriteRAM) })
+	return cpu.Seconds() / f.gib, err
+}
+
+// DiskFloor measures the disk's O_DIRECT read of size bytes in dir with
+// depth 1 MiB reads in flight: wall s/GiB. A file written for it first
+// (O_DIRECT) is removed after. Like HotFloor, measured next to the pass it
+// judges: this VM's disk rate drifts by 2x.
+func DiskFloor(dir string, size int64, depth int) (float64, error) {
+	size = max(size&^(1<<20-1), 1<<20)
+	f := &floor{cfg: FloorConfig{Dir: dir, Size: size}, gib: float64(size) / (1 << 30)}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return 0, err
+	}
+	defer os.Remove(f.path("disk"))
+	if err := f.directWrite("disk", 1<<20); err != nil {
+		return 0, err
+	}
+	_, wall, err := processCost(func() error { return f.directReadDepth("disk", depth) })
+	return wall.Seconds() / f.gib, err
+}
+
 func printFloor(w io.Writer, r *FloorResult, cfg FloorConfig) {
 	fmt.Fprintf(w, "\nWhat each step of a cache's data path costs on this machine: %d MiB per step in %s, CPU of the thread doing it (user + system) per GiB.\n\n", cfg.Size>>20, cfg.Dir)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)

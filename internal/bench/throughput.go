@@ -137,6 +137,15 @@ type ThroughputResult struct {
 	CPU map[string]map[string]float64 `json:"cpu_s_per_gib"`
 	// Floor is what this machine's data path steps cost (bench floor).
 	Floor *FloorResult `json:"floor,omitempty"`
+	// HotFloor[target][MODE:SET] is the hot floor (HotFloor) measured
+	// right after each hot-ram pass of that target (median): what its hot
+	// and hot-ram CPU are compared with, as the send cost of this VM
+	// drifts between the floor at the start and a pass minutes later.
+	HotFloor map[string]map[string]float64 `json:"hot_floor_s_per_gib"`
+	// DiskFloor[MODE:SET] is the disk's O_DIRECT read rate at DiskDepth
+	// measured right after each of hepcache's hot-disk passes (median
+	// wall s/GiB): what its read back is compared with.
+	DiskFloor map[string]float64 `json:"disk_floor_s_per_gib"`
 	// DroppedCaches says the page cache was dropped before the hot-disk
 	// pass (needs root).
 	DroppedCaches bool `json:"dropped_caches"`
@@ -206,6 +215,8 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) (*ThroughputResult, e
 	}
 	res := &ThroughputResult{
 		Floor:        floor,
+		HotFloor:     map[string]map[string]float64{},
+		DiskFloor:    map[string]float64{},
 		DiskDepth:    diskDepthFor(cfg.Dir),
 		CPU:          map[string]map[string]float64{"direct": {}},
 		Seconds:      map[string]map[string]float64{"direct": {}},
@@ -260,9 +271,11 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) (*ThroughputResult, e
 	for _, target := range targets {
 		res.Seconds[target] = map[string]float64{}
 		res.CPU[target] = map[string]float64{}
+		res.HotFloor[target] = map[string]float64{}
 		for _, mode := range cfg.Reads {
 			for _, c := range sets {
 				secs, cpus := map[string][]float64{}, map[string][]float64{}
+				var hotFloors, diskFloors []float64
 				for i := 0; i < cfg.Repeat; i++ {
 					cu, err := start(target)
 					if err != nil {
@@ -284,10 +297,20 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) (*ThroughputResult, e
 						err = pass("hot-ram")
 					}
 					if err == nil {
+						var hf float64
+						hf, err = HotFloor(min(cfg.BigSize, 512<<20))
+						hotFloors = append(hotFloors, hf)
+					}
+					if err == nil {
 						cu.halt()
 						res.DroppedCaches = dropPageCache() == nil
 						if cu, err = cu.restart(); err == nil {
 							err = pass("hot-disk")
+						}
+						if err == nil && target == "hepcache" {
+							var df float64
+							df, err = DiskFloor(filepath.Join(cfg.Dir, "floor"), min(cfg.BigSize, 512<<20), res.DiskDepth)
+							diskFloors = append(diskFloors, df)
 						}
 					}
 					if cu != nil {
@@ -298,6 +321,10 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) (*ThroughputResult, e
 					}
 				}
 				k := mode + ":" + c.name
+				res.HotFloor[target][k] = medianOf(hotFloors)
+				if target == "hepcache" {
+					res.DiskFloor[k] = medianOf(diskFloors)
+				}
 				for name := range secs {
 					res.Seconds[target][k+"-"+name] = medianOf(secs[name])
 					res.CPU[target][k+"-"+name] = medianOf(cpus[name])
@@ -410,12 +437,15 @@ func printThroughput(w io.Writer, r *ThroughputResult, targets []string) {
 	fmt.Fprintf(w, "CPU: the process's user+system seconds per GiB served (direct: the C++ origin's); floor: what this machine's data path steps cost (bench floor): cold %.3f, hot from RAM %.3f, hot from disk %.3f s/GiB.\n\n", r.Floor.Cold, r.Floor.HotRAM, r.Floor.HotDisk)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "read\tcase\tdirect [s]\tdirect cpu\t"+strings.Join(mapStrings(targets, func(t string) string { return t + " [s]\t" + t + "/direct\t" + t + " cpu\t" + t + " cpu/floor" }), "\t")+"\t")
-	floorOf := func(c string) float64 {
+	floorOf := func(t, mode, c string) float64 {
 		switch {
 		case strings.HasSuffix(c, "-cold"):
 			return r.Floor.Cold
 		case strings.HasSuffix(c, "-hot-disk"):
 			return r.Floor.HotDisk
+		}
+		if hf := r.HotFloor[t][mode+":"+strings.TrimSuffix(strings.TrimSuffix(c, "-ram"), "-hot")]; hf > 0 {
+			return hf
 		}
 		return r.Floor.HotRAM
 	}
@@ -426,13 +456,22 @@ func printThroughput(w io.Writer, r *ThroughputResult, targets []string) {
 				k := mode + ":" + c
 				fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t", mode, c, r.Seconds["direct"][directCase(k)], r.CPU["direct"][directCase(k)])
 				for _, t := range targets {
-					fmt.Fprintf(tw, "%.2f\t%.2fx\t%.2f\t%.2fx\t", r.Seconds[t][k], r.Ratios[t][k], r.CPU[t][k], r.CPU[t][k]/floorOf(c))
+					fmt.Fprintf(tw, "%.2f\t%.2fx\t%.2f\t%.2fx\t", r.Seconds[t][k], r.Ratios[t][k], r.CPU[t][k], r.CPU[t][k]/floorOf(t, mode, c))
 				}
 				fmt.Fprintln(tw)
 			}
 		}
 	}
 	tw.Flush()
+	fmt.Fprint(w, "Hot floor (write() from memory) measured right after each target's hot-ram passes, which its hot and hot-ram CPU are compared with (median, s/GiB):")
+	for _, mode := range cfg.Reads {
+		for _, set := range cfg.Sets {
+			for _, t := range targets {
+				fmt.Fprintf(w, " %s %s %s %.3f;", t, mode, set, r.HotFloor[t][mode+":"+set])
+			}
+		}
+	}
+	fmt.Fprintln(w)
 	if !r.DroppedCaches {
 		fmt.Fprintln(w, "(the page cache could not be dropped before hot-disk: not root; XCache's hot-disk reads may have come from it)")
 	}
@@ -456,7 +495,13 @@ func printThroughput(w io.Writer, r *ThroughputResult, targets []string) {
 	}
 	fmt.Fprintln(tw)
 	tw.Flush()
-	fmt.Fprintf(w, "\nRead back from disk (hot-disk): the disk reads %.3f s/GiB with O_DIRECT at hepcache's depth %d (bench floor); hepcache's rate against it:", r.DiskRate, r.DiskDepth)
+	fmt.Fprintf(w, "\nRead back from disk (hot-disk): the disk read %.3f s/GiB with O_DIRECT (bench floor at the start, the depth nearest hepcache's %d it measures); at depth %d right after each of hepcache's hot-disk passes (median):", r.DiskRate, r.DiskDepth, r.DiskDepth)
+	for _, mode := range cfg.Reads {
+		for _, set := range cfg.Sets {
+			fmt.Fprintf(w, " %s %s %.3f;", mode, set, r.DiskFloor[mode+":"+set])
+		}
+	}
+	fmt.Fprint(w, "\nhepcache's read back against the rate measured next to it:")
 	for _, mode := range cfg.Reads {
 		for _, set := range cfg.Sets {
 			k := mode + ":" + set + "-hot-disk"
@@ -467,8 +512,8 @@ func printThroughput(w io.Writer, r *ThroughputResult, targets []string) {
 			case "working-set":
 				gib = float64(int64(cfg.WorkFiles)*cfg.WorkSize) / (1 << 30)
 			}
-			if secs := r.Seconds["hepcache"][k]; secs > 0 && r.DiskRate > 0 {
-				fmt.Fprintf(w, " %s %s %.0f %%;", mode, set, 100*r.DiskRate*gib/secs)
+			if secs, rate := r.Seconds["hepcache"][k], r.DiskFloor[mode+":"+set]; secs > 0 && rate > 0 {
+				fmt.Fprintf(w, " %s %s %.0f %%;", mode, set, 100*rate*gib/secs)
 			}
 		}
 	}
