@@ -17,6 +17,9 @@ type ErrorFS struct {
 	writeErr func(name string, off int64, n int) error
 	// syncErr, if set, is consulted before every Sync.
 	syncErr func(name string) error
+	// readErr, if set, is consulted before every ReadAt; a non-nil result
+	// fails the read (a failing device).
+	readErr func(name string, off int64, n int) error
 }
 
 var _ FS = (*ErrorFS)(nil)
@@ -28,6 +31,13 @@ func NewErrorFS(fsys FS) *ErrorFS { return &ErrorFS{FS: fsys} }
 func (e *ErrorFS) OnWrite(fn func(name string, off int64, n int) error) {
 	e.mu.Lock()
 	e.writeErr = fn
+	e.mu.Unlock()
+}
+
+// OnRead sets the read hook (nil removes it).
+func (e *ErrorFS) OnRead(fn func(name string, off int64, n int) error) {
+	e.mu.Lock()
+	e.readErr = fn
 	e.mu.Unlock()
 }
 
@@ -63,6 +73,18 @@ func (f *errorFile) WriteAt(p []byte, off int64) (int, error) {
 		}
 	}
 	return f.File.WriteAt(p, off)
+}
+
+func (f *errorFile) ReadAt(p []byte, off int64) (int, error) {
+	f.fs.mu.Lock()
+	hook := f.fs.readErr
+	f.fs.mu.Unlock()
+	if hook != nil {
+		if err := hook(f.name, off, len(p)); err != nil {
+			return 0, &fs.PathError{Op: "read", Path: f.name, Err: err}
+		}
+	}
+	return f.File.ReadAt(p, off)
 }
 
 func (f *errorFile) Allocate(off, n int64) error {

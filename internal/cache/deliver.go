@@ -56,6 +56,22 @@ func (e *entry) needsConfirm(off, end int64) bool {
 	return false
 }
 
+// confirmedAtEnd wraps fn, which gets the bytes of [off, end) in order,
+// so that the last of them is handed over only once confirmDelivered
+// finds them of the version opened.
+func (e *entry) confirmedAtEnd(ctx context.Context, off, end int64, fn func([]byte) error) func([]byte) error {
+	pos := off
+	return func(p []byte) error {
+		if pos+int64(len(p)) >= end {
+			if err := e.confirmDelivered(ctx); err != nil {
+				return err
+			}
+		}
+		pos += int64(len(p))
+		return fn(p)
+	}
+}
+
 // confirmDelivered returns once the bytes a read got from fetches so far
 // are known to be of the version opened: nil, or why not (the entry is
 // spoiled). An origin that pins its reads needs no stat.

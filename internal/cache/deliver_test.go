@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hepcache/hepcache/disk"
 	"github.com/hepcache/hepcache/internal/backend"
 	"github.com/hepcache/hepcache/internal/checksum"
 	"github.com/hepcache/hepcache/internal/eventually"
@@ -257,4 +258,53 @@ func TestImmutableReadsDoNotWait(t *testing.T) {
 		t.Fatal("no stat confirmed the fetched block before it was kept")
 	}
 	f.Close()
+}
+
+// TestDiskFailureFallbackConfirmed: a cached block the disk fails to read
+// is served from the origin (bypass); in a mutable namespace those bytes
+// are confirmed as a fetch's are. The file rewritten at the origin (same
+// size) after the handle's first fallback opened it: the next fallback
+// read fails rather than hand over the new version's block after the old
+// one's.
+func TestDiskFailureFallbackConfirmed(t *testing.T) {
+	ctx := context.Background()
+	old, renewed := randomData(91, 4*testBlock), randomData(92, 4*testBlock)
+	m := origin.NewMem("mem://o")
+	m.Put("/f", old, time.Unix(1700000000, 0))
+	dir := t.TempDir()
+	warm := newTestCache(t, dir, m, mutableEverywhere(t))
+	readAllVia(t, warm, "/f")
+	waitIdle(t, warm)
+	warm.Close()
+
+	efs := disk.NewErrorFS(disk.OS{})
+	c := newTestCache(t, dir, m, func(cfg *Config) {
+		mutableEverywhere(t)(cfg)
+		cfg.FS = efs
+	})
+	f := openTest(t, c, "/f")
+	defer f.Close()
+	efs.OnRead(func(name string, _ int64, _ int) error {
+		if strings.Contains(name, "/data/") {
+			return syscall.EIO
+		}
+		return nil
+	})
+	got := make([]byte, testBlock)
+	if _, err := f.ReadAt(ctx, got, 0); err != nil || !bytes.Equal(got, old[:testBlock]) {
+		t.Fatalf("read of block 0 with the disk failing: %v", err)
+	}
+	if c.Stats().BytesBypassed.Load() == 0 {
+		t.Fatal("block 0 did not come from the origin (the disk read did not fail?)")
+	}
+	m.Put("/f", renewed, time.Unix(1700000100, 0)) // in place: the open origin file reads it
+	_, err := f.ReadAt(ctx, got, 2*testBlock)
+	switch {
+	case err == nil && bytes.Equal(got, renewed[2*testBlock:3*testBlock]):
+		t.Fatal("block 2 of the new version was read with success after block 0 of the old one")
+	case err == nil:
+		t.Fatalf("block 2 was read with success after a rewrite (old version's bytes: %v)", bytes.Equal(got, old[2*testBlock:3*testBlock]))
+	case !errors.Is(err, syscall.EIO):
+		t.Fatalf("read of block 2 after the rewrite: %v, want an I/O error", err)
+	}
 }

@@ -765,6 +765,11 @@ func (e *entry) bypass(ctx context.Context, off, n int64, fn func([]byte) error)
 	if err != nil {
 		return 0, err
 	}
+	if e.mutable {
+		// Read from the origin as it is now, as a fetch: confirmed the
+		// version opened before the last byte goes (deliver.go).
+		fn = e.confirmedAtEnd(ctx, off, off+n, fn)
+	}
 	bp := e.c.bufs.Get().(*[]byte)
 	defer e.c.bufs.Put(bp)
 	done, err := readat.Stream(ctx, readat.WithContext(ctx, of, e.c.cfg.OriginTimeout), *bp, off, n, fn)

@@ -76,16 +76,7 @@ func (h *handle) stream(ctx context.Context, off, n int64, fn func([]byte) error
 	}
 	out := fn
 	if end := min(off+n, e.size); confirm && e.needsConfirm(off, end) {
-		pos := off
-		out = func(p []byte) error {
-			if pos+int64(len(p)) >= end {
-				if err := e.confirmDelivered(ctx); err != nil {
-					return err
-				}
-			}
-			pos += int64(len(p))
-			return fn(p)
-		}
+		out = e.confirmedAtEnd(ctx, off, end, fn)
 	}
 	// Every byte comes from the block store's RAM, checked when it left
 	// the disk: no sendfile from the data file (backend.FileStreamer),
