@@ -63,38 +63,40 @@ type errorFile struct {
 	name string
 }
 
-func (f *errorFile) WriteAt(p []byte, off int64) (int, error) {
+// inject runs the hook pick chooses, if set, for an op of n bytes at off.
+func (f *errorFile) inject(op string, pick func(*ErrorFS) func(string, int64, int) error, off int64, n int) error {
 	f.fs.mu.Lock()
-	hook := f.fs.writeErr
+	hook := pick(f.fs)
 	f.fs.mu.Unlock()
-	if hook != nil {
-		if err := hook(f.name, off, len(p)); err != nil {
-			return 0, &fs.PathError{Op: "write", Path: f.name, Err: err}
-		}
+	if hook == nil {
+		return nil
+	}
+	if err := hook(f.name, off, n); err != nil {
+		return &fs.PathError{Op: op, Path: f.name, Err: err}
+	}
+	return nil
+}
+
+func writeHook(e *ErrorFS) func(string, int64, int) error { return e.writeErr }
+func readHook(e *ErrorFS) func(string, int64, int) error  { return e.readErr }
+
+func (f *errorFile) WriteAt(p []byte, off int64) (int, error) {
+	if err := f.inject("write", writeHook, off, len(p)); err != nil {
+		return 0, err
 	}
 	return f.File.WriteAt(p, off)
 }
 
 func (f *errorFile) ReadAt(p []byte, off int64) (int, error) {
-	f.fs.mu.Lock()
-	hook := f.fs.readErr
-	f.fs.mu.Unlock()
-	if hook != nil {
-		if err := hook(f.name, off, len(p)); err != nil {
-			return 0, &fs.PathError{Op: "read", Path: f.name, Err: err}
-		}
+	if err := f.inject("read", readHook, off, len(p)); err != nil {
+		return 0, err
 	}
 	return f.File.ReadAt(p, off)
 }
 
 func (f *errorFile) Allocate(off, n int64) error {
-	f.fs.mu.Lock()
-	hook := f.fs.writeErr
-	f.fs.mu.Unlock()
-	if hook != nil {
-		if err := hook(f.name, off, int(n)); err != nil {
-			return &fs.PathError{Op: "fallocate", Path: f.name, Err: err}
-		}
+	if err := f.inject("fallocate", writeHook, off, int(n)); err != nil {
+		return err
 	}
 	return f.File.Allocate(off, n)
 }
