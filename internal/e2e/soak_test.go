@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -30,7 +32,20 @@ func TestBenchSoak(t *testing.T) {
 	realclient.Require(t, "curl")
 	realclient.Python(t, realclient.DebianPython, "XRootD.client")
 	realclient.RequireRoot(t, "the soak's full disk phase mounts a tmpfs")
-	cmd := exec.Command(hepcacheBin, "bench", "soak", "--dir", t.TempDir(), "--duration", "2m", "--workers", "6",
+	// A failed run keeps its directory (hepcache's log, which names what a
+	// shutdown that did not finish waited for) for whoever looks next.
+	dir, err := os.MkdirTemp("", "hepcache-soak-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("kept %s; the end of its hepcache.log:\n%s", dir, logTail(filepath.Join(dir, "hepcache.log"), 40, 600))
+			return
+		}
+		os.RemoveAll(dir)
+	})
+	cmd := exec.Command(hepcacheBin, "bench", "soak", "--dir", dir, "--duration", "2m", "--workers", "6",
 		"--files", "24", "--min-size", "1M", "--max-size", "8M", "--cancel-share", "0.1",
 		"--max-op", "60s", "--origin-timeout", "10s", "--python", realclient.DebianPython)
 	out, err := cmd.CombinedOutput()
@@ -61,4 +76,20 @@ func TestBenchSoak(t *testing.T) {
 	if cancelled, _ := strconv.Atoi(m[4]); cancelled == 0 {
 		t.Errorf("no client was killed mid-way: %s", m[0])
 	}
+}
+
+// logTail returns the last n lines of the file at p, each cut at width.
+func logTail(p string, n, width int) string {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	lines = lines[max(0, len(lines)-n):]
+	for i, l := range lines {
+		if len(l) > width {
+			lines[i] = l[:width] + " [cut]"
+		}
+	}
+	return strings.Join(lines, "\n")
 }

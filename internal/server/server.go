@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -521,9 +522,21 @@ func (s *Server) closeWithin(ctx context.Context) error {
 		return s.closeErr
 	case <-t.C:
 		s.log.Error("shutdown: still closing after server.shutdown_timeout; exiting without waiting (blocks not yet durable will be fetched again)",
-			"shutdown_timeout", time.Duration(s.cfg.Server.ShutdownTimeout).String())
+			"shutdown_timeout", time.Duration(s.cfg.Server.ShutdownTimeout).String(), "goroutines", goroutineDump(64<<10))
 		return fmt.Errorf("shutdown: not finished within server.shutdown_timeout (%v) plus %v", time.Duration(s.cfg.Server.ShutdownTimeout), finalSyncGrace)
 	}
+}
+
+// goroutineDump returns the process's goroutines grouped by stack, cut at
+// max bytes: what a shutdown that does not finish was waiting for, for the
+// log (there is no one left to ask /debug/pprof).
+func goroutineDump(max int) string {
+	var b strings.Builder
+	pprof.Lookup("goroutine").WriteTo(&b, 1)
+	if b.Len() > max {
+		return b.String()[:max] + "\n[cut]"
+	}
+	return b.String()
 }
 
 // closeAll closes every part in order; see closeWithin.

@@ -57,3 +57,15 @@ func TestNewFailsCleanly(t *testing.T) {
 		})
 	}
 }
+
+// TestGoroutineDump: what a shutdown that does not finish logs names the
+// goroutines' stacks (this test's among them) and stays within its bound.
+func TestGoroutineDump(t *testing.T) {
+	d := goroutineDump(1 << 20)
+	if !strings.Contains(d, "goroutine profile:") || !strings.Contains(d, "TestGoroutineDump") {
+		t.Fatalf("dump without the stacks:\n%.500s", d)
+	}
+	if d := goroutineDump(100); len(d) > 100+len("\n[cut]") || !strings.HasSuffix(d, "[cut]") {
+		t.Fatalf("dump of %d bytes past its bound of 100", len(d))
+	}
+}
