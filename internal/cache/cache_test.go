@@ -598,6 +598,43 @@ func TestLargeAndVectorReadsFetchBlocksTogether(t *testing.T) {
 // that a new open takes it as it is (blocks still being written included)
 // without waiting for its final sync; it ends once the linger is over, and
 // an evict ends it at once.
+// TestPurgeNeverWaitsForAClose: purge ends a lingering file it would
+// evict but does not wait for its final sync, which may wait for the
+// blocks' disk writes: a write that found the disk full runs the purge
+// itself, and a purge that waited deadlocked the writers (the soak's full
+// disk phase: every read hung, and so did shutdown).
+func TestPurgeNeverWaitsForAClose(t *testing.T) {
+	m, data := memWithFile(8, 6*testBlock)
+	c := newTestCache(t, t.TempDir(), m, func(cfg *Config) { cfg.CloseLinger = time.Hour })
+	release := make(chan struct{})
+	for range maxDiskWriters {
+		c.diskWrites.do(func() { <-release })
+	}
+	f := openTest(t, c, "/f")
+	got := make([]byte, len(data))
+	if _, err := f.ReadAt(context.Background(), got, 0); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read: %v", err)
+	}
+	f.Close() // lingers, its blocks' writes queued behind the held writers
+	k := Key{Origin: "mem://o", Path: "/f"}
+	evicted := make(chan error, 1)
+	go func() { _, err := c.evict(k, 0); evicted <- err }()
+	select {
+	case err := <-evicted:
+		if !errors.Is(err, ErrBusy) {
+			t.Fatalf("purge's evict of a file whose close waits for the disk: %v, want busy", err)
+		}
+	case <-time.After(30 * time.Second):
+		close(release)
+		t.Fatal("purge's evict waited for the final sync of the lingering file it ended")
+	}
+	close(release)
+	if _, err := c.Evict("mem://o", "/f"); err != nil {
+		t.Fatalf("evict once the writes are done: %v", err)
+	}
+	waitIdle(t, c)
+}
+
 func TestCloseLinger(t *testing.T) {
 	m, data := memWithFile(7, 6*testBlock)
 	c := newTestCache(t, t.TempDir(), m, func(cfg *Config) { cfg.CloseLinger = time.Hour })

@@ -246,18 +246,19 @@ func (c *Cache) evictAll(keys []Key) (files int, bytes int64) {
 
 // evict removes a closed file's data and sidecar. Opens of the key wait
 // until it is gone. A file only lingering (linger.go) is ended first; a
-// local operation on the key (a final sync, a checksum recorded) is waited
-// for up to wait, then the file counts as busy.
+// local operation on the key (a final sync, also the one ending the linger
+// started, a checksum recorded) is waited for up to wait, then the file
+// counts as busy. Purge waits for none (wait 0): a final sync may wait for
+// the blocks' disk writes, and a disk write that finds the disk full runs
+// the purge itself.
 func (c *Cache) evict(k Key, wait time.Duration) (int64, error) {
 	var timeout <-chan time.Time
-	ended := false // the final sync waited for is the one evict started
 	c.mu.Lock()
 	for {
 		if e := c.files[k]; e != nil {
 			if e.refs == 0 && e.linger != nil {
 				c.mu.Unlock()
 				c.lingerEnd(e) // now closing, or taken back by a client
-				ended = true
 				c.mu.Lock()
 				continue
 			}
@@ -269,10 +270,9 @@ func (c *Cache) evict(k Key, wait time.Duration) (int64, error) {
 			break
 		}
 		c.mu.Unlock()
-		if timeout == nil && !ended {
+		if timeout == nil {
 			timeout = time.After(wait)
 		}
-		ended = false
 		select {
 		case <-ch:
 		case <-timeout:
