@@ -13,8 +13,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -522,21 +524,50 @@ func (s *Server) closeWithin(ctx context.Context) error {
 		return s.closeErr
 	case <-t.C:
 		s.log.Error("shutdown: still closing after server.shutdown_timeout; exiting without waiting (blocks not yet durable will be fetched again)",
-			"shutdown_timeout", time.Duration(s.cfg.Server.ShutdownTimeout).String(), "goroutines", goroutineDump(64<<10))
+			"shutdown_timeout", time.Duration(s.cfg.Server.ShutdownTimeout).String())
+		for _, g := range goroutineGroups(32) {
+			s.log.Error("shutdown: still waiting", "goroutines", g.n, "stack", g.stack)
+		}
 		return fmt.Errorf("shutdown: not finished within server.shutdown_timeout (%v) plus %v", time.Duration(s.cfg.Server.ShutdownTimeout), finalSyncGrace)
 	}
 }
 
-// goroutineDump returns the process's goroutines grouped by stack, cut at
-// max bytes: what a shutdown that does not finish was waiting for, for the
-// log (there is no one left to ask /debug/pprof).
-func goroutineDump(max int) string {
+// goroutineGroup is n goroutines with one stack, innermost call first.
+type goroutineGroup struct {
+	n     int
+	stack string
+}
+
+// goroutineGroups returns the process's goroutines grouped by stack, the
+// largest groups first, at most max, each stack without the runtime's
+// frames ("fn file:line <- caller file:line ..."): what a shutdown that does
+// not finish was waiting for, for the log (no one is left to ask
+// /debug/pprof), a line per group.
+func goroutineGroups(max int) []goroutineGroup {
 	var b strings.Builder
 	pprof.Lookup("goroutine").WriteTo(&b, 1)
-	if b.Len() > max {
-		return b.String()[:max] + "\n[cut]"
+	var out []goroutineGroup
+	_, groups, _ := strings.Cut(b.String(), "\n") // after "goroutine profile: total N"
+	for _, block := range strings.Split(groups, "\n\n") {
+		lines := strings.Split(strings.TrimSpace(block), "\n")
+		var g goroutineGroup
+		if _, err := fmt.Sscanf(lines[0], "%d @", &g.n); err != nil {
+			continue
+		}
+		var frames []string
+		for _, l := range lines[1:] {
+			f := strings.Fields(l) // "#", pc, fn+off, file:line
+			if len(f) < 4 || strings.HasPrefix(f[2], "runtime.") {
+				continue
+			}
+			fn, _, _ := strings.Cut(f[2], "+0x")
+			frames = append(frames, fn+" "+filepath.Base(f[3]))
+		}
+		g.stack = strings.Join(frames, " <- ")
+		out = append(out, g)
 	}
-	return b.String()
+	slices.SortStableFunc(out, func(a, b goroutineGroup) int { return b.n - a.n })
+	return out[:min(len(out), max)]
 }
 
 // closeAll closes every part in order; see closeWithin.

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hepcache/hepcache/internal/config"
 )
@@ -58,14 +59,34 @@ func TestNewFailsCleanly(t *testing.T) {
 	}
 }
 
-// TestGoroutineDump: what a shutdown that does not finish logs names the
-// goroutines' stacks (this test's among them) and stays within its bound.
-func TestGoroutineDump(t *testing.T) {
-	d := goroutineDump(1 << 20)
-	if !strings.Contains(d, "goroutine profile:") || !strings.Contains(d, "TestGoroutineDump") {
-		t.Fatalf("dump without the stacks:\n%.500s", d)
+// TestGoroutineGroups: what a shutdown that does not finish logs names
+// the goroutines' stacks without the runtime's frames (this test's among
+// them, with its file and line), largest group first, within its bound.
+func TestGoroutineGroups(t *testing.T) {
+	block := make(chan struct{})
+	defer close(block)
+	for range 3 {
+		go func() { <-block }()
 	}
-	if d := goroutineDump(100); len(d) > 100+len("\n[cut]") || !strings.HasSuffix(d, "[cut]") {
-		t.Fatalf("dump of %d bytes past its bound of 100", len(d))
+	var gs []goroutineGroup
+	for i := 0; i < 500 && (len(gs) == 0 || gs[0].n < 3); i++ {
+		time.Sleep(10 * time.Millisecond) // until the three are parked alike
+		gs = goroutineGroups(100)
+	}
+	if len(gs) == 0 || gs[0].n < 3 || !strings.Contains(gs[0].stack, "TestGoroutineGroups.func") {
+		t.Fatalf("largest group first: %+v", gs)
+	}
+	found := false
+	for _, g := range gs {
+		if strings.Contains(g.stack, "runtime.") {
+			t.Fatalf("a runtime frame kept: %s", g.stack)
+		}
+		found = found || strings.Contains(g.stack, "TestGoroutineGroups") && strings.Contains(g.stack, "server_test.go:")
+	}
+	if !found {
+		t.Fatalf("this test's stack missing: %+v", gs)
+	}
+	if n := len(goroutineGroups(1)); n != 1 {
+		t.Fatalf("%d groups past a bound of 1", n)
 	}
 }
