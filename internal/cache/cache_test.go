@@ -594,28 +594,33 @@ func TestLargeAndVectorReadsFetchBlocksTogether(t *testing.T) {
 	}
 }
 
-// TestCloseLinger: an entry whose last client closed stays a while, so
-// that a new open takes it as it is (blocks still being written included)
-// without waiting for its final sync; it ends once the linger is over, and
-// an evict ends it at once.
-// TestPurgeNeverWaitsForAClose: purge ends a lingering file it would
-// evict but does not wait for its final sync, which may wait for the
-// blocks' disk writes: a write that found the disk full runs the purge
-// itself, and a purge that waited deadlocked the writers (the soak's full
-// disk phase: every read hung, and so did shutdown).
-func TestPurgeNeverWaitsForAClose(t *testing.T) {
-	m, data := memWithFile(8, 6*testBlock)
-	c := newTestCache(t, t.TempDir(), m, func(cfg *Config) { cfg.CloseLinger = time.Hour })
-	release := make(chan struct{})
+// lingeringBehindDiskWrites returns a cache (closes linger an hour) in
+// which /f (data) was read whole and closed while the blocks' disk writes
+// are held back until release is closed: /f lingers, its writes queued.
+func lingeringBehindDiskWrites(t *testing.T, seed uint64) (c *Cache, data []byte, release chan struct{}) {
+	t.Helper()
+	m, data := memWithFile(seed, 6*testBlock)
+	c = newTestCache(t, t.TempDir(), m, func(cfg *Config) { cfg.CloseLinger = time.Hour })
+	release = make(chan struct{})
 	for range maxDiskWriters {
 		c.diskWrites.do(func() { <-release })
 	}
 	f := openTest(t, c, "/f")
 	got := make([]byte, len(data))
 	if _, err := f.ReadAt(context.Background(), got, 0); err != nil || !bytes.Equal(got, data) {
-		t.Fatalf("read: %v", err)
+		t.Fatalf("first read: %v", err)
 	}
-	f.Close() // lingers, its blocks' writes queued behind the held writers
+	f.Close()
+	return c, data, release
+}
+
+// TestPurgeNeverWaitsForAClose: purge ends a lingering file it would
+// evict but does not wait for its final sync, which may wait for the
+// blocks' disk writes: a write that found the disk full runs the purge
+// itself, and a purge that waited deadlocked the writers (the soak's full
+// disk phase: every read hung, and so did shutdown).
+func TestPurgeNeverWaitsForAClose(t *testing.T) {
+	c, _, release := lingeringBehindDiskWrites(t, 8)
 	k := Key{Origin: "mem://o", Path: "/f"}
 	evicted := make(chan error, 1)
 	go func() { _, err := c.evict(k, 0); evicted <- err }()
@@ -635,20 +640,13 @@ func TestPurgeNeverWaitsForAClose(t *testing.T) {
 	waitIdle(t, c)
 }
 
+// TestCloseLinger: an entry whose last client closed stays a while, so
+// that a new open takes it as it is (blocks still being written included)
+// without waiting for its final sync; it ends once the linger is over, and
+// an evict ends it at once.
 func TestCloseLinger(t *testing.T) {
-	m, data := memWithFile(7, 6*testBlock)
-	c := newTestCache(t, t.TempDir(), m, func(cfg *Config) { cfg.CloseLinger = time.Hour })
-	// Hold the blocks' disk writes back: the last close leaves them queued.
-	release := make(chan struct{})
-	for range maxDiskWriters {
-		c.diskWrites.do(func() { <-release })
-	}
-	f := openTest(t, c, "/f")
+	c, data, release := lingeringBehindDiskWrites(t, 7)
 	got := make([]byte, len(data))
-	if _, err := f.ReadAt(context.Background(), got, 0); err != nil || !bytes.Equal(got, data) {
-		t.Fatalf("first read: %v", err)
-	}
-	f.Close()
 	// A new open does not wait for the writes: it takes the lingering entry.
 	reopened := make(chan backend.File)
 	go func() { reopened <- openTest(t, c, "/f") }()
