@@ -274,6 +274,11 @@ func TestClusterNodeLoss(t *testing.T) {
 		go rd.run(stop, &wg)
 	}
 	eventually.True(t, func() bool { return rd.copies.Load() >= 20 }, "20 copies before the kill")
+	// Written blocks become durable at the next sync (cache.sync_interval,
+	// 2 s; a file's last close no longer syncs at once, it lingers): a
+	// kill right after the copies may lose them all, by design. Let two
+	// syncs pass, the readers still reading.
+	time.Sleep(5 * time.Second)
 	before := ranking(c, origin, victimFiles[0])
 	victim.Kill()
 	took, err := c.WaitConverged(60 * time.Second)
