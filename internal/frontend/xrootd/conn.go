@@ -227,6 +227,12 @@ func (c *conn) drainRequests() {
 // connection drains, and answers it: kXR_ping is answered, everything
 // else gets kXR_wait. It returns false when the connection must end.
 func (c *conn) answerDraining(h proto.RequestHeader) bool {
+	if !c.loggedIn {
+		// XrdCl takes no kXR_wait to its kXR_protocol or kXR_login ("Got
+		// invalid login response", fatal): closed, it connects again, to
+		// the process that listens now.
+		return false
+	}
 	c.netConn().SetReadDeadline(time.Now().Add(c.cfg.RequestTimeout))
 	if _, err := io.CopyN(io.Discard, c.br, int64(h.Dlen)); err != nil {
 		return false
