@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,26 +16,9 @@ import (
 	"github.com/hepcache/hepcache/internal/checksum"
 	"github.com/hepcache/hepcache/internal/eventually"
 	"github.com/hepcache/hepcache/internal/policy"
+	"github.com/hepcache/hepcache/internal/syncbuf"
 	"github.com/hepcache/hepcache/origin"
 )
-
-// syncLog collects log output for assertions.
-type syncLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *syncLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestNoSuccessAcrossARewrite (issue 27, item 7): a file rewritten at an
 // origin that does not pin reads to the version opened (origin.Mem, like
@@ -121,7 +103,7 @@ func TestDeliveredMixedIsLogged(t *testing.T) {
 	mtime := time.Unix(1700000000, 0)
 	m := origin.NewMem("mem://o")
 	m.Put("/f", old, mtime)
-	log := &syncLog{}
+	log := &syncbuf.Buffer{}
 	// The origin answers the checksum once bob has read the file whole.
 	o := &gatedChecksum{Mem: m, gate: make(chan struct{})}
 	c := newTestCache(t, t.TempDir(), o, func(c *Config) {

@@ -1,35 +1,17 @@
 package server
 
 import (
-	"bytes"
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/hepcache/hepcache/internal/config"
 	"github.com/hepcache/hepcache/internal/eventually"
 	"github.com/hepcache/hepcache/internal/pelican"
 	"github.com/hepcache/hepcache/internal/pelicantest"
+	"github.com/hepcache/hepcache/internal/syncbuf"
 )
-
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestPelicanMember: a server with [pelican] and no origin.default reads
 // through the director; its configuration as written is what a reload of
@@ -48,7 +30,7 @@ func TestPelicanMember(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	logs := &lockedBuf{}
+	logs := &syncbuf.Buffer{}
 	s, err := New(c, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)
