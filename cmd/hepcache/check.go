@@ -6,12 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/user"
 	"strconv"
 	"strings"
-	"syscall"
 
+	"github.com/hepcache/hepcache/internal/asuser"
 	"github.com/hepcache/hepcache/internal/config"
 	"github.com/hepcache/hepcache/internal/server"
 	"github.com/hepcache/hepcache/internal/units"
@@ -132,31 +131,21 @@ func checkUser(name, cfgPath string) (*user.User, error) {
 }
 
 // checkAs runs this check again as u (its uid, gid and groups), which is
-// what serve will be: what u cannot read or write fails the check.
+// what serve will be: what u cannot read or write fails the check. The
+// child gets no terminal of root's (asuser).
 func checkAs(u *user.User, args []string) error {
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	var groups []uint32
-	if ids, err := u.GroupIds(); err == nil {
-		for _, g := range ids {
-			if n, err := strconv.Atoi(g); err == nil {
-				groups = append(groups, uint32(n))
-			}
-		}
-	}
-	// /proc/self/exe: the binary itself, wherever it is and whatever
-	// directories above it u may not cross.
-	cmd := exec.Command("/proc/self/exe", append([]string{"check"}, args...)...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: groups}}
-	cmd.Env = append(os.Environ(), checkedAsEnv+"="+u.Username)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		os.Exit(ee.ExitCode()) // it said why
-	}
+	return runAs(u, []string{checkedAsEnv + "=" + u.Username}, append([]string{"check"}, args...)...)
+}
+
+// runAs runs this binary with args as u, without root's terminal
+// (asuser), and exits with its status when it fails: it said why.
+func runAs(u *user.User, env []string, args ...string) error {
+	code, err := asuser.Run(u, env, os.Stdout, os.Stderr, args...)
 	if err != nil {
-		return fmt.Errorf("check as %s: %w", u.Username, err)
+		return err
+	}
+	if code != 0 {
+		os.Exit(code)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/user"
 	"time"
 
 	"github.com/hepcache/hepcache/internal/config"
@@ -28,6 +29,11 @@ func runPelican(ctx context.Context, args []string) error {
 		}
 		return flag.ErrHelp
 	}
+	if u := pelicanUser(args[1:]); u != nil {
+		// Root on the packaged config: the verb runs as the service user
+		// (the key it creates is the server's), without root's terminal.
+		return runAs(u, nil, append([]string{"pelican"}, args...)...)
+	}
 	switch args[0] {
 	case "register":
 		return runPelicanRegister(ctx, args[1:])
@@ -35,6 +41,20 @@ func runPelican(ctx context.Context, args []string) error {
 		return runPelicanStatus(ctx, args[1:])
 	}
 	return fmt.Errorf("unknown verb %q: register or status", args[0])
+}
+
+// pelicanUser is the user the pelican verbs run as when root runs them
+// on the packaged config (checkUser), nil to run as this process.
+func pelicanUser(args []string) *user.User {
+	p := configFlag(args)
+	if p == "" {
+		p, _ = configPath("")
+	}
+	u, err := checkUser("", p)
+	if err != nil {
+		return nil
+	}
+	return u
 }
 
 // pelicanMember loads the configuration and makes the membership (the
