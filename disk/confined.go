@@ -27,6 +27,8 @@ type Confined struct {
 	// mu protects roots: Reopen replaces a tree while others resolve.
 	mu    sync.RWMutex
 	roots []confinedRoot
+	// uid is the user the trees are trusted for (OpenTrusted).
+	uid int
 }
 
 type confinedRoot struct {
@@ -42,7 +44,7 @@ var _ FS = (*Confined)(nil)
 // exist. Operations in progress in the old tree may fail.
 func (c *Confined) Reopen(dir string) error {
 	dir = filepath.Clean(dir)
-	r, err := os.OpenRoot(dir)
+	r, err := openRoot(dir, c.uid, false)
 	if err != nil {
 		return err
 	}
@@ -63,16 +65,20 @@ func (c *Confined) Reopen(dir string) error {
 	return nil
 }
 
-// NewConfined opens dirs, creating them if needed.
+// NewConfined opens dirs, creating them if needed, for this process's
+// user (OpenTrusted; root: for each directory's owner).
 func NewConfined(dirs ...string) (*Confined, error) {
-	c := &Confined{}
+	return NewConfinedFor(Self(), dirs...)
+}
+
+// NewConfinedFor opens dirs, creating them if needed, for a cache of user
+// uid (OpenTrusted): each is resolved once, and every later operation
+// starts from its descriptor.
+func NewConfinedFor(uid int, dirs ...string) (*Confined, error) {
+	c := &Confined{uid: uid}
 	for _, d := range dirs {
 		d = filepath.Clean(d)
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			c.Close()
-			return nil, err
-		}
-		r, err := os.OpenRoot(d)
+		r, err := openRoot(d, uid, true)
 		if err != nil {
 			c.Close()
 			return nil, err
@@ -80,6 +86,21 @@ func NewConfined(dirs ...string) (*Confined, error) {
 		c.roots = append(c.roots, confinedRoot{dir: d, root: r})
 	}
 	return c, nil
+}
+
+// openRoot opens dir with OpenTrusted and makes an os.Root of what it
+// found.
+func openRoot(dir string, uid int, create bool) (*os.Root, error) {
+	f, _, err := OpenTrusted(dir, uid, -1, create)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r, err := os.OpenRoot(ProcPath(f))
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", dir, err)
+	}
+	return r, nil
 }
 
 // Close releases the trees.

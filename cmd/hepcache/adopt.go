@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
+	"os/user"
+	"strconv"
 	"syscall"
 
+	"github.com/hepcache/hepcache/disk"
 	"github.com/hepcache/hepcache/internal/admin"
 	"github.com/hepcache/hepcache/internal/adopt"
 	"github.com/hepcache/hepcache/internal/config"
@@ -37,6 +39,7 @@ Stop XCache and hepcache first. Rerunning continues an interrupted adoption.`, "
 		dataDirs = append(dataDirs, v)
 		return nil
 	})
+	xuser := fs.String("xcache-user", "", "XCache's `USER`, whose files are adopted (default: the owner of XCACHE_DIR; name it when XCACHE_DIR was given to root)")
 	keep := fs.Bool("keep-xcache", false, "keep XCache's names of the adopted files (XCache can serve again; the space is shared until its tree is removed)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -77,8 +80,33 @@ Stop XCache and hepcache first. Rerunning continues an interrupted adoption.`, "
 	if err != nil {
 		return fmt.Errorf("origin %q: %w", cfg.Origin.Default, err)
 	}
-	if err := os.MkdirAll(cfg.Cache.Dir, 0o755); err != nil {
-		return err
+	// cache.dir is resolved once, by descriptor: every directory on the
+	// way must be root's or the cache's user's (disk.OpenTrusted), so
+	// that XCache's user cannot swap it for a link during adoption.
+	treeUID := -1
+	if *xuser != "" {
+		xu, err := user.Lookup(*xuser)
+		if err != nil {
+			return fmt.Errorf("--xcache-user: %w", err)
+		}
+		treeUID, _ = strconv.Atoi(xu.Uid)
+	}
+	d, uid, err := disk.OpenTrusted(cfg.Cache.Dir, disk.Self(), -1, true)
+	if err != nil {
+		return fmt.Errorf("cache.dir: %w", err)
+	}
+	d.Close()
+	if os.Geteuid() == 0 && uid > 0 && (treeUID == uid || treeUID < 0 && treeOwner(fs.Arg(0)) == uid) {
+		// The service user owns the XCache tree too: adoption then does
+		// nothing that user could not do itself, run as that user,
+		// without root's terminal.
+		return adoptAs(uid, args)
+	}
+	gid := -1
+	if uid <= 0 || os.Geteuid() != 0 {
+		uid = -1 // files stay this process's
+	} else if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		gid, _ = strconv.Atoi(u.Gid)
 	}
 	unlock, err := admin.Lock(cfg.Cache.Dir)
 	if errors.Is(err, admin.ErrLocked) {
@@ -88,18 +116,9 @@ Stop XCache and hepcache first. Rerunning continues an interrupted adoption.`, "
 		return err
 	}
 	defer unlock()
-	uid, gid := ownerFor(cfg.Cache.Dir)
-	if uid >= 0 {
-		// The lock is the service's: a root-owned one would keep it from
-		// starting.
-		os.Lchown(filepath.Join(cfg.Cache.Dir, "lock"), uid, gid)
-	}
-	if err := dropToTreeOwner(fs.Arg(0), uid, gid); err != nil {
-		return err
-	}
 	res, err := adopt.Run(adopt.Config{
 		XCacheDir: fs.Arg(0), Spaces: spaces, CacheDir: cfg.Cache.Dir, DataDirs: cfg.Cache.DataDirs,
-		Origin: o, BlockSize: int64(cfg.Cache.BlockSize), Keep: *keep, UID: uid, GID: gid,
+		Origin: o, BlockSize: int64(cfg.Cache.BlockSize), Keep: *keep, UID: uid, GID: gid, TreeOwner: max(treeUID, 0),
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	})
 	fmt.Printf("adopted %d complete and %d partial files (%s) for %s into %s; %d adopted before, %d skipped\n",
@@ -113,36 +132,22 @@ Stop XCache and hepcache first. Rerunning continues an interrupted adoption.`, "
 	return nil
 }
 
-// ownerFor returns the owner that files created for the cache directory
-// dir should have: its own owner when run as root for another user (the
-// service user), else -1, -1 (unchanged).
-func ownerFor(dir string) (uid, gid int) {
+// treeOwner is the owner of the XCache directory, -1 if it cannot be
+// told.
+func treeOwner(xcacheDir string) int {
 	var st syscall.Stat_t
-	if os.Geteuid() != 0 || syscall.Stat(dir, &st) != nil || st.Uid == 0 {
-		return -1, -1
+	if syscall.Stat(xcacheDir, &st) != nil {
+		return -1
 	}
-	return int(st.Uid), int(st.Gid)
+	return int(st.Uid)
 }
 
-// dropToTreeOwner gives up root before adoption touches the XCache tree
-// when the service user (uid, from the cache directory's owner) is the
-// tree's owner too: adoption then can do nothing the tree's owner could
-// not do itself. Otherwise (XCache's user is another) adoption needs root
-// to give the files to the service user, and relies on its descriptor
-// walk (internal/adopt).
-func dropToTreeOwner(xcacheDir string, uid, gid int) error {
-	var st syscall.Stat_t
-	if os.Geteuid() != 0 || uid < 0 || syscall.Stat(xcacheDir, &st) != nil || int(st.Uid) != uid {
-		return nil
+// adoptAs runs this adoption again as the user uid (asuser: a session of
+// its own, no terminal of root's) and exits with its status.
+func adoptAs(uid int, args []string) error {
+	u, err := user.LookupId(strconv.Itoa(uid))
+	if err != nil {
+		return fmt.Errorf("the cache's user %d: %w", uid, err)
 	}
-	if err := syscall.Setgroups(nil); err != nil {
-		return fmt.Errorf("drop privileges: %w", err)
-	}
-	if err := syscall.Setgid(gid); err != nil {
-		return fmt.Errorf("drop privileges: %w", err)
-	}
-	if err := syscall.Setuid(uid); err != nil {
-		return fmt.Errorf("drop privileges: %w", err)
-	}
-	return nil
+	return runAs(u, nil, append([]string{"adopt-xcache"}, args...)...)
 }

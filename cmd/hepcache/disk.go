@@ -8,9 +8,12 @@ import (
 	"os/user"
 	"path/filepath"
 	"slices"
-	"strconv"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/hepcache/hepcache/disk"
 	"github.com/hepcache/hepcache/internal/admin"
+	"github.com/hepcache/hepcache/internal/asuser"
 	"github.com/hepcache/hepcache/internal/cache"
 	"github.com/hepcache/hepcache/internal/config"
 )
@@ -65,26 +68,13 @@ user (--user, or `+serviceUser+` for the packaged config), as serve will write t
 	if err != nil {
 		return err
 	}
-	// What this run creates: given to the service user when root runs it.
-	var created []string
-	note := func(paths ...string) {
-		for _, p := range paths {
-			if _, err := os.Lstat(p); err != nil {
-				created = append(created, p)
-			}
-		}
+	if u != nil {
+		// Root for the service user: the directories are made here, by
+		// descriptor and given to u as they are made; the rest runs as u,
+		// so that everything else it creates is u's from the start.
+		return diskInitAs(u, d, *cfgPath, known, fs.Args())
 	}
-	defer func() {
-		if u != nil {
-			// The record is replaced (renamed over) at each init.
-			chownTo(u, append(created, filepath.Join(d, "disks.json")))
-		}
-	}()
-	// A first disk init may come before the first start: the cache
-	// directory is created, as serve would.
-	note(missingDirs(d)...)
-	note(filepath.Join(d, "lock"))
-	if err := os.MkdirAll(d, 0o755); err != nil {
+	if _, err := trustedDir(d, -1); err != nil {
 		return fmt.Errorf("cache dir: %w", err)
 	}
 	unlock, err := admin.Lock(d)
@@ -100,8 +90,6 @@ user (--user, or `+serviceUser+` for the packaged config), as serve will write t
 		if *cfgPath != "" && !slices.Contains(known, dd) {
 			return fmt.Errorf("%s is not one of cache.data_dirs in %s (%v)", dd, *cfgPath, known)
 		}
-		note(missingDirs(dd)...)
-		note(filepath.Join(dd, "data"), filepath.Join(dd, ".hepcache-disk"))
 		msg, err := cache.InitDataDir(d, dd)
 		if err != nil {
 			return err
@@ -109,6 +97,74 @@ user (--user, or `+serviceUser+` for the packaged config), as serve will write t
 		fmt.Println(msg)
 	}
 	return nil
+}
+
+// diskInitAs takes the data directories dataDirs into service for the
+// cache of u at cacheDir: it makes the directories as root (each resolved
+// by descriptor, disk.OpenTrusted, and given to u when made or when it is
+// root's), then runs disk init again as u (asuser) for the rest.
+func diskInitAs(u *user.User, cacheDir, cfgPath string, known, dataDirs []string) error {
+	cred, err := asuser.Creds(u)
+	if err != nil {
+		return err
+	}
+	for _, dd := range dataDirs {
+		dd = filepath.Clean(dd)
+		if cfgPath != "" && !slices.Contains(known, dd) {
+			return fmt.Errorf("%s is not one of cache.data_dirs in %s (%v)", dd, cfgPath, known)
+		}
+	}
+	for _, dir := range append([]string{cacheDir}, dataDirs...) {
+		given, err := trustedDir(dir, int(cred.Uid))
+		if err != nil {
+			return err
+		}
+		for _, p := range given {
+			fmt.Printf("%s: given to %s\n", p, u.Username)
+		}
+	}
+	args := []string{"disk", "init"}
+	if cfgPath != "" {
+		args = append(args, "--config", cfgPath)
+	} else {
+		args = append(args, "--cache-dir", cacheDir)
+	}
+	return runAs(u, nil, append(args, dataDirs...)...)
+}
+
+// trustedDir makes dir and its missing parents for the cache of uid (-1:
+// this process's user), resolved by descriptor (disk.OpenTrusted); as
+// root, dir itself is given to uid when it is root's. It returns what it
+// gave away.
+func trustedDir(dir string, uid int) ([]string, error) {
+	if filepath.Clean(dir) == "/" {
+		return nil, errors.New("/ cannot be a cache or data directory")
+	}
+	me := uid
+	if uid < 0 {
+		me = disk.Self()
+	}
+	missing := missingDirs(dir)
+	f, _, err := disk.OpenTrusted(dir, me, -1, true)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return nil, err
+	}
+	given := missing
+	if os.Geteuid() == 0 && uid > 0 && st.Uid == 0 {
+		// Named as this cache's directory: the service's.
+		if err := unix.Fchownat(int(f.Fd()), "", uid, -1, unix.AT_EMPTY_PATH); err != nil {
+			return nil, fmt.Errorf("chown %s: %w", dir, err)
+		}
+		if !slices.Contains(given, filepath.Clean(dir)) {
+			given = append(given, filepath.Clean(dir))
+		}
+	}
+	return given, nil
 }
 
 // missingDirs are dir and those of its parents that do not exist yet.
@@ -121,16 +177,4 @@ func missingDirs(dir string) []string {
 		out = append(out, d)
 	}
 	return out
-}
-
-// chownTo gives paths (that exist now) to u and its group, without
-// following links.
-func chownTo(u *user.User, paths []string) {
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	for _, p := range paths {
-		if err := os.Lchown(p, uid, gid); err == nil {
-			fmt.Printf("%s: given to %s\n", p, u.Username)
-		}
-	}
 }

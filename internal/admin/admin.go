@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
@@ -18,7 +17,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/hepcache/hepcache/internal/backend"
@@ -31,27 +29,6 @@ var ErrLocked = errors.New("admin: cache directory is in use by a running server
 
 // SocketPath is the admin socket of the server using cache directory dir.
 func SocketPath(dir string) string { return filepath.Join(dir, "admin.sock") }
-
-// Lock takes the exclusive lock on dir. The lock is released by the
-// returned function or when the process dies (kill -9 included).
-func Lock(dir string) (unlock func(), err error) {
-	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE, 0o644)
-	if errors.Is(err, fs.ErrPermission) {
-		// A lock file left by a run as root: flock needs no write access.
-		f, err = os.Open(filepath.Join(dir, "lock"))
-	}
-	if err != nil {
-		return nil, fmt.Errorf("lock cache dir: %w", err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%s: %w", dir, ErrLocked)
-		}
-		return nil, fmt.Errorf("lock cache dir: %w", err)
-	}
-	return func() { f.Close() }, nil
-}
 
 // LockWait is Lock, waiting up to wait for a process that holds the lock
 // (a server handing over to its successor) to let go of it.

@@ -73,6 +73,10 @@ type Config struct {
 	// UID and GID, if not -1, own what adoption creates and the adopted
 	// data files (a run as root for a service user).
 	UID, GID int
+	// TreeOwner is the uid whose files the XCache tree holds (XCache's
+	// user); only its files are adopted. 0: the owner of XCacheDir (when
+	// that was given to root, name XCache's user).
+	TreeOwner int
 	// Logger receives a line per file not adopted. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -93,6 +97,10 @@ type Result struct {
 // maxCinfo bounds a .cinfo file: its bitmap for a file of
 // xrdpfc.MaxFileSize at the smallest block size, and XCache's access records.
 const maxCinfo = 64 << 20
+
+// dataFileMode is the mode of the cache's own data files (and sidecars),
+// which adopted files take.
+const dataFileMode = 0o644
 
 // Run adopts every file of cfg.XCacheDir that has a .cinfo. hepcache must
 // not be serving from cfg.CacheDir meanwhile (its index is built at
@@ -120,6 +128,9 @@ func Run(cfg Config) (Result, error) {
 		return res, fmt.Errorf("xcache dir: %w", err)
 	}
 	a.owner = st.Uid
+	if cfg.TreeOwner > 0 {
+		a.owner = uint32(cfg.TreeOwner)
+	}
 	for _, s := range cfg.Spaces {
 		r, err := realDir(s)
 		if err != nil {
@@ -135,7 +146,13 @@ func Run(cfg Config) (Result, error) {
 	if len(roots) == 0 {
 		roots = []string{cfg.CacheDir}
 	}
-	if a.fs, err = disk.NewConfined(append([]string{cfg.CacheDir}, roots...)...); err != nil {
+	// hepcache's directories, each resolved once (disk.OpenTrusted) for
+	// the user its files go to.
+	uid := cfg.UID
+	if uid < 0 && os.Geteuid() != 0 {
+		uid = os.Geteuid()
+	}
+	if a.fs, err = disk.NewConfinedFor(uid, append([]string{cfg.CacheDir}, roots...)...); err != nil {
 		return res, fmt.Errorf("cache dir: %w", err)
 	}
 	for _, d := range append([]string{cfg.CacheDir}, roots...) {
@@ -311,6 +328,10 @@ func (a *adopter) trusted(n *node) error {
 		return fmt.Errorf("%s: owned by uid %d, not by the XCache tree's owner (uid %d)", n.path, n.st.Uid, a.owner)
 	case n.st.Nlink != 1:
 		return fmt.Errorf("%s: %d hard links (XCache's files have one): refused", n.path, n.st.Nlink)
+	case n.st.Mode&0o022 != 0:
+		// Its bytes (or, for a .cinfo, its record of them) may be another
+		// user's: a copy with them would be served as cached bytes.
+		return fmt.Errorf("%s: writable by group or others (mode %04o): another user could have changed it; not adopted (fetched again when read)", n.path, n.st.Mode&0o7777)
 	}
 	return nil
 }
@@ -395,6 +416,9 @@ func (a *adopter) adoptOne(d *dir, rel, base string) error {
 		if err := src.chown(a.cfg.UID, a.cfg.GID); err != nil {
 			return err
 		}
+	}
+	if err := src.chmod(dataFileMode); err != nil {
+		return err
 	}
 	if err := a.mkdirAll(filepath.Dir(meta)); err != nil {
 		return err

@@ -226,6 +226,15 @@ func (n *node) chown(uid, gid int) error {
 	return nil
 }
 
+// chmod changes the mode of the node's inode (through its /proc link: an
+// O_PATH descriptor takes no fchmod).
+func (n *node) chmod(mode uint32) error {
+	if err := unix.Fchmodat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(n.fd), mode, 0); err != nil {
+		return fmt.Errorf("chmod %s: %w", n.path, err)
+	}
+	return nil
+}
+
 // same reports whether st describes the node's inode.
 func (n *node) same(st *unix.Stat_t) bool { return st.Dev == n.st.Dev && st.Ino == n.st.Ino }
 

@@ -371,7 +371,7 @@ func (s *soakRun) setUp() error {
 		// Room for the capacity and the metadata, which a full disk then
 		// fills too: the cache must live through that.
 		size := 2*capacity + 16<<20
-		if out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d", size), "tmpfs", cacheRoot).CombinedOutput(); err != nil {
+		if out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d,mode=0755", size), "tmpfs", cacheRoot).CombinedOutput(); err != nil {
 			return fmt.Errorf("soak: mount a tmpfs for the cache (needs root; --no-tmpfs skips the full disk phase): %w: %s", err, out)
 		}
 		s.diskDir = cacheRoot

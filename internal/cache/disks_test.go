@@ -259,7 +259,7 @@ func TestDiskAbsentAtStart(t *testing.T) {
 	startOut("recorded on")
 	os.Remove(filepath.Join(d0, diskMarker))
 	// Another, empty, file system mounted there.
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", d0).CombinedOutput(); err != nil {
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16m,mode=0755", "tmpfs", d0).CombinedOutput(); err != nil {
 		t.Fatalf("mount: %v %s", err, out)
 	}
 	startOut("no marker")

@@ -203,19 +203,21 @@ func MustRunPython(tb testing.TB, env []string, python, script string, args ...s
 }
 
 // Tmpfs mounts a tmpfs of size ("64m") at a new directory and unmounts it
-// (lazily) when the test ends: a real disk a test can turn read-only or
+// (lazily) when the test ends; its root is 0755, as a disk's own file
+// system's (a tmpfs's is 1777, which hepcache refuses as a cache or data
+// directory: disk.OpenTrusted): a real disk a test can turn read-only or
 // unmount. Mounting needs root: without it the test fails in CI and is
 // skipped elsewhere, like a missing tool.
 func Tmpfs(tb testing.TB, size string) string {
 	tb.Helper()
-	return mount(tb, "tmpfs", "size="+size)
+	return mount(tb, "tmpfs", "size="+size+",mode=0755")
 }
 
 // Ramfs mounts a ramfs (a file system that refuses O_DIRECT) at a new
 // directory, like Tmpfs.
 func Ramfs(tb testing.TB) string {
 	tb.Helper()
-	return mount(tb, "ramfs", "")
+	return mount(tb, "ramfs", "mode=0755")
 }
 
 func mount(tb testing.TB, fstype, opts string) string {

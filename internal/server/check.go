@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/hepcache/hepcache/disk"
 	"github.com/hepcache/hepcache/internal/cache"
 	"github.com/hepcache/hepcache/internal/config"
 	"github.com/hepcache/hepcache/internal/security"
@@ -115,9 +116,24 @@ func checkRules(cfg *config.Config) ([]string, []error) {
 func checkMachine(cfg *config.Config) (warnings []string, errs []error) {
 	roots := ownedDirs(cfg)
 	// The cache directory and what serve writes first in it.
-	// (A lock file left by root is no problem: it is locked read-only.)
+	// (A lock file left by root is no problem: it is replaced.)
 	if err := writableDir(cfg.Cache.Dir, roots, "meta", "data"); err != nil {
 		errs = append(errs, fmt.Errorf("cache.dir %q: %w", cfg.Cache.Dir, err))
+	}
+	// Directories another user could swap (disk.OpenTrusted), as serve
+	// refuses them; one not made yet is made by serve the same way.
+	for _, kd := range []struct {
+		key  string
+		dirs []string
+	}{{"cache.dir", []string{cfg.Cache.Dir}}, {"cache.data_dirs", cfg.Cache.DataDirs}} {
+		key := kd.key
+		for _, d := range kd.dirs {
+			if f, _, err := disk.OpenTrusted(d, disk.Self(), -1, false); err == nil {
+				f.Close()
+			} else if errors.Is(err, disk.ErrUntrusted) { // other errors: writableDir's
+				errs = append(errs, fmt.Errorf("%s %q: %w", key, d, err))
+			}
+		}
 	}
 	if len(cfg.Cache.DataDirs) > 0 {
 		absent, err := cache.CheckDataDirs(cfg.Cache.Dir, cfg.Cache.DataDirs)

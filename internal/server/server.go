@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/hepcache/hepcache/internal/cachemetrics"
 	"log/slog"
 	"net"
 	"net/http"
@@ -20,6 +19,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hepcache/hepcache/disk"
+	"github.com/hepcache/hepcache/internal/cachemetrics"
 
 	"github.com/hepcache/hepcache/internal/accesslog"
 	"github.com/hepcache/hepcache/internal/admin"
@@ -162,8 +164,12 @@ func NewInherited(cfg *config.Config, log *slog.Logger, in *Inherit) (s *Server,
 			built.Close()
 		}
 	}()
-	if err := os.MkdirAll(cfg.Cache.Dir, 0o755); err != nil {
+	// Made (or found) once by descriptor, every directory on the way
+	// checked (disk.OpenTrusted): no other user can swap it.
+	if d, _, err := disk.OpenTrusted(cfg.Cache.Dir, disk.Self(), -1, true); err != nil {
 		return nil, fmt.Errorf("cache.dir %q: %w", cfg.Cache.Dir, err)
+	} else {
+		d.Close()
 	}
 	if in.Ready != nil {
 		if err := in.Ready(); err != nil {

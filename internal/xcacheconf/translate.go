@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/hepcache/hepcache/internal/config"
@@ -807,6 +808,22 @@ func (t *translator) authlib(d Directive) {
 	}
 }
 
+// besideXCache is where hepcache keeps its files for XCache's directory
+// dir: on dir's file system (adoption links files, never copies), but in
+// a directory XCache's user cannot write, which could otherwise swap it
+// for a link during adoption or later (disk.OpenTrusted refuses that):
+// beside dir when dir's parent is root's and on the same file system,
+// else inside dir, which must then be given to root.
+func besideXCache(dir string) (string, string) {
+	parent := filepath.Dir(dir)
+	var st, pst syscall.Stat_t
+	if syscall.Stat(dir, &st) == nil && syscall.Stat(parent, &pst) == nil &&
+		st.Dev == pst.Dev && pst.Uid == 0 && pst.Mode&0o022 == 0 && parent != dir {
+		return filepath.Join(parent, "hepcache"), "beside, on the file system"
+	}
+	return filepath.Join(dir, ".hepcache"), "inside (its own file system; before serving, give " + dir + " to root: chown root: " + dir + ", or XCache's user could swap it and hepcache refuses it), on the file system"
+}
+
 // finish sets the keys that depend on several directives.
 func (t *translator) finish(opt TranslateOptions) {
 	// cache.dir on the file system of XCache's files, for adopt-xcache.
@@ -814,16 +831,20 @@ func (t *translator) finish(opt TranslateOptions) {
 	case opt.CacheDir != "":
 		t.setDerived("cache.dir", q(opt.CacheDir), "given on the command line")
 	case t.localroot != "":
-		t.setDerived("cache.dir", q(filepath.Join(t.localroot, ".hepcache")), "inside XCache's oss.localroot "+t.localroot+", on its file system, so `hepcache adopt-xcache "+t.localroot+"` can link its files instead of copying them")
+		d, why := besideXCache(t.localroot)
+		t.setDerived("cache.dir", q(d), why+" of XCache's oss.localroot "+t.localroot+", so `hepcache adopt-xcache "+t.localroot+"` can link its files instead of copying them")
 	default:
 		t.warns = append(t.warns, "no oss.localroot: set cache.dir")
 	}
 	if len(t.dataSpaces) > 0 {
 		var dirs []string
+		var whys []string
 		for _, s := range t.dataSpaces {
-			dirs = append(dirs, filepath.Join(s, ".hepcache"))
+			d, why := besideXCache(s)
+			dirs = append(dirs, d)
+			whys = append(whys, why+" of "+s)
 		}
-		t.setDerived("cache.data_dirs", qlist(dirs), "one per oss.space data directory (each its own disk), on the file system of the XCache files there")
+		t.setDerived("cache.data_dirs", qlist(dirs), "one per oss.space data directory (each its own disk): "+strings.Join(whys, "; "))
 	}
 	if t.httpPort != "" || t.httpSamePort {
 		if t.httpSamePort || t.httpPort == t.port || (t.port == "" && t.httpPort == "1094") {
