@@ -359,7 +359,11 @@ func (c *Cache) LocalPath(k Key) string { return c.dataPath(k) }
 // readSidecar loads the sidecar of k, or returns nil if there is none or it
 // does not describe k (a corrupt sidecar is logged and ignored).
 func (c *Cache) readSidecar(k Key) *sidecar.Info {
-	b, err := readAll(c.cfg.FS, c.metaPath(k))
+	b, mode, err := readAll(c.cfg.FS, c.metaPath(k))
+	if err == nil && mode.Perm()&0o022 != 0 {
+		c.dropForeignWritable(k, "sidecar", mode)
+		return nil
+	}
 	if err != nil {
 		if errors.Is(err, disk.ErrLink) {
 			c.linkFound(c.metaPath(k), err)
@@ -382,21 +386,38 @@ func (c *Cache) readSidecar(k Key) *sidecar.Info {
 	return in
 }
 
-func readAll(fsys disk.FS, name string) ([]byte, error) {
+// readAll reads the whole file name, and gives its mode.
+func readAll(fsys disk.FS, name string) ([]byte, fs.FileMode, error) {
 	f, err := fsys.OpenFile(name, os.O_RDONLY, 0)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	b := make([]byte, st.Size())
 	if _, err := f.ReadAt(b, 0); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return b, nil
+	return b, st.Mode(), nil
+}
+
+// errForeignWritable marks a cached copy dropped by dropForeignWritable.
+var errForeignWritable = errors.New("cache: file writable by group or others")
+
+// dropForeignWritable forgets the cached copy of k, whose sidecar or data
+// file (what) another user may write (mode): the cache writes its files
+// 0644, so such a file was changed by someone else, and its bytes or its
+// record of them cannot be trusted. The next open fetches the file again
+// into a new data file of the cache's own mode.
+func (c *Cache) dropForeignWritable(k Key, what string, mode fs.FileMode) {
+	c.cfg.Logger.Warn("cached copy dropped: its "+what+" is writable by group or others, so another user could have changed it; fetched again when read",
+		"key", k.String(), "mode", mode.Perm().String())
+	c.stats.ForeignWritable.Add(1)
+	c.cfg.FS.Remove(c.metaPath(k))
+	c.cfg.FS.Remove(c.dataPath(k))
 }
 
 // Open implements backend.Backend.

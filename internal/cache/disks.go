@@ -422,7 +422,7 @@ func (c *Cache) takeBack(d *dataDisk) {
 		if !ok {
 			return
 		}
-		b, err := readAll(c.cfg.FS, filepath.Join(c.cfg.Dir, "meta", rel)+".hcinfo")
+		b, _, err := readAll(c.cfg.FS, filepath.Join(c.cfg.Dir, "meta", rel)+".hcinfo")
 		var in *sidecar.Info
 		if err == nil {
 			in, err = sidecar.Unmarshal(b)

@@ -178,13 +178,19 @@ func (e *entry) init(ctx context.Context, revalidate, noFetch bool) error {
 			}
 		}
 		if err == nil {
-			if st, serr := f.Stat(); serr != nil || st.Size() != side.FileSize {
+			if st, serr := f.Stat(); serr == nil && st.Mode().Perm()&0o022 != 0 {
+				f.Close()
+				c.dropForeignWritable(e.key, "data file", st.Mode())
+				err = errForeignWritable
+			} else if serr != nil || st.Size() != side.FileSize {
 				f.Close()
 				err = fmt.Errorf("data file size does not match sidecar")
 			}
 		}
 		if err != nil {
-			c.cfg.Logger.Warn("cached data file unusable, fetching again", "key", e.key.String(), "err", err)
+			if !errors.Is(err, errForeignWritable) { // said why
+				c.cfg.Logger.Warn("cached data file unusable, fetching again", "key", e.key.String(), "err", err)
+			}
 			side = nil
 		} else {
 			data = f

@@ -53,7 +53,7 @@ func Inspect(dir, originURL, p string) ([]*sidecar.Info, error) {
 }
 
 func readSidecarAt(p string) *sidecar.Info {
-	b, err := readAll(disk.OS{}, p)
+	b, _, err := readAll(disk.OS{}, p)
 	if err != nil {
 		return nil
 	}

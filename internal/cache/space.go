@@ -431,7 +431,7 @@ func (c *Cache) newer(a, b string) bool {
 // relative to the data tree ("" if unusable). onDisk (several disks) maps
 // those paths to the disk holding them.
 func (c *Cache) loadSidecar(root, p string, onDisk map[string]int, keepUnfound bool) string {
-	b, err := readAll(c.cfg.FS, p)
+	b, _, err := readAll(c.cfg.FS, p)
 	if err != nil {
 		c.cfg.Logger.Warn("index: cannot read sidecar", "path", p, "err", err)
 		return ""

@@ -16,6 +16,9 @@ type Stats struct {
 	LocalRedirects atomic.Int64
 	// OpenErrors counts opens that failed.
 	OpenErrors atomic.Int64
+	// ForeignWritable counts cached copies dropped because another user
+	// could write their data file or sidecar.
+	ForeignWritable atomic.Int64
 	// Bytes served to clients by where they came from.
 	BytesHit, BytesMissed, BytesBypassed atomic.Int64
 	// BytesFetched counts bytes read from origins into the cache, of which
