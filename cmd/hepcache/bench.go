@@ -40,6 +40,8 @@ func runBench(ctx context.Context, args []string) error {
 		return benchGenerate(ctx, args[1:])
 	case "purge":
 		return benchPurge(args[1:])
+	case "files":
+		return benchFiles(ctx, args[1:])
 	case "cluster":
 		return benchCluster(ctx, args[1:])
 	case "wan":
@@ -122,6 +124,35 @@ func benchPurge(args []string) error {
 		return err
 	}
 	_, err := bench.Purge(cfg)
+	return err
+}
+
+func benchFiles(ctx context.Context, args []string) error {
+	fs := newFlagSet("bench files", `Reads many small files through hepcache and XCache (pfc.ram 1g) in one run,
+with the origin alone (C++ xrootd) as the anchor: each client thread of the
+XRootD Python bindings opens a file, reads it whole and closes it. Cold and
+hot files/s, CPU per file, peak open descriptors; then, for hepcache, a
+restart to its first hit (against an empty cache's first answer), the index
+loaded while serving, its memory per file, hits under ulimit -n 1024, a purge
+of half the files; and the slopes projected to 10 million files.`)
+	var cfg bench.FilesConfig
+	size := config.Size(4 << 10)
+	fs.StringVar(&cfg.Dir, "dir", "results/files", "work and results directory")
+	fs.IntVar(&cfg.Files, "files", 100_000, "number of files")
+	fs.Var(&size, "size", "size of each file")
+	fs.IntVar(&cfg.Threads, "threads", 8, "client threads")
+	fs.IntVar(&cfg.LimitFD, "limit-fd", 1024, "descriptor limit (ulimit -n) of the hits-under-a-limit pass")
+	fs.IntVar(&cfg.LimitThreads, "limit-threads", 32, "client threads of the hits-under-a-limit pass")
+	fs.IntVar(&cfg.LimitFiles, "limit-files", 30_000, "cached files the hits-under-a-limit pass reads")
+	fs.BoolVar(&cfg.NoXCache, "no-xcache", false, "skip XCache")
+	fs.StringVar(&cfg.Python, "python", "/usr/bin/python3", "interpreter with the XRootD bindings (Debian python3-xrootd)")
+	cacheFlags := fs.String("cache-flags", "", "extra `hepcache serve` flags, space-separated (default: as shipped)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg.Size = int64(size)
+	cfg.CacheFlags = strings.Fields(*cacheFlags)
+	_, err := bench.Files(ctx, cfg)
 	return err
 }
 

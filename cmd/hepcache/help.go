@@ -43,6 +43,7 @@ var summaries = map[string]string{
 	"bench link":       "run the emulated WAN link (RTT, bandwidth) alone, forwarding to a target",
 	"bench soak":       "every real client kind through a node for hours while faults come on a schedule",
 	"bench purge":      "fill a cache directory with many files and time a purge",
+	"bench files":      "what each file costs: many small files cold and hot against XCache and the origin, restarts, descriptors, memory, projected to 10^7",
 	"bench workflow":   "the Freiburg pseudo-analysis through the cache (seed 000, tables 1-3)",
 	"bench resources":  "proxy CPU and memory against parallel requests (seed 000, tables 4-5)",
 	"bench scale":      "many clients at varying rates against one cache (seed 004)",

@@ -18,7 +18,7 @@ func TestHelpEverywhere(t *testing.T) {
 	for name := range subcommands {
 		cmds = append(cmds, []string{name})
 	}
-	for _, b := range []string{"throughput", "workflow", "resources", "scale", "layouts", "job", "generate", "purge", "cluster", "wan", "soak"} {
+	for _, b := range []string{"throughput", "workflow", "resources", "scale", "layouts", "job", "generate", "purge", "files", "cluster", "wan", "soak"} {
 		cmds = append(cmds, []string{"bench", b})
 	}
 	for _, v := range []string{"generate", "run", "sweep", "bench"} {

@@ -202,6 +202,12 @@ func startXCacheProc(originAddr, dir string, o cacheOpts) (*cacheProc, error) {
 // startHepcacheProc runs `bin serve` on listen ("host:0" picks a free port)
 // and waits until it accepts connections.
 func startHepcacheProc(bin, dir, originURL, listen string, extra []string) (*cacheProc, error) {
+	return startHepcacheProcUnder(nil, bin, dir, originURL, listen, extra)
+}
+
+// startHepcacheProcUnder is startHepcacheProc with the command run under
+// wrap (e.g. prlimit --nofile=1024 --).
+func startHepcacheProcUnder(wrap []string, bin, dir, originURL, listen string, extra []string) (*cacheProc, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -222,7 +228,8 @@ func startHepcacheProc(bin, dir, originURL, listen string, extra []string) (*cac
 		args = append(args, "--origin", originURL)
 	}
 	args = append(args, extra...)
-	cmd := exec.Command(bin, args...)
+	cmdline := append(append(slices.Clone(wrap), bin), args...)
+	cmd := exec.Command(cmdline[0], cmdline[1:]...)
 	logPath := dir + ".log"
 	logf, err := os.Create(logPath)
 	if err != nil {
@@ -250,7 +257,7 @@ func startHepcacheProc(bin, dir, originURL, listen string, extra []string) (*cac
 		os.RemoveAll(dir)
 		os.Remove(logPath)
 	}
-	restart := func() (*cacheProc, error) { return startHepcacheProc(bin, dir, originURL, listen, extra) }
+	restart := func() (*cacheProc, error) { return startHepcacheProcUnder(wrap, bin, dir, originURL, listen, extra) }
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
 		if c, err := net.DialTimeout("tcp", listen, 100*time.Millisecond); err == nil {
 			c.Close()

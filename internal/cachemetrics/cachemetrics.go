@@ -27,7 +27,8 @@ func (s source) CacheFigures() metrics.CacheFigures {
 		OpenFiles: st.OpenFiles.Load(), Evictions: st.Evictions.Load(), EvictedBytes: st.EvictedBytes.Load(), PurgeRuns: st.PurgeRuns.Load(),
 		ChecksumFailures: st.ChecksumFailures.Load(), Revalidations: st.Revalidations.Load(),
 		BlocksChecked: st.BlocksChecked.Load(), BlocksCorrupt: st.BlocksCorrupt.Load(), LinksRefused: st.LinksRefused.Load(), PinsRefused: st.PinsRefused.Load(),
-		DisksFailed:   st.DisksFailed.Load(),
+		DisksFailed:    st.DisksFailed.Load(),
+		LastPurgeFiles: st.LastPurgeFiles.Load(), LastPurgeNanos: st.LastPurgeNanos.Load(),
 		FetchInFlight: s.c.FetchInFlight(),
 	}
 	u, rs := s.c.RAM()

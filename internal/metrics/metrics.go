@@ -51,6 +51,9 @@ type CacheFigures struct {
 	BlocksChecked, BlocksCorrupt, LinksRefused            int64
 	PinsRefused                                           int64
 	DisksFailed                                           int64
+	// LastPurgeFiles and LastPurgeNanos describe the latest purge that
+	// had something to do.
+	LastPurgeFiles, LastPurgeNanos int64
 	// FetchInFlight is the fetch memory in use (bytes requested from
 	// origins and not yet on disk).
 	FetchInFlight int64
@@ -406,6 +409,8 @@ func (r *Registry) WriteTo(w io.Writer) (int64, error) {
 		e.counter("hepcache_evictions_total", "Files removed from the cache by purge or evict.", s.Evictions)
 		e.counter("hepcache_evicted_bytes_total", "Bytes of the files removed from the cache.", s.Evicted)
 		e.counter("hepcache_purge_runs_total", "Purges that evicted something.", st.PurgeRuns)
+		e.gauge("hepcache_purge_last_files", "Files the latest purge evicted.", st.LastPurgeFiles)
+		e.gauge("hepcache_purge_last_nanoseconds", "How long the latest purge took.", st.LastPurgeNanos)
 		e.counter("hepcache_checksum_failures_total", "Complete files whose checksum differed from the origin's (the copy was dropped).", st.ChecksumFailures)
 		e.counter("hepcache_revalidations_total", "Cached copies dropped because the origin's file changed.", st.Revalidations)
 		e.counter("hepcache_blocks_checked_total", "Blocks read back from disk and found equal to their recorded CRC32C (every read from disk is checked).", st.BlocksChecked)
