@@ -2,7 +2,8 @@
 // make the cache download it from the origin (a miss), from the Subject
 // that the authenticators established: a bearer token's scopes and groups,
 // an X.509 identity with its VOMS VO, groups and roles, or nobody. The
-// longest rule path covering the request decides.
+// longest rule path covering the request decides; within it, a rule's deny
+// list takes away what its read list grants, as XRootD's negative rights.
 package authz
 
 import (
@@ -67,11 +68,26 @@ type Rule struct {
 	//   fqan:/G/Role=R     VOMS FQAN with group /G and role R
 	//   dn:/DC=...         certificate subject DN
 	//   user:NAME          a certificate the grid map names NAME
+	//   org:NAME           what XRootD's authdb "o NAME" matches: VOMS VO
+	//                      NAME, or a token whose issuer is NAME
+	//   role:R             a VOMS FQAN with role R, in any group
 	Read []string
+	// Deny lists principals whose rights the rule takes away (XRootD's
+	// negative rights, "u alice /store -rl"): a subject matching one may
+	// neither read nor fetch here, whatever Read and Fetch grant. A token
+	// whose storage scope grants the path is decided by the scope alone,
+	// before Deny, as XRootD's SciTokens library decides before the authdb
+	// it chains to ("ofs.authlib ++"). Empty: nothing is taken away.
+	Deny []string
 	// Fetch lists who may make the cache fetch from the origin what it
 	// does not hold yet. Empty: the same as Read. Others may only read
 	// what is already cached. Same principals as Read.
 	Fetch []string
+	// Prefix makes the rule cover every path that starts with Path as a
+	// string, as an XRootD authdb path does ("/store" also covers
+	// "/store2/f"; "/store/" covers neither "/store" nor "/store2").
+	// Default false: Path and the paths below it, component by component.
+	Prefix bool
 }
 
 // Config configures an Authorizer.
@@ -87,9 +103,18 @@ type Authorizer struct {
 }
 
 type compiled struct {
-	path        string
-	read, fetch []principal
-	fetchSame   bool
+	path              string
+	prefix            bool
+	read, fetch, deny []principal
+	fetchSame         bool
+}
+
+// covers reports whether the rule applies to the clean path p.
+func (c *compiled) covers(p string) bool {
+	if c.prefix {
+		return strings.HasPrefix(p, c.path)
+	}
+	return token.PathCovers(c.path, p)
 }
 
 type principal struct {
@@ -100,20 +125,31 @@ type principal struct {
 func New(cfg *Config) (*Authorizer, error) {
 	a := &Authorizer{}
 	var errs []error
-	seen := map[string]bool{}
+	type ruleKey struct {
+		path   string
+		prefix bool
+	}
+	seen := map[ruleKey]bool{}
 	for i, r := range cfg.Rules {
 		p := r.Path
 		if !strings.HasPrefix(p, "/") || strings.Contains(p, "/../") || strings.HasSuffix(p, "/..") || strings.IndexByte(p, 0) >= 0 {
 			errs = append(errs, fmt.Errorf("rule %d: path %q must be absolute without '..'", i, r.Path))
 			continue
 		}
+		// A prefix rule keeps its final slash: "/store/" and "/store"
+		// cover different paths.
+		slash := r.Prefix && len(p) > 1 && strings.HasSuffix(p, "/")
 		p = path.Clean(p)
-		if seen[p] {
+		if slash {
+			p += "/"
+		}
+		key := ruleKey{p, r.Prefix}
+		if seen[key] {
 			errs = append(errs, fmt.Errorf("rule %d: path %s has two rules", i, p))
 			continue
 		}
-		seen[p] = true
-		c := compiled{path: p}
+		seen[key] = true
+		c := compiled{path: p, prefix: r.Prefix}
 		var err error
 		if len(r.Read) == 0 {
 			errs = append(errs, fmt.Errorf("rule %s: read is empty (use [\"none\"] to deny everyone)", p))
@@ -126,12 +162,28 @@ func New(cfg *Config) (*Authorizer, error) {
 		} else if c.fetch, err = parsePrincipals(r.Fetch); err != nil {
 			errs = append(errs, fmt.Errorf("rule %s: fetch: %w", p, err))
 		}
+		if c.deny, err = parsePrincipals(r.Deny); err != nil {
+			errs = append(errs, fmt.Errorf("rule %s: deny: %w", p, err))
+		}
+		for _, d := range c.deny {
+			if d.kind == "scope" || d.kind == "none" {
+				errs = append(errs, fmt.Errorf("rule %s: deny: %q takes nothing away (a scope grants before deny is applied; none matches nobody)", p, d.String()))
+			}
+		}
 		a.rules = append(a.rules, c)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("authorization rules: %w", err)
 	}
-	sort.SliceStable(a.rules, func(i, j int) bool { return len(a.rules[i].path) > len(a.rules[j].path) })
+	// Longest first; of two rules with one path, the component rule first
+	// (it covers fewer paths).
+	sort.SliceStable(a.rules, func(i, j int) bool {
+		ri, rj := a.rules[i], a.rules[j]
+		if len(ri.path) != len(rj.path) {
+			return len(ri.path) > len(rj.path)
+		}
+		return !ri.prefix && rj.prefix
+	})
 	return a, nil
 }
 
@@ -157,7 +209,7 @@ func parsePrincipals(list []string) ([]principal, error) {
 			default:
 				errs = append(errs, fmt.Errorf("%q: scope operation must be read or stage", s))
 			}
-		case "issuer", "vo", "dn", "user":
+		case "issuer", "vo", "dn", "user", "org", "role":
 			if arg == "" {
 				errs = append(errs, fmt.Errorf("%q needs a value after the colon", s))
 			}
@@ -172,7 +224,7 @@ func parsePrincipals(list []string) ([]principal, error) {
 			}
 			p.arg = f.String()
 		default:
-			errs = append(errs, fmt.Errorf("unknown principal %q (want anonymous, authenticated, none, scope[:read|stage], issuer:URL, vo:NAME, group:/G, fqan:/G/Role=R, dn:DN, user:NAME)", s))
+			errs = append(errs, fmt.Errorf("unknown principal %q (want anonymous, authenticated, none, scope[:read|stage], issuer:URL, vo:NAME, org:NAME, group:/G, role:R, fqan:/G/Role=R, dn:DN, user:NAME)", s))
 		}
 		out = append(out, p)
 	}
@@ -198,35 +250,78 @@ func (a *Authorizer) Decide(s *Subject, p string) Decision {
 	if len(a.rules) == 0 {
 		return Decision{Read: true, Fetch: true}
 	}
-	for _, r := range a.rules {
-		if !token.PathCovers(r.path, p) {
+	for i := range a.rules {
+		r := &a.rules[i]
+		if !r.covers(p) {
 			continue
 		}
 		d := Decision{Rule: r.path}
-		d.Read = matchAny(r.read, s, p)
+		// A token's scope is a grant its issuer made for the path: it
+		// decides before the rule's deny list (XRootD's SciTokens library
+		// before the authdb it chains to).
+		scopeRead := matchKind(r.read, s, p, true)
+		denied, by := matchFirst(r.deny, s, p)
+		d.Read = scopeRead || !denied && matchKind(r.read, s, p, false)
 		if !d.Read {
-			d.Reason = fmt.Sprintf("%s may not read %s (rule %s allows %s)", s, p, r.path, describe(r.read))
+			if denied && matchAny(r.read, s, p) {
+				d.Reason = fmt.Sprintf("%s may not read %s (rule %s denies %s)", s, p, r.path, by)
+			} else {
+				d.Reason = fmt.Sprintf("%s may not read %s (rule %s allows %s)", s, p, r.path, describe(r.read))
+			}
 			return d
 		}
-		d.Fetch = r.fetchSame || matchAny(r.fetch, s, p)
+		switch {
+		case r.fetchSame:
+			d.Fetch = true
+		default:
+			d.Fetch = matchKind(r.fetch, s, p, true) || !denied && matchKind(r.fetch, s, p, false)
+		}
 		if !d.Fetch {
 			d.Reason = fmt.Sprintf("%s may read %s only if it is cached; fetching it from the origin needs %s (rule %s)", s, p, describe(r.fetch), r.path)
+			if denied {
+				d.Reason += fmt.Sprintf(", which denies %s", by)
+			}
 		}
 		return d
 	}
 	return Decision{Reason: fmt.Sprintf("no authorization rule covers %s", p)}
 }
 
+// String writes the principal as the configuration does.
+func (pr principal) String() string {
+	if pr.arg == "" {
+		return pr.kind
+	}
+	return pr.kind + ":" + pr.arg
+}
+
 func describe(ps []principal) string {
-	var parts []string
-	for _, p := range ps {
-		if p.arg == "" {
-			parts = append(parts, p.kind)
-		} else {
-			parts = append(parts, p.kind+":"+p.arg)
-		}
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		parts[i] = p.String()
 	}
 	return strings.Join(parts, ", ")
+}
+
+// matchKind reports whether a principal of ps matches, among the scope
+// principals (scopes) or among the others.
+func matchKind(ps []principal, s *Subject, p string, scopes bool) bool {
+	for _, pr := range ps {
+		if (pr.kind == "scope") == scopes && pr.match(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// matchFirst returns the first principal of ps that matches.
+func matchFirst(ps []principal, s *Subject, p string) (bool, string) {
+	for _, pr := range ps {
+		if pr.match(s, p) {
+			return true, pr.String()
+		}
+	}
+	return false, ""
 }
 
 func matchAny(ps []principal, s *Subject, p string) bool {
@@ -284,6 +379,21 @@ func (pr principal) match(s *Subject, p string) bool {
 		if tok != nil {
 			for _, g := range tok.Groups {
 				if g == pr.arg {
+					return true
+				}
+			}
+		}
+	case "org":
+		for _, a := range s.VOMS {
+			if a.VO == pr.arg {
+				return true
+			}
+		}
+		return tok != nil && tok.Issuer == pr.arg
+	case "role":
+		for _, a := range s.VOMS {
+			for _, f := range a.FQANs {
+				if fq, err := voms.ParseFQAN(f); err == nil && fq.Role == pr.arg {
 					return true
 				}
 			}

@@ -100,3 +100,78 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestDeny: a rule's deny list takes away what its read list grants, from
+// whoever matches it (XRootD's negative rights), except a token whose
+// scope grants the path (the SciTokens library decides first).
+func TestDeny(t *testing.T) {
+	a, err := New(&Config{Rules: []Rule{
+		{Path: "/store", Read: []string{"anonymous", "scope"}, Deny: []string{"user:alice", "group:/cms/escms"}},
+		{Path: "/store/test", Read: []string{"anonymous"}},
+		{Path: "/fetchy", Read: []string{"anonymous"}, Fetch: []string{"authenticated"}, Deny: []string{"org:cms"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert := func(dn, user string, fqans ...string) *Subject {
+		s := &Subject{X509: &x509proxy.Chain{Subject: dn}, User: user}
+		if len(fqans) > 0 {
+			s.VOMS = []voms.Attributes{{VO: "cms", FQANs: fqans}}
+		}
+		return s
+	}
+	alice := cert("/CN=alice", "alice")
+	bob := cert("/CN=bob", "bob")
+	escms := cert("/CN=carol", "", "/cms/escms/Role=NULL/Capability=NULL")
+	scoped := &Subject{Token: &token.Claims{Issuer: "https://iss", Subject: "t", Groups: []string{"/cms/escms"}, Scopes: []token.Scope{{Op: "read", Path: "/store/data"}}}}
+	cases := []struct {
+		name        string
+		s           *Subject
+		path        string
+		read, fetch bool
+		reason      string
+	}{
+		{"anonymous", nil, "/store/f", true, true, ""},
+		{"denied user", alice, "/store/f", false, false, "rule /store denies user:alice"},
+		{"other user", bob, "/store/f", true, true, ""},
+		{"denied group", escms, "/store/f", false, false, "denies group:/cms/escms"},
+		{"token group denied outside its scope", scoped, "/store/mc/f", false, false, "denies group:/cms/escms"},
+		{"token scope decides before deny", scoped, "/store/data/f", true, true, ""},
+		{"a longer rule without the deny", alice, "/store/test/f", true, true, ""},
+		{"deny takes fetch too", cert("/CN=dave", "", "/cms/Role=NULL/Capability=NULL"), "/fetchy/f", false, false, "denies org:cms"},
+		{"fetch without deny", bob, "/fetchy/f", true, true, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := a.Decide(tc.s, tc.path)
+			if d.Read != tc.read || d.Fetch != tc.fetch || !strings.Contains(d.Reason, tc.reason) {
+				t.Fatalf("Decide = %+v, want read %v fetch %v reason ~%q", d, tc.read, tc.fetch, tc.reason)
+			}
+		})
+	}
+}
+
+// TestPrefixRules: a prefix rule covers paths as an XRootD authdb path
+// does, by string prefix; a final slash is kept.
+func TestPrefixRules(t *testing.T) {
+	a, err := New(&Config{Rules: []Rule{
+		{Path: "/store", Prefix: true, Read: []string{"anonymous"}, Deny: []string{"org:https://iss"}},
+		{Path: "/data/", Prefix: true, Read: []string{"anonymous"}},
+		{Path: "/store/x", Read: []string{"none"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := &Subject{Token: &token.Claims{Issuer: "https://iss", Subject: "t"}}
+	for p, want := range map[string]bool{"/store2/f": true, "/store/f": true, "/store/x/f": false, "/store/xy": true, "/data/f": true, "/data": false, "/data2/f": false, "/other": false} {
+		if d := a.Decide(nil, p); d.Read != want {
+			t.Errorf("anonymous %s: %+v, want read %v", p, d, want)
+		}
+	}
+	if d := a.Decide(tok, "/store2/f"); d.Read {
+		t.Errorf("org:issuer deny did not apply by prefix: %+v", d)
+	}
+	if _, err := New(&Config{Rules: []Rule{{Path: "/a", Read: []string{"anonymous"}, Deny: []string{"scope"}}}}); err == nil || !strings.Contains(err.Error(), "takes nothing away") {
+		t.Errorf("deny = [scope] accepted: %v", err)
+	}
+}

@@ -122,10 +122,19 @@ type IssuerConfig struct {
 type AuthzRule struct {
 	// Path is the namespace prefix; the longest matching rule applies.
 	Path string `toml:"path"`
+	// Match is how Path covers a request: "component" (default: Path and
+	// the paths below it) or "prefix" (every path starting with Path as a
+	// string, as an XRootD authdb path: "/store" also covers "/store2").
+	Match string `toml:"match"`
 	// Read and Fetch list principals (docs/security.md): who may read, and
 	// who may make the cache download from the origin (default: as Read).
 	Read  []string `toml:"read"`
 	Fetch []string `toml:"fetch"`
+	// Deny lists principals whose rights the rule takes away whatever Read
+	// and Fetch grant (XRootD's negative rights, "u alice /store -rl"); a
+	// token whose scope grants the path is decided by its scope first.
+	// Default empty.
+	Deny []string `toml:"deny"`
 }
 
 // Enabled reports whether any security feature is configured.
@@ -187,11 +196,16 @@ func (s *SecurityConfig) validate(bad func(key string, val any, allowed string))
 		if len(r.Read) == 0 {
 			bad(key+".read", "[]", `who may read: e.g. ["anonymous"], ["vo:cms", "scope"], or ["none"]`)
 		}
+		switch r.Match {
+		case "", "component", "prefix":
+		default:
+			bad(key+".match", fmt.Sprintf("%q", r.Match), `"component" or "prefix"`)
+		}
 		anyone := false
 		for _, p := range r.Read {
 			anyone = anyone || p == "anonymous" || p == "*"
 		}
-		open = open && anyone
+		open = open && anyone && len(r.Deny) == 0
 	}
 	if s.Authorize && (len(s.Rules) == 0 || open) {
 		bad("security.authorize", true, "requests must be authorized, but no [[security.rule]] restricts anything (every rule lets anyone read): write the rules the XCache's authorization had")

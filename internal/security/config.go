@@ -50,7 +50,7 @@ func FromConfig(c *config.SecurityConfig, log *slog.Logger) *Config {
 		out.Tokens = tc
 	}
 	for _, r := range c.Rules {
-		out.Rules = append(out.Rules, authz.Rule{Path: r.Path, Read: r.Read, Fetch: r.Fetch})
+		out.Rules = append(out.Rules, authz.Rule{Path: r.Path, Read: r.Read, Fetch: r.Fetch, Deny: r.Deny, Prefix: r.Match == "prefix"})
 	}
 	return out
 }
