@@ -116,6 +116,12 @@ type IssuerConfig struct {
 	// a scope reaches only into these paths (XrdAccSciTokens'
 	// restricted_path). Default empty: no bound beyond base_path.
 	RestrictedPaths []string `toml:"restricted_paths"`
+	// IgnoreScopes: the issuer's storage scopes grant nothing (its tokens
+	// still name their issuer and groups); IgnoreGroups: its wlcg.groups
+	// count for nothing. XrdAccSciTokens' authorization_strategy without
+	// capability, without group. Default false.
+	IgnoreScopes bool `toml:"ignore_scopes"`
+	IgnoreGroups bool `toml:"ignore_groups"`
 }
 
 // AuthzRule is one [[security.rule]].

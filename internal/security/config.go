@@ -45,7 +45,8 @@ func FromConfig(c *config.SecurityConfig, log *slog.Logger) *Config {
 		tc := &token.Config{Audiences: c.Audiences, ClockSkew: time.Duration(c.ClockSkew)}
 		for _, is := range c.Issuers {
 			tc.Issuers = append(tc.Issuers, token.Issuer{Issuer: is.Issuer, Audiences: is.Audiences,
-				JWKSFile: is.JWKSFile, JWKSURL: is.JWKSURL, BasePath: is.BasePath, RestrictedPaths: is.RestrictedPaths})
+				JWKSFile: is.JWKSFile, JWKSURL: is.JWKSURL, BasePath: is.BasePath, RestrictedPaths: is.RestrictedPaths,
+				IgnoreScopes: is.IgnoreScopes, IgnoreGroups: is.IgnoreGroups})
 		}
 		out.Tokens = tc
 	}

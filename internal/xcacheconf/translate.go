@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -55,7 +54,7 @@ func Translate(name string, opt TranslateOptions) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &translator{keys: map[string]*entry{}, grants: map[string][]string{}, denied: map[string][]string{}, warns: warns, cfgDir: filepath.Dir(name)}
+	t := &translator{keys: map[string]*entry{}, warns: warns, cfgDir: filepath.Dir(name), gmapOpt: 1}
 	for _, d := range ds {
 		t.directive(d)
 	}
@@ -82,17 +81,30 @@ type translator struct {
 	mapped int
 	cfgDir string
 
-	port, httpPort   string
-	httpSamePort     bool
-	localroot        string
-	dataSpaces       []string
-	exports          []string
-	forwarding       bool
-	permits          []string
-	authorize        bool
-	grants           map[string][]string // path -> principals that may read
-	denied           map[string][]string // path -> who lost read rights there
-	users            []string            // user:NAME principals granted
+	port, httpPort string
+	httpSamePort   bool
+	localroot      string
+	dataSpaces     []string
+	exports        []string
+	forwarding     bool
+	permits        []string
+	authorize      bool
+	// authdb is acc.authdb's file, nil without one.
+	authdb *authdb
+	// sciTokens is the SciTokens library's configuration, nil when
+	// ofs.authlib does not load it; sciChained: loaded with ++, so that
+	// the authdb decides what the tokens do not.
+	sciTokens  *sciTokens
+	sciChained bool
+	// rules are the translated [[security.rule]] tables (finish).
+	rules []authRule
+	// vomsFun: gsi extracts VOMS attributes (-vomsfun); vomsDir is its
+	// -vomsdir. gmapOpt is gsi's -gmapopt (default 1).
+	vomsFun bool
+	vomsDir string
+	gmapOpt int
+	// httpGridmap: the grid map came from http.gridmap.
+	httpGridmap      bool
 	gridmap          string
 	gridmapRequired  bool
 	allowHosts       []string
@@ -341,6 +353,7 @@ func (t *translator) directive(d Directive) {
 			required = required || w == "required"
 		}
 		t.setGridmap(d, arg(0), required)
+		t.httpGridmap = true
 	case "xrootd.seclib", "ofs.authorize", "acc.authrefresh", "acc.gidlifetime", "acc.gidretran", "acc.pgo":
 		if d.Name == "ofs.authorize" {
 			t.authorize = arg(0) != "0"
@@ -353,20 +366,10 @@ func (t *translator) directive(d Directive) {
 			t.errs = append(t.errs, fmt.Errorf("%s %s: %w", d.Where(), d.Text(), err))
 			return
 		}
-		t.warns = append(t.warns, db.warns...)
-		for path, who := range db.grants {
-			for _, p := range who {
-				t.grants[path] = appendNew(t.grants[path], p)
-			}
+		for _, w := range db.wider {
+			t.widen(d, "%s", w)
 		}
-		for path, who := range db.denied {
-			for _, p := range who {
-				t.denied[path] = appendNew(t.denied[path], p)
-			}
-		}
-		for _, u := range db.users {
-			t.users = appendNew(t.users, u)
-		}
+		t.authdb = db
 		t.authorize = true
 		t.mapped++
 	case "ofs.authlib":
@@ -758,15 +761,22 @@ func (t *translator) secProtocol(d Directive) {
 			case "key":
 				t.set("security.gsi_key", q(v), d, "")
 			case "vomsdir":
-				t.set("security.vomsdir", q(v), d, "")
+				t.vomsDir = v
+				t.mapped++
+			case "vomsfun":
+				// The VOMS extraction plugin (libXrdVoms): without it
+				// XCache's gsi clients have no VO, groups or role.
+				t.vomsFun = true
+				t.mapped++
 			case "gridmap":
 				t.setGridmap(d, v, false)
 			case "gmapopt":
+				t.gmapOpt = gmapOption(v)
 				// 2: a proxy whose DN the grid map lacks is refused.
-				if v == "2" {
+				if t.gmapOpt == 2 {
 					t.setGridmap(d, t.gridmap, true)
 				}
-			case "vomsfun", "vomsfunparms", "gmapfun", "authzfun", "authzfunparms":
+			case "vomsfunparms", "gmapfun", "authzfun", "authzfunparms":
 				t.warn(d, "option %s: plugins do not load into hepcache; VOMS attributes are verified against security.vomsdir", k)
 			}
 		}
@@ -792,13 +802,14 @@ func (t *translator) authlib(d Directive) {
 			}
 		}
 		t.private = t.private || notWorldReadable(t.rel(cfg))
-		aud, iss, err := readSciTokens(t.rel(cfg))
+		st, err := readSciTokens(t.rel(cfg))
 		if err != nil {
 			t.errs = append(t.errs, fmt.Errorf("%s %s: %w", d.Where(), d.Text(), err))
 			return
 		}
-		t.audiences = append(t.audiences, aud...)
-		t.issuers = append(t.issuers, iss...)
+		t.sciTokens, t.sciChained = st, len(d.Args) > 0 && d.Args[0] == "++"
+		t.audiences = append(t.audiences, st.audiences...)
+		t.issuers = append(t.issuers, st.issuers...)
 		t.authorize = true
 		t.mapped++
 	case strings.Contains(a[0], "Macaroons"):
@@ -883,20 +894,22 @@ func (t *translator) finish(opt TranslateOptions) {
 				"XCache admits only clients authenticated with %s, which hepcache does not speak: they would be anonymous here", strings.Join(t.requireAuthProts, " "))
 		}
 	}
+	if t.gsi {
+		t.gsiIdentities()
+	}
 	if t.gridmap != "" {
 		t.setDerived("security.gridmap", q(t.gridmap), "http.gridmap / sec.protocol gsi -gridmap: names certificates for user:NAME")
 		if t.gridmapRequired {
 			t.setDerived("security.gridmap_required", "true", "certificates the grid map does not name are refused")
 		}
 	}
-	if len(t.users) > 0 && t.gridmap == "" {
-		t.warns = append(t.warns, fmt.Sprintf("acc.authdb grants users %s: as user:NAME principals they match certificates a grid map names; no grid map was configured, so they match no one (set security.gridmap)", strings.Join(t.users, ", ")))
+	if t.authdb != nil && len(t.authdb.users) > 0 && t.gridmap == "" {
+		t.warns = append(t.warns, fmt.Sprintf("acc.authdb grants users %s: as user:NAME principals they match certificates a grid map names; no grid map was configured, so they match no one (set security.gridmap)", strings.Join(t.authdb.users, ", ")))
 	}
 	if len(t.allowHosts) > 0 {
 		t.setDerived("security.allow_hosts", qlist(t.allowHosts), "xrd.allow: only these clients may connect")
 	}
-	// Tokens: issuers and audiences; each base path readable with a token
-	// whose scope allows it.
+	// Tokens: issuers and audiences.
 	var auds []string
 	for _, a := range t.audiences {
 		auds = appendNew(auds, a)
@@ -904,9 +917,14 @@ func (t *translator) finish(opt TranslateOptions) {
 	if len(auds) > 0 {
 		t.setDerived("security.audiences", qlist(auds), "scitokens.cfg audience")
 	}
+	var kept []issuer
 	for _, is := range t.issuers {
-		if is.issuer == "" {
-			t.warns = append(t.warns, fmt.Sprintf("scitokens.cfg [Issuer %s] has no issuer: skipped", is.name))
+		switch {
+		case is.issuer == "":
+			t.warns = append(t.warns, fmt.Sprintf("scitokens.cfg [Issuer %s] has no issuer: skipped (as XRootD does)", is.name))
+			continue
+		case len(is.basePaths) == 0:
+			t.warns = append(t.warns, fmt.Sprintf("scitokens.cfg [Issuer %s] has no base_path: skipped (as XRootD does: its tokens are refused)", is.name))
 			continue
 		}
 		if len(is.basePaths) > 1 && len(is.restrictedPaths) > 0 {
@@ -915,48 +933,143 @@ func (t *translator) finish(opt TranslateOptions) {
 		if len(is.extra) > 0 {
 			t.warns = append(t.warns, fmt.Sprintf("scitokens.cfg [Issuer %s]: %s not mapped (hepcache maps token subjects and groups itself, docs/security.md)", is.name, strings.Join(is.extra, ", ")))
 		}
-		for _, bp := range is.basePaths {
-			t.grants[bp] = appendNew(t.grants[bp], "scope")
+		if is.strategy != "" {
+			t.warns = append(t.warns, fmt.Sprintf("scitokens.cfg [Issuer %s]: authorization_strategy = %s translated as XRootD 5.7 and later define it (scopes grant only with capability; groups count only with group; mapping names a local user, which hepcache's rules do not use); XRootD 5.5 and 5.6 ignore the key and authorize with scopes and groups", is.name, is.strategy))
 		}
-	}
-	// Exports: without authorization every exported path is readable by
-	// anyone; with it, the grants decide. Either way a path outside the
-	// exports has no rule, which refuses it once any rule exists.
-	onlyRoot := len(t.exports) == 0 || (len(t.exports) == 1 && t.exports[0] == "/")
-	if !t.authorize && !onlyRoot {
-		for _, e := range t.exports {
-			t.grants[e] = appendNew(t.grants[e], "anonymous")
+		if is.groupsClaim != "" && is.groupsClaim != "wlcg.groups" {
+			t.warns = append(t.warns, fmt.Sprintf("scitokens.cfg [Issuer %s]: groups_claim = %s: hepcache reads groups from wlcg.groups only; this issuer's groups are ignored", is.name, is.groupsClaim))
 		}
+		kept = append(kept, is)
 	}
-	// Negative rights: XRootD takes them away from the identity at and
-	// below the path whatever else grants them. hepcache's rules only
-	// grant, so nobody reads there: exactly XCache's answer when everyone
-	// lost the right (u *), stricter otherwise.
-	deniedPaths := make([]string, 0, len(t.denied))
-	for p := range t.denied {
-		deniedPaths = append(deniedPaths, p)
+	t.issuers = kept
+	t.authRules()
+}
+
+// authRules translates the exports, the authdb and the SciTokens
+// configuration into t.rules, each deciding as XCache decided.
+//
+// Without authorization every exported path is readable by anyone. With
+// it, XRootD asks the SciTokens library first when it is loaded: a token
+// whose scope grants the request is allowed; otherwise its "onmissing"
+// decides: passthrough asks the authdb when the library was chained to it
+// (ofs.authlib ++), and refuses otherwise; allow allows; deny refuses
+// (XrdSciTokensAccess.cc, 5.5.3). Either way a path outside every export
+// has no rule, which refuses it once any rule exists; an export covers the
+// paths that start with it, as XRootD compares them (XrdOucPList).
+func (t *translator) authRules() {
+	exports := t.exports
+	onlyRoot := len(exports) == 0 || (len(exports) == 1 && exports[0] == "/")
+	if onlyRoot {
+		exports = []string{"/"}
 	}
-	sort.Strings(deniedPaths)
-	for _, dp := range deniedPaths {
-		for p := range t.grants {
-			if p != dp && pathUnder(dp, p) {
-				delete(t.grants, p)
+	if !t.authorize {
+		if !onlyRoot {
+			for _, e := range exports {
+				t.rules = append(t.rules, authRule{path: e, read: []string{"anonymous"}})
 			}
 		}
-		t.grants[dp] = []string{"none"}
-		if who := t.denied[dp]; len(who) != 1 || who[0] != "anonymous" {
-			t.warns = append(t.warns, fmt.Sprintf("acc.authdb takes read rights on %s away from %s: hepcache rules only grant, so nobody may read %s and below (stricter than XCache): grant there who may", dp, strings.Join(who, ", "), dp))
+		return
+	}
+	db := &authdb{}
+	scopes := false
+	paths := append([]string(nil), exports...)
+	if st := t.sciTokens; st != nil {
+		for _, is := range t.issuers {
+			scopes = scopes || is.uses("capability")
+			paths = append(paths, is.basePaths...)
 		}
+		switch {
+		case st.onMissing == "allow":
+			// Every request the tokens do not grant is allowed.
+			db.ids = []identity{{principal: "anonymous", what: "onmissing = allow", caps: []capability{{path: "/", pos: privAll}}}}
+			t.warns = append(t.warns, "scitokens.cfg onmissing = allow: XCache lets every client read, with or without a token; so does this translation (security.authorize is not set)")
+			t.authorize = false
+		case st.onMissing == "passthrough" && t.sciChained && t.authdb != nil:
+			db = t.authdb
+		case t.authdb != nil:
+			t.warns = append(t.warns, fmt.Sprintf("acc.authdb: not consulted by XCache (the SciTokens library is loaded without ++, or with onmissing = %s): only tokens' scopes grant, here as there", st.onMissing))
+		}
+	} else if t.authdb != nil {
+		db = t.authdb
+	}
+	widen := func(msg string) {
+		t.wider = appendNew(t.wider, msg)
+		t.warns = appendNew(t.warns, "LESS RESTRICTIVE: "+msg)
+	}
+	narrow := func(msg string) { t.warns = appendNew(t.warns, msg) }
+	for _, r := range db.rules(paths, widen, narrow) {
+		exported := false
+		for _, e := range exports {
+			exported = exported || strings.HasPrefix(r.path, e)
+		}
+		if !exported {
+			continue
+		}
+		if scopes {
+			r.read = append(r.read, "scope")
+		}
+		if len(r.read) == 0 {
+			r.read, r.deny = []string{"none"}, nil
+		}
+		t.rules = append(t.rules, r)
 	}
 	if t.authorize {
 		t.setDerived("security.authorize", "true", "ofs.authorize: requests are authorized; check refuses rules that open everything")
-		if len(t.grants) == 0 {
-			// XCache with authorization and no grant refuses everything.
-			t.grants["/"] = []string{"none"}
-			t.warns = append(t.warns, "ofs.authorize without readable grants: nobody may read (as XCache); write the [[security.rule]] tables for who may")
+	}
+	if len(t.rules) == 0 {
+		// XCache with authorization and no grant refuses everything.
+		t.rules = []authRule{{path: "/", read: []string{"none"}}}
+		t.warns = append(t.warns, "ofs.authorize without readable grants: nobody may read (as XCache); write the [[security.rule]] tables for who may")
+	}
+}
+
+// gsiIdentities decides which identities of gsi clients hepcache may use
+// to match XCache's: VOMS attributes only where XCache extracted them
+// (-vomsfun), grid-map names only where it mapped them (-gmapopt).
+func (t *translator) gsiIdentities() {
+	switch {
+	case t.vomsFun:
+		dir := t.vomsDir
+		if dir == "" {
+			dir = "/etc/grid-security/vomsdir"
+		}
+		t.setDerived("security.vomsdir", q(dir), "sec.protocol gsi -vomsfun: VOMS attributes (o, g and r lines of the authdb) come from verified attribute certificates")
+	case t.vomsDir != "":
+		t.warns = append(t.warns, "sec.protocol gsi -vomsdir without -vomsfun: XCache extracts no VOMS attributes, so they authorize nothing there: security.vomsdir is not set, and hepcache ignores them too")
+	}
+	switch {
+	case t.gmapOpt%10 == 0:
+		if t.gridmap != "" && !t.httpGridmap {
+			t.warns = append(t.warns, fmt.Sprintf("sec.protocol gsi -gmapopt:%d: the grid map is not used, so user names match no certificate; security.gridmap not set", t.gmapOpt))
+			t.gridmap = ""
+		}
+	case t.gridmap == "":
+		// gsi uses the default grid map when it exists (-gmapopt:1).
+		if _, err := os.Stat(defaultGridmap); err == nil {
+			t.gridmap = defaultGridmap
 		}
 	}
 }
+
+// gmapOption reads gsi's -gmapopt (a number or XRootD's names for them).
+func gmapOption(v string) int {
+	switch v {
+	case "nomap":
+		return 0
+	case "trymap":
+		return 1
+	case "usemap":
+		return 2
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 1
+	}
+	return n
+}
+
+// defaultGridmap is the grid map gsi reads without -gridmap.
+const defaultGridmap = "/etc/grid-security/grid-mapfile"
 
 // pathUnder reports whether p is dir or below it.
 func pathUnder(dir, p string) bool {
@@ -1084,6 +1197,12 @@ func (t *translator) render(name string) []byte {
 		if len(is.restrictedPaths) > 0 {
 			fmt.Fprintf(&b, "restricted_paths = %s\n", qlist(is.restrictedPaths))
 		}
+		if !is.uses("capability") {
+			fmt.Fprintf(&b, "# authorization_strategy = %s: no capability\nignore_scopes = true\n", is.strategy)
+		}
+		if !is.uses("group") || is.groupsClaim != "" && is.groupsClaim != "wlcg.groups" {
+			fmt.Fprintf(&b, "# authorization_strategy = %s, groups_claim = %s: the token's wlcg.groups do not count\nignore_groups = true\n", is.strategy, is.groupsClaim)
+		}
 		if len(is.basePaths) > 0 {
 			fmt.Fprintf(&b, "base_path = %s\n", q(is.basePaths[0]))
 			if len(is.basePaths) > 1 {
@@ -1091,13 +1210,11 @@ func (t *translator) render(name string) []byte {
 			}
 		}
 	}
-	paths := make([]string, 0, len(t.grants))
-	for p := range t.grants {
-		paths = append(paths, p)
-	}
-	sort.Strings(paths)
-	for _, p := range paths {
-		fmt.Fprintf(&b, "\n# from the exports, acc.authdb and scitokens.cfg base paths\n[[security.rule]]\npath = %s\nread = %s\n", q(p), qlist(t.grants[p]))
+	for _, r := range t.rules {
+		fmt.Fprintf(&b, "\n# from the exports, acc.authdb and scitokens.cfg; as XRootD, path covers every path that starts with it\n[[security.rule]]\npath = %s\nmatch = \"prefix\"\nread = %s\n", q(r.path), qlist(r.read))
+		if len(r.deny) > 0 {
+			fmt.Fprintf(&b, "deny = %s\n", qlist(r.deny))
+		}
 	}
 	return []byte(b.String())
 }

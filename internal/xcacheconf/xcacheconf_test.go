@@ -44,7 +44,9 @@ func TestTranslate(t *testing.T) {
 			eq(t, "security.gsi", c.Security.GSI, true)
 			eq(t, "security.require_auth", c.Security.RequireAuth, true)
 			eq(t, "security.require_tls", c.Security.RequireTLS, false) // capable all
-		}, warns: []string{"pss.namelib", "[[map]]", "gridmap"}},
+			eq(t, "security.gridmap", c.Security.GridMap, "/etc/grid-security/grid-mapfile")
+			eq(t, "security.vomsdir", c.Security.VOMSDir, "/etc/grid-security/vomsdir") // -vomsfun:default
+		}, warns: []string{"pss.namelib", "[[map]]"}},
 		{name: "cms", check: func(t *testing.T, c *config.Config) {
 			eq(t, "origin.default", c.Origin.Default, "root://cms-xrd-global.cern.ch:1094")
 			eq(t, "server.http_listen", c.Server.HTTPListen, ":8443")
@@ -58,11 +60,14 @@ func TestTranslate(t *testing.T) {
 			for _, r := range c.Security.Rules {
 				rules[r.Path] = strings.Join(r.Read, " ")
 			}
+			// Every line whose first path starts the request's adds to it
+			// (XRootD's union), not only the longest.
 			eq(t, "rule /store", rules["/store"], "group:/cms user:cmsprod")
-			eq(t, "rule /store/mc", rules["/store/mc"], "vo:cms")
-			eq(t, "rule /store/user", rules["/store/user"], "anonymous")
-			eq(t, "rule /store/group", rules["/store/group"], "anonymous")
-		}, warns: []string{"users cmsprod", "role \"production\"", "host \"*.example.org\"", "files' usage", "decision plugins", "does not speak unix"}},
+			eq(t, "rule /store/mc", rules["/store/mc"], "group:/cms org:cms user:cmsprod")
+			eq(t, "rule /store/user", rules["/store/user"], "group:/cms anonymous user:cmsprod")
+			eq(t, "rule /store/unmerged", rules["/store/unmerged"], "group:/cms user:cmsprod role:production")
+			eq(t, "rule /store/temp", rules["/store/temp"], "group:/cms user:cmsprod")
+		}, warns: []string{"users cmsprod", "h *.example.org grants read on /store/temp", "files' usage", "decision plugins", "does not speak unix"}},
 		{name: "pelican", check: func(t *testing.T, c *config.Config) {
 			eq(t, "server.listen", c.Server.Listen, ":8443")
 			eq(t, "server.http_listen", c.Server.HTTPListen, ":8444")
@@ -78,7 +83,7 @@ func TestTranslate(t *testing.T) {
 			for _, r := range c.Security.Rules {
 				rules[r.Path] = strings.Join(r.Read, " ")
 			}
-			eq(t, "rule /ospool/public", rules["/ospool/public"], "anonymous")
+			eq(t, "rule /ospool/public", rules["/ospool/public"], "anonymous scope") // a scope grants only under its base path
 			eq(t, "rule /ospool/protected", rules["/ospool/protected"], "scope")
 			eq(t, "log.level", c.Log.Level, "debug")
 		}, warns: []string{"throttle", "default_user", "md5"}},

@@ -71,6 +71,11 @@ type Issuer struct {
 	// scope reaches only into them (a broader scope is narrowed to them,
 	// one outside them is dropped). Default empty: no bound.
 	RestrictedPaths []string
+	// IgnoreScopes makes the issuer's storage scopes grant nothing, and
+	// IgnoreGroups its wlcg.groups count for nothing (XrdAccSciTokens'
+	// authorization_strategy without capability, without group). Default
+	// false: both count.
+	IgnoreScopes, IgnoreGroups bool
 }
 
 // Config configures a Verifier.
@@ -412,6 +417,9 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (*Claims, error) {
 	if len(is.cfg.RestrictedPaths) > 0 {
 		c.Scopes = restrict(c.Scopes, is.cfg.RestrictedPaths)
 	}
+	if is.cfg.IgnoreScopes {
+		c.Scopes = nil
+	}
 	c.OtherScopes = otherScopes(rc.Scope)
 	switch {
 	case rc.WLCGVer != "":
@@ -423,6 +431,9 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (*Claims, error) {
 		if !strings.HasPrefix(g, "/") {
 			return nil, fmt.Errorf("token of %s: group %q is not a path: %w", rc.Iss, g, ErrInvalid)
 		}
+	}
+	if is.cfg.IgnoreGroups {
+		c.Groups = nil
 	}
 	return c, nil
 }
