@@ -26,10 +26,13 @@ only if both still match, so a disk that is not mounted is refused instead of
 its bare mount point being filled. Run it once per disk: at the first start, for
 a new or replaced disk, or after a disk moved. Files already on a disk are kept.
 The server must be stopped. Run as root, what it creates goes to the service
-user (--user, or `+serviceUser+` for the packaged config), as serve will write there.`, "hepcache disk init [--user NAME] [--cache-dir DIR | --config FILE (default "+defaultConfigPath+")] DATA-DIR...")
+user (--user, or `+serviceUser+` for the packaged config), as serve will write there.
+A data directory on the file system of the cache directory or of / is refused
+(the empty mount point of a disk not mounted is there) unless --same-filesystem.`, "hepcache disk init [--user NAME] [--same-filesystem] [--cache-dir DIR | --config FILE (default "+defaultConfigPath+")] DATA-DIR...")
 	dir := fs.String("cache-dir", "", "cache directory (or use --config)")
 	owner := fs.String("user", "", "as root, give what is created to this `USER`, the one serve runs as (default "+serviceUser+" for "+defaultConfigPath+")")
 	cfgPath := fs.String("config", "", "config file to take cache.dir and cache.data_dirs from")
+	sameFS := fs.Bool("same-filesystem", false, "take a data directory on the file system of the cache directory or of / (a test; not a disk of its own)")
 	if len(args) > 0 && args[0] != "init" && args[0] != "-h" && args[0] != "--help" {
 		fs.Usage()
 		return fmt.Errorf("unknown disk command %q (want init)", args[0])
@@ -68,11 +71,19 @@ user (--user, or `+serviceUser+` for the packaged config), as serve will write t
 	if err != nil {
 		return err
 	}
+	if !*sameFS {
+		// Before anything is made: a bare mount point is refused.
+		for _, dd := range fs.Args() {
+			if err := cache.CheckOwnDisk(d, filepath.Clean(dd)); err != nil {
+				return err
+			}
+		}
+	}
 	if u != nil {
 		// Root for the service user: the directories are made here, by
 		// descriptor and given to u as they are made; the rest runs as u,
 		// so that everything else it creates is u's from the start.
-		return diskInitAs(u, d, *cfgPath, known, fs.Args())
+		return diskInitAs(u, d, *cfgPath, known, fs.Args(), *sameFS)
 	}
 	if _, err := trustedDir(d, -1); err != nil {
 		return fmt.Errorf("cache dir: %w", err)
@@ -103,7 +114,7 @@ user (--user, or `+serviceUser+` for the packaged config), as serve will write t
 // cache of u at cacheDir: it makes the directories as root (each resolved
 // by descriptor, disk.OpenTrusted, and given to u when made or when it is
 // root's), then runs disk init again as u (asuser) for the rest.
-func diskInitAs(u *user.User, cacheDir, cfgPath string, known, dataDirs []string) error {
+func diskInitAs(u *user.User, cacheDir, cfgPath string, known, dataDirs []string, sameFS bool) error {
 	cred, err := asuser.Creds(u)
 	if err != nil {
 		return err
@@ -124,6 +135,9 @@ func diskInitAs(u *user.User, cacheDir, cfgPath string, known, dataDirs []string
 		}
 	}
 	args := []string{"disk", "init"}
+	if sameFS {
+		args = append(args, "--same-filesystem")
+	}
 	if cfgPath != "" {
 		args = append(args, "--config", cfgPath)
 	} else {

@@ -103,7 +103,7 @@ func TestDataDisksFailAndServe(t *testing.T) {
 func TestDiskInitCreatesCacheDir(t *testing.T) {
 	cacheDir := filepath.Join(t.TempDir(), "not", "yet")
 	disk := t.TempDir()
-	out, err := exec.Command(hepcacheBin, "disk", "init", "--cache-dir", cacheDir, disk).CombinedOutput()
+	out, err := exec.Command(hepcacheBin, "disk", "init", "--same-filesystem", "--cache-dir", cacheDir, disk).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "data dir "+disk+": wrote a new marker") {
 		t.Fatalf("disk init on a new cache dir: %v\n%s", err, out)
 	}
