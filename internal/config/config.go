@@ -336,7 +336,7 @@ func Default() *Config {
 			NotFoundTTLByOrigin: map[string]Duration{}, S3Connections: 64, FailureLogInterval: Duration(60e9)},
 		Log:      LogConfig{Level: "info"},
 		Cluster:  defaultCluster(),
-		Security: SecurityConfig{ClockSkew: Duration(60e9)},
+		Security: SecurityConfig{ClockSkew: Duration(60e9), CRL: "try", CRLRefresh: Duration(24 * time.Hour)},
 		Prestage: PrestageConfig{Workers: 4, MaxQueued: 100000, MaxListMemory: Size(64 << 20)},
 		Monitor:  defaultMonitor(),
 		Cmsd:     defaultCmsd(),

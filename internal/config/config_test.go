@@ -33,7 +33,7 @@ func withEmptyLists(c *Config) *Config {
 	c.Origin.ForwardAllow = []string{}
 	c.Origin.Fallback = []string{}
 	c.Cluster.Join = []string{}
-	c.Security.CAPaths, c.Security.VOMSTargets, c.Security.Audiences, c.Security.OriginCAPaths, c.Security.AllowHosts = []string{}, []string{}, []string{}, []string{}, []string{}
+	c.Security.CAPaths, c.Security.VOMSTargets, c.Security.Audiences, c.Security.OriginCAPaths, c.Security.AllowHosts, c.Security.CRLDirs = []string{}, []string{}, []string{}, []string{}, []string{}, []string{}
 	return c
 }
 

@@ -46,6 +46,22 @@ type SecurityConfig struct {
 	VOMSDir string `toml:"vomsdir"`
 	// VOMSTargets are this service's host names for ACs with targets.
 	VOMSTargets []string `toml:"voms_targets"`
+	// VOMSRequired refuses a certificate without verified VOMS attributes
+	// (XrdSecgsi's -vomsat:require). Needs vomsdir. Default false.
+	VOMSRequired bool `toml:"voms_required"`
+	// CRL is how client certificates (https and gsi) are checked against
+	// their CA's revocation list, XrdSecgsi's -crl levels: "ignore", "try"
+	// (default: a CA's CRL is used when there is one; a revoked
+	// certificate is refused; a CRL that does not verify fails its CA),
+	// "use" (every CA must have a CRL) or "require" (and it must not have
+	// expired).
+	CRL string `toml:"crl"`
+	// CRLDirs hold the CRL files (*.r0, as fetch-crl writes them beside
+	// the CA files). Default: the directories of ca_paths.
+	CRLDirs []string `toml:"crl_dirs"`
+	// CRLRefresh is how often the CRL files are read again (also on
+	// SIGHUP). Default 24h, as XRootD.
+	CRLRefresh Duration `toml:"crl_refresh"`
 	// Audiences are the token "aud" values this cache accepts (its URLs,
 	// or "https://wlcg.cern.ch/jwt/v1/any"), for issuers without their own.
 	Audiences []string `toml:"audiences"`
@@ -170,6 +186,17 @@ func (s *SecurityConfig) validate(bad func(key string, val any, allowed string))
 	}
 	if s.VOMSDir != "" && len(s.CAPaths) == 0 {
 		bad("security.vomsdir", s.VOMSDir, "needs security.ca_paths (VOMS attributes come with client certificates)")
+	}
+	switch s.CRL {
+	case "", "ignore", "try", "use", "require":
+	default:
+		bad("security.crl", fmt.Sprintf("%q", s.CRL), `"ignore", "try", "use" or "require" (XrdSecgsi's -crl:0 to 3)`)
+	}
+	if s.VOMSRequired && s.VOMSDir == "" {
+		bad("security.voms_required", true, "needs security.vomsdir")
+	}
+	if s.CRLRefresh < 0 {
+		bad("security.crl_refresh", s.CRLRefresh, "a positive duration")
 	}
 	if s.ClockSkew < 0 || time.Duration(s.ClockSkew) > 10*time.Minute {
 		bad("security.clock_skew", s.ClockSkew, "0s to 10m")

@@ -10,12 +10,16 @@ import (
 	"time"
 
 	"github.com/hepcache/hepcache/internal/auth/credential"
+	"github.com/hepcache/hepcache/internal/auth/crl"
 	"github.com/hepcache/hepcache/internal/auth/gsi"
 	"github.com/hepcache/hepcache/internal/auth/token"
 	"github.com/hepcache/hepcache/internal/authz"
 	"github.com/hepcache/hepcache/internal/config"
 	"github.com/hepcache/hepcache/internal/tlsconf"
 )
+
+// crlModes are security.crl's values; "" is XRootD's default, try.
+var crlModes = map[string]crl.Mode{"": crl.Try, "ignore": crl.Ignore, "try": crl.Try, "use": crl.Use, "require": crl.Require}
 
 // FromConfig translates the [security] section into a Config.
 func FromConfig(c *config.SecurityConfig, log *slog.Logger) *Config {
@@ -28,6 +32,8 @@ func FromConfig(c *config.SecurityConfig, log *slog.Logger) *Config {
 		CAPaths:               c.CAPaths,
 		VOMSDir:               c.VOMSDir,
 		VOMSTargets:           c.VOMSTargets,
+		VOMSRequired:          c.VOMSRequired,
+		CRL:                   crl.Config{Mode: crlModes[c.CRL], Dirs: c.CRLDirs, Refresh: time.Duration(c.CRLRefresh)},
 		ClockSkew:             time.Duration(c.ClockSkew),
 		Logger:                log,
 

@@ -11,9 +11,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
+	"github.com/hepcache/hepcache/internal/auth/crl"
 	"github.com/hepcache/hepcache/internal/auth/gridmap"
 	"github.com/hepcache/hepcache/internal/auth/gsi"
 	"github.com/hepcache/hepcache/internal/auth/token"
@@ -57,6 +60,11 @@ type Config struct {
 	VOMSDir string
 	// VOMSTargets are this service's host names, for ACs with targets.
 	VOMSTargets []string
+	// VOMSRequired refuses certificates without verified VOMS attributes.
+	VOMSRequired bool
+	// CRL checks client certificates against their CA's revocation list
+	// (Mode crl.Ignore: not checked); its Dirs default to CAPaths' dirs.
+	CRL crl.Config
 	// Rules are the authorization rules. Empty: everything is allowed.
 	Rules []authz.Rule
 	// GridMap is a grid-mapfile naming certificate subjects (the user:NAME
@@ -177,7 +185,23 @@ func (s *Security) loadX509() error {
 	if err != nil {
 		return err
 	}
-	xv, err := x509proxy.New(&x509proxy.Config{Roots: pool})
+	cc := s.cfg.CRL
+	if len(cc.Dirs) == 0 {
+		for _, p := range s.cfg.CAPaths {
+			if st, err := os.Stat(p); err == nil && !st.IsDir() {
+				p = filepath.Dir(p)
+			}
+			cc.Dirs = append(cc.Dirs, p)
+		}
+	}
+	crls, err := crl.New(&cc)
+	if err != nil {
+		return err
+	}
+	for _, p := range crls.Problems() {
+		s.log.Warn("security: CRL file not read", "problem", p)
+	}
+	xv, err := x509proxy.New(&x509proxy.Config{Roots: pool, CRL: crls})
 	if err != nil {
 		return err
 	}
@@ -271,6 +295,9 @@ func (s *Security) verifyChain(certs []*x509.Certificate) (*authz.Subject, error
 				return nil, err
 			}
 			sub.VOMS = attrs
+		}
+		if s.cfg.VOMSRequired && len(sub.VOMS) == 0 {
+			return nil, fmt.Errorf("certificate %s carries no VOMS attributes and this server requires them (voms_required)", ch.Subject)
 		}
 		return sub, nil
 	})

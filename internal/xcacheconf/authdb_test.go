@@ -236,3 +236,32 @@ func TestVOMSOnlyWhereXCacheExtractedIt(t *testing.T) {
 	_, c = translated(t, write(t, "xcache.cfg", base+gsi+" -vomsfun:/usr/lib64/libXrdVoms.so\n"), TranslateOptions{})
 	eq(t, "vomsdir with -vomsfun", c.Security.VOMSDir, "/etc/grid-security/vomsdir")
 }
+
+// TestGSIOptions: XrdSecgsi's options that decide who authenticates are
+// carried over (-crl, -crldir, -crlrefresh, -vomsat, -gmapopt) or fail
+// the translation (-dlgpxy, -crlext, -authzfun); none is dropped without
+// a word.
+func TestGSIOptions(t *testing.T) {
+	gsi := "sec.protocol gsi -certdir:/etc/grid-security/certificates -cert:/etc/c.pem -key:/etc/k.pem "
+	res, c := translated(t, write(t, "xcache.cfg", base+gsi+"-crl:require,updt -crldir:/etc/crls -crlrefresh:3600 -vomsfun:default -vomsat:require -gmapopt:2 -gridmap:/etc/gm -cipher:aes-256-cbc\n"), TranslateOptions{})
+	eq(t, "crl", c.Security.CRL, "require")
+	eq(t, "crl_dirs", strings.Join(c.Security.CRLDirs, " "), "/etc/crls")
+	eq(t, "crl_refresh", c.Security.CRLRefresh.String(), "1h0m0s")
+	eq(t, "voms_required", c.Security.VOMSRequired, true)
+	eq(t, "gridmap_required", c.Security.GridMapRequired, true)
+	w := strings.Join(res.Warnings, "\n")
+	for _, want := range []string{"fetch-crl", "-cipher"} {
+		if !strings.Contains(w, want) {
+			t.Errorf("no warning mentions %q:\n%s", want, w)
+		}
+	}
+	_, c = translated(t, write(t, "xcache.cfg", base+gsi+"-crl:0\n"), TranslateOptions{})
+	eq(t, "crl", c.Security.CRL, "ignore")
+	_, c = translated(t, write(t, "xcache.cfg", base+gsi+"\n"), TranslateOptions{})
+	eq(t, "crl by default", c.Security.CRL, "try") // XRootD's default, hepcache's
+	for _, opt := range []string{"-dlgpxy:request", "-crlext:.pem", "-authzfun:libXrdSecgsiAUTHZVO.so"} {
+		if _, err := Translate(write(t, "xcache.cfg", base+gsi+opt+"\n"), TranslateOptions{}); !errors.Is(err, ErrWider) {
+			t.Errorf("%s: %v", opt, err)
+		}
+	}
+}

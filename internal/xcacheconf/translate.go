@@ -103,6 +103,8 @@ type translator struct {
 	vomsFun bool
 	vomsDir string
 	gmapOpt int
+	// vomsAt is gsi's -vomsat; gmapFun its -gmapfun.
+	vomsAt, gmapFun string
 	// httpGridmap: the grid map came from http.gridmap.
 	httpGridmap      bool
 	gridmap          string
@@ -772,12 +774,46 @@ func (t *translator) secProtocol(d Directive) {
 				t.setGridmap(d, v, false)
 			case "gmapopt":
 				t.gmapOpt = gmapOption(v)
-				// 2: a proxy whose DN the grid map lacks is refused.
-				if t.gmapOpt == 2 {
-					t.setGridmap(d, t.gridmap, true)
+				t.mapped++
+				if t.gmapOpt >= 10 {
+					t.warn(d, "-gmapopt:%s names a certificate the grid map does not name by its DN: hepcache's user: principals are grid-map names (dn: names DNs); authdb u lines naming DNs are not carried", v)
 				}
-			case "vomsfunparms", "gmapfun", "authzfun", "authzfunparms":
-				t.warn(d, "option %s: plugins do not load into hepcache; VOMS attributes are verified against security.vomsdir", k)
+			case "crl":
+				t.gsiCRL(d, v)
+			case "crldir":
+				t.set("security.crl_dirs", qlist(strings.Split(v, ",")), d, "where the CRL files are")
+			case "crlext":
+				if v != ".r0" {
+					t.widen(d, "-crlext:%s: hepcache reads CRL files named *.r0 only; rename them (fetch-crl writes .r0) and drop the option", v)
+				}
+			case "crlrefresh":
+				if n, err := strconv.Atoi(v); err == nil && n > 0 {
+					t.set("security.crl_refresh", q((time.Duration(n) * time.Second).String()), d, "CRL files are read again this often")
+				}
+			case "dlgpxy":
+				if v != "0" && v != "ignore" {
+					t.widen(d, "-dlgpxy:%s: XCache asks clients for a delegated proxy, with which it may read from the origin as the client; hepcache reads with its own credential (origin_cert), so what the origin refuses a client would be read for it", v)
+				}
+			case "vomsat":
+				t.vomsAt = v
+				t.mapped++
+			case "authzfun":
+				t.widen(d, "-authzfun:%s: an authorization plugin refusing proxies does not load into hepcache: what it refused is not refused", v)
+			case "gmapfun":
+				t.gmapFun = v
+				t.mapped++
+			case "ca":
+				if v == "0" || v == "noverify" {
+					t.warn(d, "-ca:%s: XCache does not verify the CA certificates; hepcache always verifies client certificates against security.ca_paths (stricter)", v)
+				} else {
+					t.note(d)
+				}
+			case "cipher", "md":
+				t.warn(d, "-%s: hepcache's gsi uses AES-128-CBC and SHA-256 as XRootD 5's clients do; clients limited to others cannot authenticate (stricter)", k)
+			case "d", "c", "exppxy", "authzpxy", "authzcall", "authzto", "authzfunparms", "gmapto", "gmapfunparms", "vomsfunparms", "moninfo", "defaulthash", "trustdns":
+				t.note(d) // logging, crypto module, plugin parameters, caches: no effect on who may read
+			default:
+				t.warn(d, "option %s: unknown to XrdSecgsi 5.5.3 (it ignores it): ignored", k)
 			}
 		}
 	default:
@@ -1028,6 +1064,26 @@ func (t *translator) authRules() {
 // (-vomsfun), grid-map names only where it mapped them (-gmapopt).
 func (t *translator) gsiIdentities() {
 	switch {
+	case t.vomsFun && (t.vomsAt == "2" || t.vomsAt == "require"):
+		t.setDerived("security.voms_required", "true", "sec.protocol gsi -vomsat:require: a proxy without VOMS attributes is refused")
+	case !t.vomsFun && t.vomsAt != "":
+		t.warns = append(t.warns, "sec.protocol gsi -vomsat:"+t.vomsAt+" without -vomsfun: XrdSecgsi 5.5.3 extracts no VOMS attributes without the plugin, so the option has no effect there; nor here")
+	}
+	if t.gmapFun != "" {
+		if t.gmapOpt%10 == 2 {
+			t.wider = append(t.wider, "sec.protocol gsi -gmapfun:"+t.gmapFun+" with -gmapopt:2: a proxy the plugin does not map is refused by XCache; the plugin does not load into hepcache")
+			t.warns = append(t.warns, "LESS RESTRICTIVE: sec.protocol gsi -gmapfun:"+t.gmapFun+": a mapping plugin does not load into hepcache")
+		} else {
+			t.warns = append(t.warns, "sec.protocol gsi -gmapfun:"+t.gmapFun+": a mapping plugin does not load into hepcache: only the grid map names certificates")
+		}
+	}
+	if t.gmapOpt%10 == 2 {
+		t.gridmapRequired = true
+		if t.gridmap == "" {
+			t.gridmap = defaultGridmap
+		}
+	}
+	switch {
 	case t.vomsFun:
 		dir := t.vomsDir
 		if dir == "" {
@@ -1051,6 +1107,20 @@ func (t *translator) gsiIdentities() {
 	}
 }
 
+// gsiCRL carries gsi's -crl:N (a number or XRootD's name for it).
+func (t *translator) gsiCRL(d Directive, v string) {
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		n = map[string]int{"ignore": 0, "try": 1, "use": 2, "use,updt": 12, "require": 3, "require,updt": 13}[v]
+	}
+	if n >= 10 {
+		t.warn(d, "-crl:%s also downloads a missing CRL from the URL of its CA; hepcache reads the CRL files only (keep fetch-crl running)", v)
+		n %= 10
+	}
+	name := []string{"ignore", "try", "use", "require"}[max(0, min(n, 3))]
+	t.set("security.crl", q(name), d, "revocation lists checked as XrdSecgsi's -crl:"+strconv.Itoa(n)+", for https client certificates as well")
+}
+
 // gmapOption reads gsi's -gmapopt (a number or XRootD's names for them).
 func gmapOption(v string) int {
 	switch v {
@@ -1060,6 +1130,10 @@ func gmapOption(v string) int {
 		return 1
 	case "usemap":
 		return 2
+	case "nomap,usedn":
+		return 10
+	case "trymap,usedn":
+		return 11
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil {

@@ -15,6 +15,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/hepcache/hepcache/internal/auth/crl"
 )
 
 // ErrInvalid marks a chain that does not verify. Check with errors.Is.
@@ -50,11 +52,15 @@ type Config struct {
 	Roots *x509.CertPool
 	// MaxProxies bounds the proxy certificates in a chain. Default 10.
 	MaxProxies int
+	// CRL checks the end-entity certificate against its CA's revocation
+	// list. Nil: revocation is not checked.
+	CRL *crl.Checker
 }
 
 // Verifier verifies client chains. Safe for concurrent use.
 type Verifier struct {
 	roots      *x509.CertPool
+	crl        *crl.Checker
 	maxProxies int
 	now        func() time.Time
 }
@@ -68,7 +74,7 @@ func newVerifier(cfg *Config, now func() time.Time) (*Verifier, error) {
 	if cfg.Roots == nil {
 		return nil, errors.New("x509proxy: no CA pool")
 	}
-	v := &Verifier{roots: cfg.Roots, maxProxies: cfg.MaxProxies, now: now}
+	v := &Verifier{roots: cfg.Roots, crl: cfg.CRL, maxProxies: cfg.MaxProxies, now: now}
 	if v.maxProxies == 0 {
 		v.maxProxies = defaultMaxProxies
 	}
@@ -139,6 +145,9 @@ func (v *Verifier) Verify(certs []*x509.Certificate) (*Chain, error) {
 		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	})
 	if err != nil {
+		return nil, fmt.Errorf("certificate %s: %w", MustDN(eeCert.RawSubject), errors.Join(ErrInvalid, err))
+	}
+	if err := v.crl.Check(paths[0]); err != nil {
 		return nil, fmt.Errorf("certificate %s: %w", MustDN(eeCert.RawSubject), errors.Join(ErrInvalid, err))
 	}
 	ch := &Chain{EndEntity: eeCert, CAChain: paths[0], Subject: MustDN(eeCert.RawSubject), NotAfter: eeCert.NotAfter}
