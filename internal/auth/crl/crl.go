@@ -7,6 +7,7 @@ package crl
 
 import (
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -68,9 +69,19 @@ type Checker struct {
 
 	// mu protects lists and loaded, replaced as a whole by a reload.
 	mu     sync.Mutex
-	lists  map[string][]*x509.RevocationList // by raw issuer name
-	bad    []string                          // files that could not be read
+	lists  map[string][]*list // by issuer name
+	bad    []string           // files that could not be read
 	loaded time.Time
+}
+
+// list is one CRL file, version 1 (as openssl ca -gencrl writes without
+// CRL extensions) or 2.
+type list struct {
+	issuer     string // pkix.Name.String() of the issuer
+	this, next time.Time
+	revoked    map[string]time.Time // serial (decimal) -> revocation time
+	// verify checks the list's signature with ca's key.
+	verify func(ca *x509.Certificate) error
 }
 
 // New reads the CRL files once and returns a Checker.
@@ -96,7 +107,7 @@ func New(cfg *Config) (*Checker, error) {
 
 // reload reads every CRL file of the directories.
 func (c *Checker) reload() error {
-	lists := map[string][]*x509.RevocationList{}
+	lists := map[string][]*list{}
 	var bad []string
 	for _, dir := range c.cfg.Dirs {
 		ents, err := os.ReadDir(dir)
@@ -113,8 +124,7 @@ func (c *Checker) reload() error {
 				bad = append(bad, fmt.Sprintf("%s: %v", p, err))
 				continue
 			}
-			k := string(l.RawIssuer)
-			lists[k] = append(lists[k], l)
+			lists[l.issuer] = append(lists[l.issuer], l)
 		}
 	}
 	c.mu.Lock()
@@ -124,7 +134,7 @@ func (c *Checker) reload() error {
 }
 
 // readCRL reads a PEM or DER CRL file.
-func readCRL(p string) (*x509.RevocationList, error) {
+func readCRL(p string) (*list, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		return nil, err
@@ -144,7 +154,27 @@ func readCRL(p string) (*x509.RevocationList, error) {
 	if blk, _ := pem.Decode(b); blk != nil {
 		b = blk.Bytes
 	}
-	return x509.ParseRevocationList(b)
+	if rl, err := x509.ParseRevocationList(b); err == nil {
+		l := &list{issuer: rl.Issuer.String(), this: rl.ThisUpdate, next: rl.NextUpdate, revoked: map[string]time.Time{}, verify: rl.CheckSignatureFrom}
+		for _, r := range rl.RevokedCertificateEntries {
+			l.revoked[r.SerialNumber.String()] = r.RevocationTime
+		}
+		return l, nil
+	}
+	// crypto/x509's parser takes version 2 only; OpenSSL, and so XRootD,
+	// take version 1 too (openssl ca -gencrl without CRL extensions).
+	cl, err := x509.ParseDERCRL(b) //nolint:staticcheck // the one parser of version 1
+	if err != nil {
+		return nil, err
+	}
+	var n pkix.Name
+	n.FillFromRDNSequence(&cl.TBSCertList.Issuer)
+	l := &list{issuer: n.String(), this: cl.TBSCertList.ThisUpdate, next: cl.TBSCertList.NextUpdate, revoked: map[string]time.Time{},
+		verify: func(ca *x509.Certificate) error { return ca.CheckCRLSignature(cl) }} //nolint:staticcheck
+	for _, r := range cl.TBSCertList.RevokedCertificates {
+		l.revoked[r.SerialNumber.String()] = r.RevocationTime
+	}
+	return l, nil
 }
 
 // Check checks path, a verified chain (end-entity certificate first, root
@@ -167,32 +197,31 @@ func (c *Checker) Check(path []*x509.Certificate) error {
 		}
 	}
 	c.mu.Lock()
-	cands := c.lists[string(path[0].RawIssuer)]
+	cands := c.lists[path[0].Issuer.String()]
 	c.mu.Unlock()
 	cert, ca := path[0], path[1]
-	var valid *x509.RevocationList
+	var valid *list
 	for _, l := range cands {
-		if err := l.CheckSignatureFrom(ca); err != nil {
+		if err := l.verify(ca); err != nil {
 			// A list naming this CA that the CA did not sign fails the
 			// CA, as XrdSecgsi's VerifyCRL.
 			return fmt.Errorf("the CRL of CA %s does not verify (%v): %w", ca.Subject, err, ErrNoCRL)
 		}
-		if valid == nil || l.ThisUpdate.After(valid.ThisUpdate) {
+		if valid == nil || l.this.After(valid.this) {
 			valid = l
 		}
 	}
+	now := c.now()
 	switch {
 	case valid == nil && c.cfg.Mode >= Use:
 		return fmt.Errorf("CA %s has no CRL (a file *%s beside the CA files; fetch-crl writes them) and this server requires one: %w", ca.Subject, c.cfg.Ext, ErrNoCRL)
 	case valid == nil:
 		return nil
-	case c.cfg.Mode >= Require && !valid.NextUpdate.IsZero() && c.now().After(valid.NextUpdate):
-		return fmt.Errorf("the CRL of CA %s expired at %s and this server requires a current one: %w", ca.Subject, valid.NextUpdate.UTC().Format(time.RFC3339), ErrNoCRL)
+	case c.cfg.Mode >= Require && !valid.next.IsZero() && now.After(valid.next):
+		return fmt.Errorf("the CRL of CA %s expired at %s and this server requires a current one: %w", ca.Subject, valid.next.UTC().Format(time.RFC3339), ErrNoCRL)
 	}
-	for _, r := range valid.RevokedCertificateEntries {
-		if r.SerialNumber.Cmp(cert.SerialNumber) == 0 {
-			return fmt.Errorf("certificate %s (serial %s) was revoked by its CA at %s: %w", cert.Subject, cert.SerialNumber, r.RevocationTime.UTC().Format(time.RFC3339), ErrRevoked)
-		}
+	if at, ok := valid.revoked[cert.SerialNumber.String()]; ok && !now.Before(at) {
+		return fmt.Errorf("serial %s was revoked by its CA at %s: %w", cert.SerialNumber, at.UTC().Format(time.RFC3339), ErrRevoked)
 	}
 	return nil
 }
