@@ -81,8 +81,9 @@ type SecurityConfig struct {
 	Authorize bool `toml:"authorize"`
 	// AllowHosts lists the client addresses that may connect (root:// and
 	// HTTP): an IP address, a CIDR block ("10.0.0.0/8"), a host name, or a
-	// domain ("*.site.example" or ".site.example", matched against the
-	// client's reverse DNS name, confirmed forward). Others are
+	// name with one * anywhere, as XRootD's xrd.allow ("*.site.example",
+	// ".site.example", "wn*.t2.site.example"), matched against the
+	// client's reverse DNS name, confirmed forward. Others are
 	// disconnected at once. Default empty: every address may connect.
 	AllowHosts []string `toml:"allow_hosts"`
 	// GridMap is a grid-mapfile ("DN" name per line) naming certificate
@@ -336,8 +337,10 @@ func CheckHostPattern(h string) error {
 		if _, _, err := net.ParseCIDR(h); err != nil {
 			return fmt.Errorf("not a CIDR block: %w", err)
 		}
-	case strings.Contains(h[1:], "*"):
-		return fmt.Errorf("a wildcard only as the first label (*.site.example)")
+	case strings.HasPrefix(h, "+"):
+		return fmt.Errorf("%s is a netgroup: hepcache does not resolve netgroups; list its hosts, domains or address blocks", h)
+	case strings.Count(h, "*") > 1:
+		return fmt.Errorf("one * at most, as XRootD's host patterns (wn*.site.example)")
 	}
 	return nil
 }

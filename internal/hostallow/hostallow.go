@@ -25,7 +25,10 @@ type Resolver interface {
 type List struct {
 	nets    []*net.IPNet
 	hosts   []string // exact names, lower case, no trailing dot
-	domains []string // ".site.example"
+	// patterns have one '*' (XRootD's xrd.allow host patterns): a name
+	// matches with the prefix before it and the suffix after it
+	// ("wn*.t2.example.edu", "*.site.example"; ".site.example" is "*.site.example").
+	patterns []pattern
 	res     Resolver
 	timeout time.Duration
 	ttl     time.Duration
@@ -33,6 +36,12 @@ type List struct {
 	// mu protects names.
 	mu    sync.Mutex
 	names map[string]cached // IP -> its confirmed names
+}
+
+type pattern struct{ prefix, suffix string }
+
+func (p pattern) match(name string) bool {
+	return len(name) >= len(p.prefix)+len(p.suffix) && strings.HasPrefix(name, p.prefix) && strings.HasSuffix(name, p.suffix)
 }
 
 type cached struct {
@@ -67,12 +76,13 @@ func New(patterns []string, res Resolver) (*List, error) {
 				ip, bits = ip.To4(), 32
 			}
 			l.nets = append(l.nets, &net.IPNet{IP: ip, Mask: net.CIDRMask(bits, bits)})
-		case strings.HasPrefix(p, "*."):
-			l.domains = append(l.domains, p[1:])
 		case strings.HasPrefix(p, "."):
-			l.domains = append(l.domains, p)
-		case p == "" || strings.Contains(p, "*"):
-			return nil, fmt.Errorf("allow_hosts %q: an address, CIDR block, host name or *.domain", p)
+			l.patterns = append(l.patterns, pattern{suffix: p})
+		case strings.Count(p, "*") == 1:
+			pre, suf, _ := strings.Cut(p, "*")
+			l.patterns = append(l.patterns, pattern{pre, suf})
+		case p == "" || strings.Contains(p, "*") || strings.HasPrefix(p, "+"):
+			return nil, fmt.Errorf("allow_hosts %q: an address, CIDR block, host name or a name with one * (wn*.site.example, *.site.example)", p)
 		default:
 			l.hosts = append(l.hosts, p)
 		}
@@ -89,7 +99,7 @@ func (l *List) Allowed(ctx context.Context, ip net.IP) bool {
 			return true
 		}
 	}
-	if len(l.hosts) == 0 && len(l.domains) == 0 {
+	if len(l.hosts) == 0 && len(l.patterns) == 0 {
 		return false
 	}
 	for _, name := range l.namesOf(ctx, ip) {
@@ -98,8 +108,8 @@ func (l *List) Allowed(ctx context.Context, ip net.IP) bool {
 				return true
 			}
 		}
-		for _, d := range l.domains {
-			if strings.HasSuffix(name, d) {
+		for _, p := range l.patterns {
+			if p.match(name) {
 				return true
 			}
 		}

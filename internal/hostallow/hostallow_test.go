@@ -16,6 +16,26 @@ type fakeDNS struct {
 func (f fakeDNS) LookupAddr(_ context.Context, a string) ([]string, error) { return f.ptr[a], nil }
 func (f fakeDNS) LookupHost(_ context.Context, h string) ([]string, error) { return f.host[h], nil }
 
+// TestPatterns: XRootD's host patterns, one * anywhere (issue 34: "xrd.allow
+// host wn*.t2.example.edu" was refused).
+func TestPatterns(t *testing.T) {
+	dns := fakeDNS{ptr: map[string][]string{}, host: map[string][]string{}}
+	for i, name := range []string{"wn12.t2.example.edu", "wn.t2.example.edu", "login.t2.example.edu", "wn3.t3.example.edu"} {
+		ip := "192.0.2." + string(rune('1'+i))
+		dns.ptr[ip] = []string{name + "."}
+		dns.host[name] = []string{ip}
+	}
+	l, err := New([]string{"wn*.t2.example.edu"}, dns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ip, want := range map[string]bool{"192.0.2.1": true, "192.0.2.2": true, "192.0.2.3": false, "192.0.2.4": false} {
+		if got := l.Allowed(context.Background(), net.ParseIP(ip)); got != want {
+			t.Errorf("%s (%s): allowed %v, want %v", ip, dns.ptr[ip], got, want)
+		}
+	}
+}
+
 func TestAllowed(t *testing.T) {
 	dns := fakeDNS{
 		ptr: map[string][]string{
@@ -51,7 +71,7 @@ func TestAllowed(t *testing.T) {
 			t.Errorf("%s: allowed %v, want %v", ip, got, want)
 		}
 	}
-	for _, bad := range []string{"a*b.example", "10.0.0.0/99", ""} {
+	for _, bad := range []string{"a*b*.example", "+trusted", "10.0.0.0/99", ""} {
 		if _, err := New([]string{bad}, dns); err == nil {
 			t.Errorf("%q accepted", bad)
 		}

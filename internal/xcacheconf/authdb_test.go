@@ -265,3 +265,19 @@ func TestGSIOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestAllowPatterns: XRootD's host patterns (one * anywhere) are carried;
+// an entry that cannot be (a netgroup) refuses its clients and is named,
+// and the translation fails only when no entry is left (every host could
+// connect), saying so.
+func TestAllowPatterns(t *testing.T) {
+	res, c := translated(t, write(t, "xcache.cfg", base+"xrd.allow host wn*.t2.example.edu\nxrd.allow host +trusted\nxrd.allow host *.cern.ch\n"), TranslateOptions{})
+	eq(t, "allow_hosts", strings.Join(c.Security.AllowHosts, " "), "wn*.t2.example.edu *.cern.ch")
+	if w := strings.Join(res.Warnings, "\n"); !strings.Contains(w, "+trusted") || !strings.Contains(w, "netgroup") || strings.Contains(w, "every host may connect") {
+		t.Errorf("warnings: %s", w)
+	}
+	_, err := Translate(write(t, "xcache.cfg", base+"xrd.allow netgroup trusted\n"), TranslateOptions{})
+	if !errors.Is(err, ErrWider) || !strings.Contains(err.Error(), "every host may connect") {
+		t.Errorf("only a netgroup: %v", err)
+	}
+}

@@ -110,6 +110,8 @@ type translator struct {
 	gridmap          string
 	gridmapRequired  bool
 	allowHosts       []string
+	allowLines       int      // xrd.allow directives read
+	allowDropped     []string // those not carried over
 	issuers          []issuer
 	audiences        []string
 	role, manager    string
@@ -942,8 +944,13 @@ func (t *translator) finish(opt TranslateOptions) {
 	if t.authdb != nil && len(t.authdb.users) > 0 && t.gridmap == "" {
 		t.warns = append(t.warns, fmt.Sprintf("acc.authdb grants users %s: as user:NAME principals they match certificates a grid map names; no grid map was configured, so they match no one (set security.gridmap)", strings.Join(t.authdb.users, ", ")))
 	}
-	if len(t.allowHosts) > 0 {
+	switch {
+	case len(t.allowHosts) > 0:
 		t.setDerived("security.allow_hosts", qlist(t.allowHosts), "xrd.allow: only these clients may connect")
+	case t.allowLines > 0:
+		msg := "xrd.allow: none of its entries could be carried over (" + strings.Join(t.allowDropped, "; ") + "): with none, every host may connect to hepcache; list them in security.allow_hosts"
+		t.wider = append(t.wider, msg)
+		t.warns = append(t.warns, "LESS RESTRICTIVE: "+msg)
 	}
 	// Tokens: issuers and audiences.
 	var auds []string
@@ -1166,23 +1173,29 @@ func (t *translator) setGridmap(d Directive, file string, required bool) {
 	t.mapped++
 }
 
-// allow maps xrd.allow {host PATTERN | netgroup NAME}.
+// allow maps xrd.allow {host PATTERN | netgroup NAME}. An entry hepcache
+// cannot carry refuses the clients it named (stricter); only when no entry
+// is left would every host be let in (finish widens then).
 func (t *translator) allow(d Directive) {
+	t.allowLines++
+	if len(d.Args) < 2 || d.Args[0] != "host" || config.CheckHostPattern(d.Args[1]) != nil {
+		t.allowDropped = append(t.allowDropped, d.Where()+" "+d.Text())
+	}
 	if len(d.Args) < 2 {
-		t.widen(d, "not understood: every host may connect")
+		t.warn(d, "not understood (xrd.allow host PATTERN): the clients it meant are refused")
 		return
 	}
 	switch d.Args[0] {
 	case "host":
-		h := strings.TrimPrefix(d.Args[1], "+")
+		h := d.Args[1]
 		if err := config.CheckHostPattern(h); err != nil {
-			t.widen(d, "host pattern %q not understood (%v): every host may connect", h, err)
+			t.warn(d, "host pattern %q not carried over (%v): the clients it names are refused", h, err)
 			return
 		}
 		t.allowHosts = appendNew(t.allowHosts, h)
 		t.mapped++
 	default:
-		t.widen(d, "hepcache allows clients by address, host name or domain, not by %s: every host may connect; list them in security.allow_hosts", d.Args[0])
+		t.warn(d, "hepcache allows clients by address, host name or pattern, not by %s (netgroups are not resolved): its clients are refused; list their hosts in security.allow_hosts", d.Args[0])
 	}
 }
 
