@@ -23,15 +23,15 @@ type Resolver interface {
 
 // List is a parsed allow-list. Safe for concurrent use.
 type List struct {
-	nets    []*net.IPNet
-	hosts   []string // exact names, lower case, no trailing dot
+	nets  []*net.IPNet
+	hosts []string // exact names, lower case, no trailing dot
 	// patterns have one '*' (XRootD's xrd.allow host patterns): a name
 	// matches with the prefix before it and the suffix after it
 	// ("wn*.t2.example.edu", "*.site.example"; ".site.example" is "*.site.example").
 	patterns []pattern
-	res     Resolver
-	timeout time.Duration
-	ttl     time.Duration
+	res      Resolver
+	timeout  time.Duration
+	ttl      time.Duration
 
 	// mu protects names.
 	mu    sync.Mutex
