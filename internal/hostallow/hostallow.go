@@ -12,6 +12,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -23,20 +24,27 @@ type Resolver interface {
 
 // List is a parsed allow-list. Safe for concurrent use.
 type List struct {
+	// rules are replaced as a whole by Set; no rules: every address.
+	rules   atomic.Pointer[rules]
+	res     Resolver
+	timeout time.Duration
+	ttl     time.Duration
+
+	mu    sync.Mutex
+	names map[string]cached // IP -> its confirmed names
+}
+
+// rules are the parsed patterns of a List.
+type rules struct {
 	nets  []*net.IPNet
 	hosts []string // exact names, lower case, no trailing dot
 	// patterns have one '*' (XRootD's xrd.allow host patterns): a name
 	// matches with the prefix before it and the suffix after it
 	// ("wn*.t2.example.edu", "*.site.example"; ".site.example" is "*.site.example").
 	patterns []pattern
-	res      Resolver
-	timeout  time.Duration
-	ttl      time.Duration
-
-	// mu protects names.
-	mu    sync.Mutex
-	names map[string]cached // IP -> its confirmed names
 }
+
+func (r *rules) empty() bool { return len(r.nets) == 0 && len(r.hosts) == 0 && len(r.patterns) == 0 }
 
 type pattern struct{ prefix, suffix string }
 
@@ -60,55 +68,71 @@ func New(patterns []string, res Resolver) (*List, error) {
 	if l.res == nil {
 		l.res = net.DefaultResolver
 	}
+	if err := l.Set(patterns); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// Set replaces the patterns (SIGHUP): connections accepted from now on are
+// checked against them; none lets every address in. On error the list is
+// unchanged. Safe for concurrent use.
+func (l *List) Set(patterns []string) error {
+	r := &rules{}
 	for _, p := range patterns {
 		p = strings.ToLower(strings.TrimSuffix(strings.TrimSpace(p), "."))
 		switch {
 		case strings.Contains(p, "/"):
 			_, n, err := net.ParseCIDR(p)
 			if err != nil {
-				return nil, fmt.Errorf("allow_hosts %q: %w", p, err)
+				return fmt.Errorf("allow_hosts %q: %w", p, err)
 			}
-			l.nets = append(l.nets, n)
+			r.nets = append(r.nets, n)
 		case net.ParseIP(p) != nil:
 			ip := net.ParseIP(p)
 			bits := 128
 			if ip.To4() != nil {
 				ip, bits = ip.To4(), 32
 			}
-			l.nets = append(l.nets, &net.IPNet{IP: ip, Mask: net.CIDRMask(bits, bits)})
+			r.nets = append(r.nets, &net.IPNet{IP: ip, Mask: net.CIDRMask(bits, bits)})
 		case strings.HasPrefix(p, "."):
-			l.patterns = append(l.patterns, pattern{suffix: p})
+			r.patterns = append(r.patterns, pattern{suffix: p})
 		case strings.Count(p, "*") == 1:
 			pre, suf, _ := strings.Cut(p, "*")
-			l.patterns = append(l.patterns, pattern{pre, suf})
+			r.patterns = append(r.patterns, pattern{pre, suf})
 		case p == "" || strings.Contains(p, "*") || strings.HasPrefix(p, "+"):
-			return nil, fmt.Errorf("allow_hosts %q: an address, CIDR block, host name or a name with one * (wn*.site.example, *.site.example)", p)
+			return fmt.Errorf("allow_hosts %q: an address, CIDR block, host name or a name with one * (wn*.site.example, *.site.example)", p)
 		default:
-			l.hosts = append(l.hosts, p)
+			r.hosts = append(r.hosts, p)
 		}
 	}
-	return l, nil
+	l.rules.Store(r)
+	return nil
 }
 
 // Allowed reports whether a client at ip may connect. Name patterns cost
 // a reverse and a forward lookup per address (cached for minutes); a
 // failed lookup refuses.
 func (l *List) Allowed(ctx context.Context, ip net.IP) bool {
-	for _, n := range l.nets {
+	r := l.rules.Load()
+	if r.empty() {
+		return true
+	}
+	for _, n := range r.nets {
 		if n.Contains(ip) {
 			return true
 		}
 	}
-	if len(l.hosts) == 0 && len(l.patterns) == 0 {
+	if len(r.hosts) == 0 && len(r.patterns) == 0 {
 		return false
 	}
 	for _, name := range l.namesOf(ctx, ip) {
-		for _, h := range l.hosts {
+		for _, h := range r.hosts {
 			if name == h {
 				return true
 			}
 		}
-		for _, p := range l.patterns {
+		for _, p := range r.patterns {
 			if p.match(name) {
 				return true
 			}

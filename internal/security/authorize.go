@@ -76,7 +76,7 @@ func (s *Security) decide(sub *authz.Subject, req *backend.Request, op, note str
 			sub = &cp
 		}
 	}
-	d := s.authz.Decide(sub, req.Path)
+	d := s.pol.Load().authz.Decide(sub, req.Path)
 	req.AuthUntil = authUntil(sub, skew)
 	if !d.Read {
 		if len(expired) > 0 {
@@ -147,10 +147,11 @@ func voRole(sub *authz.Subject) (vo, role, group string) {
 
 // verifyToken verifies a presented token.
 func (s *Security) verifyToken(ctx context.Context, tok string) (*token.Claims, error) {
-	if s.tokens == nil {
+	p := s.pol.Load()
+	if p.tokens == nil {
 		return nil, fmt.Errorf("bearer tokens are not accepted here (no token issuer configured): %w", ErrUnauthenticated)
 	}
-	c, err := s.tokc.get(tok, func() (*token.Claims, error) { return s.tokens.Verify(ctx, tok) })
+	c, err := p.tokc.get(tok, func() (*token.Claims, error) { return p.tokens.Verify(ctx, tok) })
 	if err != nil {
 		return nil, &refusedError{"bearer token refused: " + strings.TrimSuffix(err.Error(), ": "+token.ErrInvalid.Error()), err}
 	}
@@ -275,7 +276,7 @@ func (a xrdAuthorizer) AuthorizeRequest(ctx context.Context, op xrdfront.Op, req
 	case id != nil && len(id.Refused) > 0:
 		// XrdCl fell back to unix after its token or proxy was refused.
 		note = "the credential presented was refused (" + strings.Join(id.Refused, "; ") + ")"
-	case s.tokens != nil && req.Protocol == "root":
+	case s.pol.Load().tokens != nil && req.Protocol == "root":
 		// XrdCl sends a token (ztn) only over TLS: on root:// it
 		// connects anonymously whatever BEARER_TOKEN holds.
 		note = "bearer tokens are accepted over roots:// only (XrdCl sends none over root://)"
@@ -287,7 +288,7 @@ func (a xrdAuthorizer) AuthorizeRequest(ctx context.Context, op xrdfront.Op, req
 // TLS connections) and gsi proxies, with a unix fallback for clients
 // without either unless RequireAuth; nil when neither is configured.
 func (s *Security) XRootDAuthenticator() xrdfront.Authenticator {
-	if s.tokens == nil && s.gsi == nil {
+	if s.pol.Load().tokens == nil && s.gsi == nil {
 		return nil
 	}
 	return xrdAuthenticator{s}
@@ -302,8 +303,8 @@ type xrdAuthenticator struct{ s *Security }
 func (a xrdAuthenticator) Params(c xrdfront.ConnInfo) string {
 	s := a.s
 	p := ""
-	if s.tokens != nil && (c.TLS != nil || s.cfg.RequireAuth && s.gsi == nil) {
-		p += ztn.Params(s.tokens.MaxTokenSize(), false)
+	if tokens := s.pol.Load().tokens; tokens != nil && (c.TLS != nil || s.cfg.RequireAuth && s.gsi == nil) {
+		p += ztn.Params(tokens.MaxTokenSize(), false)
 	}
 	if s.gsi != nil {
 		gp, err := s.gsi.Params()
@@ -329,7 +330,7 @@ func (a xrdAuthenticator) Authenticate(ctx context.Context, c xrdfront.ConnInfo,
 	s := a.s
 	switch credType {
 	case "ztn":
-		if s.tokens == nil {
+		if s.pol.Load().tokens == nil {
 			break
 		}
 		if c.TLS == nil {
@@ -367,7 +368,7 @@ func (a xrdAuthenticator) Authenticate(ctx context.Context, c xrdfront.ConnInfo,
 // accepted says what a client may authenticate with.
 func (a xrdAuthenticator) accepted() string {
 	var ways []string
-	if a.s.tokens != nil {
+	if a.s.pol.Load().tokens != nil {
 		ways = append(ways, "a bearer token (ztn over roots://: set BEARER_TOKEN or BEARER_TOKEN_FILE)")
 	}
 	if a.s.gsi != nil {

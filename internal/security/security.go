@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hepcache/hepcache/internal/auth/crl"
@@ -89,25 +90,70 @@ type Security struct {
 	cfg    Config
 	log    *slog.Logger
 	tls    *tlsconf.Server
-	tokens *token.Verifier
-	tokc   *tokenCache
-	authz  *authz.Authorizer
+	// pol is what Apply replaces as a whole (SIGHUP): requests in progress
+	// keep the one they started with.
+	pol atomic.Pointer[policy]
 	// gsi is the gsi server, nil without GSI; gsiCert is its own host
 	// certificate when it has one (else it uses tls).
 	gsi     *gsi.Server
 	gsiCert *tlsconf.Server
 
-	// mu protects the X.509 verifiers and the grid map, replaced by Reload.
-	mu      sync.RWMutex
-	x509    *x509proxy.Verifier
-	voms    *voms.Verifier
-	certs   *subjectCache
-	gridmap gridmap.Map
+	// mu protects the X.509 verifiers and the grid map with its options,
+	// replaced by Reload and Apply.
+	mu              sync.RWMutex
+	x509            *x509proxy.Verifier
+	voms            *voms.Verifier
+	certs           *subjectCache
+	gridmap         gridmap.Map
+	gridmapRequired bool
+	vomsRequired    bool
+}
+
+// policy is the part of the configuration a reload applies: the rules, the
+// token issuers (with their verified-token cache), and what names and
+// refuses client certificates.
+type policy struct {
+	authz  *authz.Authorizer
+	tokens *token.Verifier // nil: tokens are not accepted
+	tokc   *tokenCache
+
+	gridMap         string
+	gridMapRequired bool
+	vomsRequired    bool
+	crl             crl.Config
+}
+
+// newPolicy builds the policy of cfg; the caller closes its tokens when it
+// is not used.
+func newPolicy(cfg *Config) (*policy, error) {
+	p := &policy{tokc: newTokenCache(), gridMap: cfg.GridMap, gridMapRequired: cfg.GridMapRequired, vomsRequired: cfg.VOMSRequired, crl: cfg.CRL}
+	var errs []error
+	if cfg.Tokens != nil {
+		var err error
+		if p.tokens, err = token.New(cfg.Tokens); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	var err error
+	if p.authz, err = authz.New(&authz.Config{Rules: cfg.Rules}); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		p.close()
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *policy) close() {
+	if p != nil && p.tokens != nil {
+		p.tokens.Close()
+	}
 }
 
 // New builds the security layer from cfg.
 func New(cfg *Config) (*Security, error) {
-	s := &Security{cfg: *cfg, log: cfg.Logger, tokc: newTokenCache()}
+	s := &Security{cfg: *cfg, log: cfg.Logger}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -123,11 +169,11 @@ func New(cfg *Config) (*Security, error) {
 	if cfg.RequireTLS && cfg.TLS == nil {
 		errs = append(errs, errors.New("require_tls needs a TLS certificate and key"))
 	}
-	if cfg.Tokens != nil {
-		var err error
-		if s.tokens, err = token.New(cfg.Tokens); err != nil {
-			errs = append(errs, err)
-		}
+	pol, err := newPolicy(cfg)
+	if err != nil {
+		errs = append(errs, err)
+	} else {
+		s.pol.Store(pol)
 	}
 	if cfg.RequireAuth && cfg.Tokens == nil && !cfg.GSI {
 		errs = append(errs, errors.New("require_auth needs token issuers or gsi (the root:// authentications)"))
@@ -140,17 +186,46 @@ func New(cfg *Config) (*Security, error) {
 	if cfg.VOMSDir != "" && len(cfg.CAPaths) == 0 {
 		errs = append(errs, errors.New("vomsdir needs ca_paths: VOMS attributes come with client certificates"))
 	}
-	var err error
-	if s.authz, err = authz.New(&authz.Config{Rules: cfg.Rules}); err != nil {
-		errs = append(errs, err)
-	}
 	if err := errors.Join(errs...); err != nil {
+		pol.close()
 		return nil, fmt.Errorf("security: %w", err)
 	}
-	if err := s.loadX509(); err != nil {
+	if err := s.loadX509(pol); err != nil {
+		pol.close()
 		return nil, fmt.Errorf("security: %w", err)
 	}
 	return s, nil
+}
+
+// Apply makes the rules, token issuers and audiences, grid map, CRL
+// settings and voms_required of next the ones new requests are decided
+// with (SIGHUP), and re-reads the files Reload reads. Requests in progress
+// and open files keep what they were granted (a session's credential is
+// still re-checked for expiry). Nothing is applied if any part fails. The
+// other settings of next are not looked at: they need a restart.
+func (s *Security) Apply(next *Config) error {
+	p, err := newPolicy(next)
+	if err != nil {
+		return fmt.Errorf("security: %w", err)
+	}
+	if err := s.loadX509(p); err != nil {
+		p.close()
+		return fmt.Errorf("security: %w", err)
+	}
+	old := s.pol.Swap(p)
+	if (old.tokens == nil) != (p.tokens == nil) {
+		s.log.Warn("security: token issuers added or all removed: HTTPS applies it now; whether root:// logins offer ztn changes at the next restart")
+	}
+	old.close()
+	s.log.Info("security: applied rules and issuers", "rules", len(next.Rules), "issuers", issuerCount(next.Tokens), "gridmap", next.GridMap)
+	return nil
+}
+
+func issuerCount(t *token.Config) int {
+	if t == nil {
+		return 0
+	}
+	return len(t.Issuers)
 }
 
 // newGSI sets up the gsi server with its host certificate.
@@ -176,8 +251,9 @@ func (s *Security) newGSI() error {
 	return nil
 }
 
-// loadX509 (re)builds the client certificate verifiers.
-func (s *Security) loadX509() error {
+// loadX509 (re)builds the client certificate verifiers with pol's grid
+// map and CRL settings.
+func (s *Security) loadX509(pol *policy) error {
 	if len(s.cfg.CAPaths) == 0 {
 		return nil
 	}
@@ -185,7 +261,7 @@ func (s *Security) loadX509() error {
 	if err != nil {
 		return err
 	}
-	cc := s.cfg.CRL
+	cc := pol.crl
 	if len(cc.Dirs) == 0 {
 		for _, p := range s.cfg.CAPaths {
 			if st, err := os.Stat(p); err == nil && !st.IsDir() {
@@ -212,13 +288,14 @@ func (s *Security) loadX509() error {
 		}
 	}
 	var gm gridmap.Map
-	if s.cfg.GridMap != "" {
-		if gm, err = gridmap.Load(s.cfg.GridMap); err != nil {
+	if pol.gridMap != "" {
+		if gm, err = gridmap.Load(pol.gridMap); err != nil {
 			return err
 		}
 	}
 	s.mu.Lock()
 	s.x509, s.voms, s.certs, s.gridmap = xv, vv, newSubjectCache(), gm
+	s.gridmapRequired, s.vomsRequired = pol.gridMapRequired, pol.vomsRequired
 	s.mu.Unlock()
 	s.log.Info("security: loaded CA certificates", "count", n, "vomsdir", s.cfg.VOMSDir)
 	return nil
@@ -243,7 +320,7 @@ func (s *Security) Reload() error {
 			s.log.Info("security: reloaded gsi host certificate", "file", s.cfg.GSICert.CertFile, "not_after", s.gsiCert.Certificate().Leaf.NotAfter)
 		}
 	}
-	if err := s.loadX509(); err != nil {
+	if err := s.loadX509(s.pol.Load()); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -262,9 +339,7 @@ func (s *Security) RequireTLS() bool { return s.cfg.RequireTLS }
 
 // Close stops background work (token key downloads).
 func (s *Security) Close() error {
-	if s.tokens != nil {
-		return s.tokens.Close()
-	}
+	s.pol.Load().close()
 	return nil
 }
 
@@ -272,7 +347,7 @@ func (s *Security) Close() error {
 // with a cache so that a client's many requests cost one verification.
 func (s *Security) verifyChain(certs []*x509.Certificate) (*authz.Subject, error) {
 	s.mu.RLock()
-	xv, vv, cache, gm := s.x509, s.voms, s.certs, s.gridmap
+	xv, vv, cache, gm, gmRequired, vomsRequired := s.x509, s.voms, s.certs, s.gridmap, s.gridmapRequired, s.vomsRequired
 	s.mu.RUnlock()
 	if xv == nil {
 		return nil, errors.New("client certificates are not accepted here (no CA certificates configured)")
@@ -283,9 +358,9 @@ func (s *Security) verifyChain(certs []*x509.Certificate) (*authz.Subject, error
 			return nil, err
 		}
 		sub := &authz.Subject{Name: ch.Subject, X509: ch}
-		if s.cfg.GridMap != "" {
+		if gm != nil {
 			var ok bool
-			if sub.User, ok = gm[ch.Subject]; !ok && s.cfg.GridMapRequired {
+			if sub.User, ok = gm[ch.Subject]; !ok && gmRequired {
 				return nil, fmt.Errorf("certificate subject %s is not in the grid map (gridmap_required)", ch.Subject)
 			}
 		}
@@ -296,7 +371,7 @@ func (s *Security) verifyChain(certs []*x509.Certificate) (*authz.Subject, error
 			}
 			sub.VOMS = attrs
 		}
-		if s.cfg.VOMSRequired && len(sub.VOMS) == 0 {
+		if vomsRequired && len(sub.VOMS) == 0 {
 			return nil, fmt.Errorf("certificate %s carries no VOMS attributes and this server requires them (voms_required)", ch.Subject)
 		}
 		return sub, nil

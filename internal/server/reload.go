@@ -11,6 +11,7 @@ import (
 	"github.com/hepcache/hepcache/internal/config"
 	"github.com/hepcache/hepcache/internal/frontend/xrootd"
 	"github.com/hepcache/hepcache/internal/metrics"
+	"github.com/hepcache/hepcache/internal/security"
 	s3origin "github.com/hepcache/hepcache/origin/s3"
 )
 
@@ -21,7 +22,10 @@ import (
 // files), replaces the whole [space] section but dir_stats_depth and
 // dir_stats_max (capacity, watermarks, max_age, max_files, pin,
 // pin_share, verify_checksum, purge_interval), the [[quota]] tables, the
-// root:// [limits], origin.timeout and origin.failure_log_interval.
+// root:// [limits], origin.timeout and origin.failure_log_interval, the
+// authorization rules, token issuers and audiences, grid map, CRL settings,
+// voms_required and allow_hosts (new connections and requests see them;
+// open files keep what they were granted).
 // Keys that changed but need a restart are named, each by its full key,
 // in a warning. What fails to apply is reported and the rest still
 // applies; a part that fails keeps its previous value. log.level and
@@ -70,6 +74,18 @@ func (s *Server) Reload(next *config.Config) error {
 	}
 	if s.httpPerClient != nil {
 		s.httpPerClient.SetMax(perClientMax(next.Limits))
+	}
+	if err := s.sec.Apply(security.FromConfig(&next.Security, s.log)); err != nil {
+		errs = append(errs, err)
+	} else {
+		s.cfg.Security.Rules, s.cfg.Security.Issuers, s.cfg.Security.Audiences = next.Security.Rules, next.Security.Issuers, next.Security.Audiences
+		s.cfg.Security.GridMap, s.cfg.Security.GridMapRequired, s.cfg.Security.VOMSRequired = next.Security.GridMap, next.Security.GridMapRequired, next.Security.VOMSRequired
+		s.cfg.Security.CRL, s.cfg.Security.CRLDirs, s.cfg.Security.CRLRefresh, s.cfg.Security.Authorize = next.Security.CRL, next.Security.CRLDirs, next.Security.CRLRefresh, next.Security.Authorize
+	}
+	if err := s.allow.Set(next.Security.AllowHosts); err != nil {
+		errs = append(errs, err)
+	} else {
+		s.cfg.Security.AllowHosts = next.Security.AllowHosts
 	}
 	s.otimeout.Set(time.Duration(next.Origin.Timeout))
 	s.metrics.SetOriginLogInterval(time.Duration(next.Origin.FailureLogInterval))
@@ -123,6 +139,9 @@ func restartOnly(cur, next *config.Config) []string {
 		c.Limits.HandshakeTimeout, c.Limits.IdleTimeout = 0, 0
 		c.Origin.Timeout, c.Origin.FailureLogInterval = 0, 0
 		c.Log.Level = ""
+		c.Security.Rules, c.Security.Issuers, c.Security.Audiences, c.Security.AllowHosts = nil, nil, nil, nil
+		c.Security.GridMap, c.Security.GridMapRequired, c.Security.VOMSRequired, c.Security.Authorize = "", false, false, false
+		c.Security.CRL, c.Security.CRLDirs, c.Security.CRLRefresh = "", nil, 0
 	}
 	return diffKeys(reflect.ValueOf(a), reflect.ValueOf(b), "")
 }

@@ -79,6 +79,9 @@ type Server struct {
 	// sec authenticates and authorizes clients (the [security] section);
 	// with no security configured it allows everything.
 	sec *security.Security
+	// allow is security.allow_hosts, checked as each front end accepts a
+	// connection; Reload replaces its patterns.
+	allow *hostallow.List
 	// s3creds sign the requests to s3:// origins; nil when none is
 	// configured. Key files are re-read on Reload.
 	s3creds s3origin.Credentials
@@ -296,10 +299,10 @@ func NewInherited(cfg *config.Config, log *slog.Logger, in *Inherit) (s *Server,
 	if s.rootLn, err = s.listen("root", cfg.Server.Listen); err != nil {
 		return nil, fmt.Errorf("server.listen: %w", err)
 	}
-	allowed, err := clientAllowList(cfg, log)
-	if err != nil {
+	if s.allow, err = hostallow.New(cfg.Security.AllowHosts, nil); err != nil {
 		return nil, err
 	}
+	allowed := func(ln net.Listener) net.Listener { return s.allow.Listener(ln, log) }
 	s.serve("root", func() error { return s.root.Serve(allowed(s.rootLn)) })
 	if cfg.Server.HTTPListen != "" {
 		hc := &httpfront.Config{Backend: fe, Metrics: s.metrics, Logger: log, Stager: s.stage,
@@ -763,15 +766,3 @@ func (s *Server) prestageFigures() metrics.PrestageFigures {
 	return f
 }
 
-// clientAllowList returns what limits a front end's listener to
-// security.allow_hosts (the listener itself when the list is empty).
-func clientAllowList(cfg *config.Config, log *slog.Logger) (func(net.Listener) net.Listener, error) {
-	if len(cfg.Security.AllowHosts) == 0 {
-		return func(ln net.Listener) net.Listener { return ln }, nil
-	}
-	l, err := hostallow.New(cfg.Security.AllowHosts, nil)
-	if err != nil {
-		return nil, err
-	}
-	return func(ln net.Listener) net.Listener { return l.Listener(ln, log) }, nil
-}

@@ -358,7 +358,9 @@ func (t *translator) directive(d Directive) {
 		}
 		t.setGridmap(d, arg(0), required)
 		t.httpGridmap = true
-	case "xrootd.seclib", "ofs.authorize", "acc.authrefresh", "acc.gidlifetime", "acc.gidretran", "acc.pgo":
+	case "acc.authrefresh":
+		t.warn(d, "XCache re-reads its authdb by itself; hepcache applies edited [[security.rule]] tables (and issuers, grid map, allow_hosts) on SIGHUP or `hepcache reload`: after changing the authdb, translate it again and reload")
+	case "xrootd.seclib", "ofs.authorize", "acc.gidlifetime", "acc.gidretran", "acc.pgo":
 		if d.Name == "ofs.authorize" {
 			t.authorize = arg(0) != "0"
 		}
