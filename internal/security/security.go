@@ -87,9 +87,9 @@ type Config struct {
 
 // Security is the configured security layer. Safe for concurrent use.
 type Security struct {
-	cfg    Config
-	log    *slog.Logger
-	tls    *tlsconf.Server
+	cfg Config
+	log *slog.Logger
+	tls *tlsconf.Server
 	// pol is what Apply replaces as a whole (SIGHUP): requests in progress
 	// keep the one they started with.
 	pol atomic.Pointer[policy]

@@ -765,4 +765,3 @@ func (s *Server) prestageFigures() metrics.PrestageFigures {
 	}
 	return f
 }
-
