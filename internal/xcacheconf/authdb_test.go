@@ -2,6 +2,7 @@ package xcacheconf
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -279,5 +280,32 @@ func TestAllowPatterns(t *testing.T) {
 	_, err := Translate(write(t, "xcache.cfg", base+"xrd.allow netgroup trusted\n"), TranslateOptions{})
 	if !errors.Is(err, ErrWider) || !strings.Contains(err.Error(), "every host may connect") {
 		t.Errorf("only a netgroup: %v", err)
+	}
+}
+
+// TestKeepsPackagedKeys (issue 34 item 6): translating over the packaged
+// hepcache.toml keeps what the translation does not set (metrics_listen,
+// access_log: /metrics, /health and the access log stayed off), and the
+// translation wins where both have a key.
+func TestKeepsPackagedKeys(t *testing.T) {
+	packaged, err := os.ReadFile("../../packaging/hepcache.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Translate(write(t, "xcache.cfg", base+"xrd.port 1095\n"), TranslateOptions{Base: packaged, BaseName: "/etc/hepcache/hepcache.toml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Parse(res.TOML)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, res.TOML)
+	}
+	eq(t, "server.metrics_listen", c.Server.MetricsListen, "127.0.0.1:9101")
+	eq(t, "log.access_log", c.Log.AccessLog, "/var/log/hepcache/access.log")
+	eq(t, "server.listen", c.Server.Listen, ":1095")
+	eq(t, "cache.dir", c.Cache.Dir, "/srv/xcache/.hepcache")
+	eq(t, "origin.default", c.Origin.Default, "root://origin.example.org:1094")
+	if !strings.Contains(string(res.TOML), "kept from /etc/hepcache/hepcache.toml") {
+		t.Errorf("kept keys do not say where they come from:\n%s", res.TOML)
 	}
 }

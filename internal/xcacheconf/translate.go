@@ -37,6 +37,12 @@ type TranslateOptions struct {
 	// file system holding XCache's files, so that `hepcache adopt-xcache`
 	// can link them.
 	CacheDir string
+	// Base is a hepcache.toml whose keys the translation does not set are
+	// kept (the packaged /etc/hepcache/hepcache.toml that -o replaces:
+	// its metrics_listen, access_log...); BaseName names it in comments.
+	// Nil: none.
+	Base     []byte
+	BaseName string
 	// AllowWider translates even where the result would let clients do
 	// what the XCache configuration did not (a restriction hepcache cannot
 	// carry over); without it, Translate fails with ErrWider.
@@ -62,6 +68,11 @@ func Translate(name string, opt TranslateOptions) (*Result, error) {
 		return nil, err
 	}
 	t.finish(opt)
+	if opt.Base != nil {
+		if err := t.keepBase(opt.Base, opt.BaseName); err != nil {
+			return nil, err
+		}
+	}
 	if len(t.wider) > 0 && !opt.AllowWider {
 		return nil, fmt.Errorf("%w (rerun with --allow-wider to accept, after reading each):\n  - %s", ErrWider, strings.Join(t.wider, "\n  - "))
 	}
