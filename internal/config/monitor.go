@@ -35,6 +35,10 @@ type MonitorConfig struct {
 	IdentInterval Duration `toml:"ident_interval"`
 	// Site is the site name the reports carry (all.sitename). Default "".
 	Site string `toml:"site"`
+	// Instance is the instance name the summary (ins) and the server
+	// identification carry, as xrootd's -n names it (from-xcache
+	// --instance). Default "": cluster.name, else "anon" (xrootd's).
+	Instance string `toml:"instance"`
 	// Host is the server name the reports carry. Default: the host name.
 	Host string `toml:"host"`
 }

@@ -167,10 +167,15 @@ func (fs *fileStream) userIDLocked(req backend.Request) uint32 {
 	// XRootD's form with authentication (p, n, h, o: VO, r: role, g:
 	// group, m), then what the client said at login (R: version, x:
 	// application, y: info).
+	// A client that did not authenticate has no authentication part, as
+	// XRootD 5.5.3 sends it (its p= and n= were empty here).
 	login := loginCGI(req.ClientLogin)
-	text := fmt.Sprintf("%s/%s.%s:%s@%s\n&p=%s&n=%s&h=%s&o=%s&r=%s&g=%s&m=%s&R=%s&x=%s&y=%s&I=%c",
-		prot, name, pid, fs.m.sidText, host, req.Auth, name, host, cgiValue(req.VO), cgiValue(req.Role), cgiValue(req.Group),
-		moninfo, login["xrd.rn"], login["xrd.appname"], login["xrd.info"], ipv)
+	auth := ""
+	if req.Auth != "" {
+		auth = fmt.Sprintf("&p=%s&n=%s&h=%s&o=%s&r=%s&g=%s&m=%s", req.Auth, name, host, cgiValue(req.VO), cgiValue(req.Role), cgiValue(req.Group), moninfo)
+	}
+	text := fmt.Sprintf("%s/%s.%s:%s@%s\n%s&R=%s&x=%s&y=%s&I=%c",
+		prot, name, pid, fs.m.sidText, host, auth, login["xrd.rn"], login["xrd.appname"], login["xrd.info"], ipv)
 	fs.sendMapLocked(codeUser, id, text)
 	return id
 }

@@ -158,6 +158,7 @@ func TestCompareWithXCache(t *testing.T) {
 	sec := config.Duration(time.Second)
 	cfg.Monitor.SummaryInterval, cfg.Monitor.FStreamFlush, cfg.Monitor.GStreamFlush, cfg.Monitor.IdentInterval = sec, sec, sec, sec
 	cfg.Monitor.XfrInterval = sec
+	cfg.Monitor.Instance = "hepcache-test"
 	srv, err := server.New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -240,6 +241,13 @@ func TestCompareWithXCache(t *testing.T) {
 			infoValue(x.User.Info, "x") != infoValue(h.User.Info, "x") || infoValue(x.User.Info, "R") != infoValue(h.User.Info, "R") ||
 			infoValue(h.User.Info, "x") == "" || x.User.Pid != pids[i][0] || h.User.Pid != pids[i][1] {
 			t.Errorf("access %d user: XCache %+v, hepcache %+v", i, x.User, h.User)
+		}
+		// Field by field: a client that did not authenticate has no
+		// authentication part (p, n, h, o, r, g, m) in XCache's record.
+		for _, k := range []string{"p", "n", "h", "o", "r", "g", "m", "R", "x", "y", "I"} {
+			if has(x.User.Info, k) != has(h.User.Info, k) {
+				t.Errorf("access %d user info field %s: XCache %q, hepcache %q", i, k, x.User.Info, h.User.Info)
+			}
 		}
 		if wantForced := i == 3; x.Forced != wantForced || h.Forced != wantForced {
 			t.Errorf("access %d: forced close XCache %v, hepcache %v, want %v", i, x.Forced, h.Forced, wantForced)
@@ -360,6 +368,11 @@ func TestCompareWithXCache(t *testing.T) {
 	// report whose pgm is not xrootd and reads each of these values, so a
 	// report without one fails there; XRootD names its cache section's
 	// type after the cache library (XrdPfc: "pfc").
+	// XCache names its instance (xrootd -n) in ins; hepcache the one
+	// configured (it said "anon").
+	if !strings.HasPrefix(xs.Attr["ins"], "xcache") || hs.Attr["ins"] != "hepcache-test" {
+		t.Errorf("summary ins: XCache %q (its -n), hepcache %q, want monitor.instance", xs.Attr["ins"], hs.Attr["ins"])
+	}
 	if xs.Attr["pgm"] != hs.Attr["pgm"] || xs.Types["cache"] != hs.Types["cache"] {
 		t.Errorf("summary pgm %q, cache type %q; XCache's %q, %q", hs.Attr["pgm"], hs.Types["cache"], xs.Attr["pgm"], xs.Types["cache"])
 	}
@@ -391,6 +404,16 @@ func TestCompareWithXCache(t *testing.T) {
 			t.Errorf("summary %+v", s)
 		}
 	}
+}
+
+// has reports whether key is in a "&k=v&k=v" text.
+func has(info, key string) bool {
+	for _, kv := range strings.Split(info, "&") {
+		if k, _, ok := strings.Cut(kv, "="); ok && k == key {
+			return true
+		}
+	}
+	return false
 }
 
 // infoValue returns key's value in a "&k=v&k=v" text.

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"net"
 	"strconv"
 	"time"
@@ -20,7 +21,7 @@ func (s *Server) newMonitor(cfg *config.Config) (*monitor.Monitor, error) {
 		SummaryInterval: time.Duration(mc.SummaryInterval), FStreamFlush: time.Duration(mc.FStreamFlush),
 		XfrInterval: time.Duration(mc.XfrInterval), GStreamFlush: time.Duration(mc.GStreamFlush),
 		GStreamJSONHeader: mc.GStreamHeader == "json", IdentInterval: time.Duration(mc.IdentInterval),
-		Host: mc.Host, Site: mc.Site, Name: cfg.Cluster.Name, Stats: s.monitorFigures, Logger: s.log,
+		Host: mc.Host, Site: mc.Site, Name: cmp.Or(mc.Instance, cfg.Cluster.Name), Stats: s.monitorFigures, Logger: s.log,
 	}
 	if !m.Enabled() {
 		return nil, nil

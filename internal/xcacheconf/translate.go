@@ -945,6 +945,9 @@ func (t *translator) finish(opt TranslateOptions) {
 				"XCache admits only clients authenticated with %s, which hepcache does not speak: they would be anonymous here", strings.Join(t.requireAuthProts, " "))
 		}
 	}
+	if _, mon := t.keys["monitor.summary"]; (mon || t.keys["monitor.fstream"] != nil) && opt.Instance != "" && opt.Instance != "anon" {
+		t.setDerived("monitor.instance", q(opt.Instance), "--instance: the name (xrootd -n) the monitoring records carry")
+	}
 	if t.gsi {
 		t.gsiIdentities()
 	}
