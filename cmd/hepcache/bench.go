@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -77,6 +78,9 @@ func benchThroughput(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if err := absPath(&cfg.Dir); err != nil {
+		return err
+	}
 	cfg.Reads = strings.Split(*reads, ",")
 	cfg.BigSize, cfg.ParSize, cfg.MemSize, cfg.WorkSize = int64(big), int64(par), int64(mem), int64(work)
 	cfg.Sets = strings.Split(*sets, ",")
@@ -95,6 +99,9 @@ func benchFloor(args []string) error {
 	fs.StringVar(&cfg.Dir, "dir", "results/floor", "scratch directory, on the file system a cache would use")
 	fs.Var(&size, "size", "bytes each step moves")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := absPath(&cfg.Dir); err != nil {
 		return err
 	}
 	cfg.Size = int64(size)
@@ -121,6 +128,9 @@ func benchPurge(args []string) error {
 	fs.StringVar(&cfg.Dir, "dir", "results/purge-cache", "cache directory to fill (removed first)")
 	fs.IntVar(&cfg.Files, "files", 100_000, "number of cached files")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := absPath(&cfg.Dir); err != nil {
 		return err
 	}
 	_, err := bench.Purge(cfg)
@@ -150,6 +160,9 @@ of half the files; and the slopes projected to 10 million files.`)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if err := absPath(&cfg.Dir); err != nil {
+		return err
+	}
 	cfg.Size = int64(size)
 	cfg.CacheFlags = strings.Fields(*cacheFlags)
 	_, err := bench.Files(ctx, cfg)
@@ -174,6 +187,9 @@ func benchWAN(ctx context.Context, args []string) error {
 	fs.BoolVar(&cfg.NoWarmup, "no-warmup", false, "measure each cache process fresh, without a warm-up pass over other files")
 	link := fs.String("link", "inline", "where the emulated link runs: inline (in the benchmark's process) or process (its own, `hepcache bench link`)")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := absPath(&cfg.Dir); err != nil {
 		return err
 	}
 	switch *link {
@@ -231,10 +247,28 @@ func benchStall(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if err := absPath(&cfg.Dir); err != nil {
+		return err
+	}
 	cfg.Size = int64(size)
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return err
 	}
 	_, err := bench.Stall(ctx, cfg)
 	return err
+}
+
+// absPath makes *p absolute ("" stays ""): benchmark directories reach
+// children that run in other working directories (xrootd's oss.localroot,
+// hepcache's --cache-dir), where a relative path names another place.
+func absPath(p *string) error {
+	if *p == "" {
+		return nil
+	}
+	a, err := filepath.Abs(*p)
+	if err != nil {
+		return fmt.Errorf("--dir %s: %w", *p, err)
+	}
+	*p = a
+	return nil
 }

@@ -24,6 +24,9 @@ func benchCluster(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if err := absPath(&cfg.Dir); err != nil {
+		return err
+	}
 	cfg.Nodes, cfg.FileSize, cfg.Log = nodes, int64(size), os.Stderr
 	rep, err := clusterrun.Bench(ctx, cfg)
 	if err != nil {

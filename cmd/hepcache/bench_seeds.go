@@ -127,6 +127,9 @@ func benchWorkflow(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if err := absPath(&cfg.Dir); err != nil {
+		return err
+	}
 	cfg.Jobs = splitList(jobs)
 	if *paper {
 		cfg.FileEvents, cfg.Repeat = 50000, 3
@@ -200,6 +203,9 @@ func benchResources(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if err := absPath(&cfg.Dir); err != nil {
+		return err
+	}
 	cfg.Clients, cfg.FileSize, cfg.Rate = clients, int64(size), float64(rate)
 	if rate == 0 {
 		cfg.Rate = -1
@@ -233,6 +239,9 @@ func benchScale(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if err := absPath(&cfg.Dir); err != nil {
+		return err
+	}
 	for _, r := range rates {
 		cfg.Rates = append(cfg.Rates, float64(r))
 	}
@@ -261,6 +270,9 @@ func benchLayouts(ctx context.Context, args []string) error {
 	fs.StringVar(&cacheFlags, "cache-flags", "", "extra `hepcache serve` flags, space-separated")
 	fs.StringVar(&cfg.HepcacheBin, "bin", "", "hepcache binary run as cache and analysis job (default: this one)")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := absPath(&cfg.Dir); err != nil {
 		return err
 	}
 	cfg.Bandwidth = int64(bw)

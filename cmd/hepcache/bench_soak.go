@@ -48,6 +48,9 @@ the full disk).`)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if err := absPath(&cfg.Dir); err != nil {
+		return err
+	}
 	cfg.MinSize, cfg.MaxSize, cfg.RAM = int64(minSize), int64(maxSize), int64(ram)
 	cfg.CacheFlags = strings.Fields(*cacheFlags)
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {

@@ -65,6 +65,12 @@ func StartOrigin(dataDir string, opts ...func(*OriginOptions)) (*Server, error) 
 	for _, f := range opts {
 		f(&o)
 	}
+	// xrootd runs in a directory of its own: a relative localroot would
+	// name another place there.
+	dataDir, err := filepath.Abs(dataDir)
+	if err != nil {
+		return nil, err
+	}
 	cfg := []string{
 		"all.export /",
 		"oss.localroot " + dataDir,
@@ -102,6 +108,10 @@ func StartXCache(originAddr, cacheDir string, opts XCacheOptions) (*Server, erro
 		opts.Prefetch = 10
 	case opts.Prefetch < 0:
 		opts.Prefetch = 0
+	}
+	cacheDir, err := filepath.Abs(cacheDir)
+	if err != nil {
+		return nil, err
 	}
 	cfg := []string{
 		"all.export /",
