@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 
@@ -128,8 +129,55 @@ func writeHelp(fs *flag.FlagSet, name, desc string, usage ...string) {
 	}
 	if n > 0 {
 		fmt.Fprintf(out, "\nflags:\n")
-		fs.PrintDefaults()
+		printFlagDefaults(out, fs)
 	}
+}
+
+// zeroDefault reports whether f's default is its type's zero value (not
+// printed, as flag's PrintDefaults does).
+func zeroDefault(f *flag.Flag) (zero bool) {
+	// A zero Value whose String panics is printed with its default.
+	defer func() {
+		if recover() != nil {
+			zero = false
+		}
+	}()
+	t := reflect.TypeOf(f.Value)
+	var z reflect.Value
+	if t.Kind() == reflect.Pointer {
+		z = reflect.New(t.Elem())
+	} else {
+		z = reflect.Zero(t)
+	}
+	v, ok := z.Interface().(flag.Value)
+	return f.DefValue == "" || ok && f.DefValue == v.String()
+}
+
+// printFlagDefaults is flag's PrintDefaults with the dashes the synopses
+// use: --name for long flags, -o for one letter (Go's parser takes both; the
+// man pages listed -opt while their synopsis said --opt).
+func printFlagDefaults(out io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		dash := "--"
+		if len(f.Name) == 1 {
+			dash = "-"
+		}
+		name, usage := flag.UnquoteUsage(f)
+		line := "  " + dash + f.Name
+		if name != "" {
+			line += " " + name
+		}
+		usage = strings.ReplaceAll(usage, "\n", "\n    \t")
+		line += "\n    \t" + usage
+		if !zeroDefault(f) {
+			if fmt.Sprintf("%T", f.Value) == "*flag.stringValue" {
+				line += fmt.Sprintf(" (default %q)", f.DefValue)
+			} else {
+				line += fmt.Sprintf(" (default %v)", f.DefValue)
+			}
+		}
+		fmt.Fprintln(out, line)
+	})
 }
 
 // runHelp prints the list of commands, or with --man DIR writes the man

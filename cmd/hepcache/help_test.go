@@ -78,7 +78,7 @@ func TestHelpLayout(t *testing.T) {
 			}
 			switch name {
 			case "serve", "inspect", "evict", "verify", "prestage", "reload", "disk", "check", "pelican register", "pelican status":
-				if !strings.Contains(h, "  -config ") {
+				if !strings.Contains(h, "  --config ") {
 					t.Errorf("no --config flag:\n%s", h)
 				}
 			}
