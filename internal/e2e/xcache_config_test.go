@@ -97,7 +97,7 @@ f.close()
 	}
 	run("from-xcache", "-o", hcCfg, cfg)
 	toml, _ := os.ReadFile(hcCfg)
-	for _, want := range []string{`block_size = "512K"`, `default = "root://` + origin.Addr + `"`, `dir = "` + filepath.Join(xcDir, ".hepcache") + `"`, `site = "TEST_SITE"`, `path = "/store"`} {
+	for _, want := range []string{`block_size = "512K"`, `default = "root://` + origin.Addr + `"`, `dir = "` + filepath.Join(filepath.Dir(xcDir), "hepcache") + `"`, `site = "TEST_SITE"`, `path = "/store"`} {
 		if !strings.Contains(string(toml), want) {
 			t.Errorf("translated config lacks %s:\n%s", want, toml)
 		}
