@@ -19,10 +19,11 @@ import (
 var ErrLink = errors.New("symbolic link in the cache directory, not followed")
 
 // Confined is the real file system limited to a few directory trees (the
-// cache directory and its data disks). Every path is resolved inside its
-// tree with os.Root, which refuses to leave it, and files are opened with
-// O_NOFOLLOW: no symbolic link is followed, and paths outside the trees are
-// refused.
+// cache directory and its data disks), each resolved once by descriptor
+// (OpenTrusted). Every path is resolved beneath its tree's descriptor by
+// the kernel (openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS; os.Root where
+// the kernel lacks it), and files are opened with O_NOFOLLOW: no symbolic
+// link is followed, and paths outside the trees are refused.
 type Confined struct {
 	// mu protects roots: Reopen replaces a tree while others resolve.
 	mu    sync.RWMutex
@@ -31,9 +32,11 @@ type Confined struct {
 	uid int
 }
 
+// confinedRoot is one tree: its directory by descriptor (openat2 resolves
+// beneath it) and, where the kernel has no openat2, as an os.Root.
 type confinedRoot struct {
-	dir  string
-	root *os.Root
+	dir string
+	*beneath
 }
 
 var _ FS = (*Confined)(nil)
@@ -44,23 +47,23 @@ var _ FS = (*Confined)(nil)
 // exist. Operations in progress in the old tree may fail.
 func (c *Confined) Reopen(dir string) error {
 	dir = filepath.Clean(dir)
-	r, err := openRoot(dir, c.uid, false)
+	r, err := openBeneath(dir, c.uid, false)
 	if err != nil {
 		return err
 	}
 	c.mu.Lock()
-	var old *os.Root
+	var old *beneath
 	for i := range c.roots {
 		if c.roots[i].dir == dir {
-			old, c.roots[i].root = c.roots[i].root, r
+			old, c.roots[i].beneath = c.roots[i].beneath, r
 		}
 	}
 	if old == nil {
-		c.roots = append(c.roots, confinedRoot{dir: dir, root: r})
+		c.roots = append(c.roots, confinedRoot{dir: dir, beneath: r})
 	}
 	c.mu.Unlock()
 	if old != nil {
-		old.Close()
+		old.close()
 	}
 	return nil
 }
@@ -78,29 +81,14 @@ func NewConfinedFor(uid int, dirs ...string) (*Confined, error) {
 	c := &Confined{uid: uid}
 	for _, d := range dirs {
 		d = filepath.Clean(d)
-		r, err := openRoot(d, uid, true)
+		r, err := openBeneath(d, uid, true)
 		if err != nil {
 			c.Close()
 			return nil, err
 		}
-		c.roots = append(c.roots, confinedRoot{dir: d, root: r})
+		c.roots = append(c.roots, confinedRoot{dir: d, beneath: r})
 	}
 	return c, nil
-}
-
-// openRoot opens dir with OpenTrusted and makes an os.Root of what it
-// found.
-func openRoot(dir string, uid int, create bool) (*os.Root, error) {
-	f, _, err := OpenTrusted(dir, uid, -1, create)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	r, err := os.OpenRoot(ProcPath(f))
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", dir, err)
-	}
-	return r, nil
 }
 
 // Close releases the trees.
@@ -108,14 +96,14 @@ func (c *Confined) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, r := range c.roots {
-		r.root.Close()
+		r.close()
 	}
 	return nil
 }
 
 // resolve finds the tree holding name (the longest matching directory)
 // and name's path inside it.
-func (c *Confined) resolve(op, name string) (*os.Root, string, error) {
+func (c *Confined) resolve(op, name string) (*confinedRoot, string, error) {
 	name = filepath.Clean(name)
 	c.mu.RLock()
 	defer c.mu.RUnlock()
@@ -133,15 +121,19 @@ func (c *Confined) resolve(op, name string) (*os.Root, string, error) {
 	if err != nil {
 		return nil, "", &fs.PathError{Op: op, Path: name, Err: err}
 	}
-	return best.root, rel, nil
+	// A copy: Reopen may replace the tree while the caller uses it (its
+	// descriptors stay open until the caller is done: see close).
+	r := *best
+	return &r, rel, nil
 }
 
-// linkErr turns os.Root's and O_NOFOLLOW's refusals into ErrLink.
+// linkErr turns os.Root's, openat2's and O_NOFOLLOW's refusals into
+// ErrLink.
 func linkErr(op, name string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, syscall.ELOOP) || strings.Contains(err.Error(), "escapes from parent") {
+	if errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.EXDEV) || strings.Contains(err.Error(), "escapes from parent") {
 		return &fs.PathError{Op: op, Path: name, Err: ErrLink}
 	}
 	return err
@@ -153,7 +145,7 @@ func (c *Confined) OpenFile(name string, flag int, perm fs.FileMode) (File, erro
 	if err != nil {
 		return nil, err
 	}
-	f, err := r.OpenFile(rel, flag|syscall.O_NOFOLLOW, perm)
+	f, err := r.openFile(rel, flag|syscall.O_NOFOLLOW, perm)
 	if err != nil {
 		return nil, linkErr("open", name, err)
 	}
@@ -166,7 +158,7 @@ func (c *Confined) Remove(name string) error {
 	if err != nil {
 		return err
 	}
-	return linkErr("remove", name, r.Remove(rel))
+	return linkErr("remove", name, r.remove(rel))
 }
 
 // Rename implements FS.
@@ -179,10 +171,10 @@ func (c *Confined) Rename(oldname, newname string) error {
 	if err != nil {
 		return err
 	}
-	if r1 != r2 {
+	if r1.dir != r2.dir {
 		return &fs.PathError{Op: "rename", Path: newname, Err: fmt.Errorf("across cache directories")}
 	}
-	return linkErr("rename", newname, r1.Rename(rel1, rel2))
+	return linkErr("rename", newname, r1.rename(rel1, rel2))
 }
 
 // MkdirAll implements FS.
@@ -194,7 +186,7 @@ func (c *Confined) MkdirAll(name string, perm fs.FileMode) error {
 	if rel == "." {
 		return nil
 	}
-	return linkErr("mkdir", name, r.MkdirAll(rel, perm))
+	return linkErr("mkdir", name, r.mkdirAll(rel, perm))
 }
 
 // Stat implements FS. It does not follow a final link: a link is reported
@@ -204,19 +196,15 @@ func (c *Confined) Stat(name string) (fs.FileInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	fi, err := r.Lstat(rel)
+	fi, err := r.lstat(rel)
 	return fi, linkErr("stat", name, err)
 }
 
 // ReadDir implements FS.
 func (c *Confined) ReadDir(name string) ([]fs.DirEntry, error) {
-	r, rel, err := c.resolve("readdir", name)
+	d, err := c.OpenDir(name)
 	if err != nil {
 		return nil, err
-	}
-	d, err := r.OpenFile(rel, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_DIRECTORY, 0)
-	if err != nil {
-		return nil, linkErr("readdir", name, err)
 	}
 	defer d.Close()
 	return d.ReadDir(-1)
@@ -224,13 +212,9 @@ func (c *Confined) ReadDir(name string) ([]fs.DirEntry, error) {
 
 // SyncDir implements FS.
 func (c *Confined) SyncDir(name string) error {
-	r, rel, err := c.resolve("syncdir", name)
+	d, err := c.OpenDir(name)
 	if err != nil {
 		return err
-	}
-	d, err := r.OpenFile(rel, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_DIRECTORY, 0)
-	if err != nil {
-		return linkErr("syncdir", name, err)
 	}
 	defer d.Close()
 	return d.Sync()
@@ -242,7 +226,7 @@ func (c *Confined) Lchown(name string, uid, gid int) error {
 	if err != nil {
 		return err
 	}
-	return linkErr("chown", name, r.Lchown(rel, uid, gid))
+	return linkErr("chown", name, r.lchown(rel, uid, gid))
 }
 
 // OpenDir opens the directory name for use as a directory descriptor
@@ -252,6 +236,6 @@ func (c *Confined) OpenDir(name string) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	d, err := r.OpenFile(rel, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_DIRECTORY, 0)
+	d, err := r.openFile(rel, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_DIRECTORY, 0)
 	return d, linkErr("open", name, err)
 }

@@ -10,8 +10,25 @@ import (
 // TestConfinedRefusesLinks: planted links (to a file outside, to a
 // directory outside, as a file's name) are neither read nor written
 // through; paths outside the trees are refused; a link can be removed
-// itself.
+// itself. With openat2 and with os.Root (kernels before 5.6).
 func TestConfinedRefusesLinks(t *testing.T) {
+	for _, mode := range []struct {
+		name string
+		ok   int32
+	}{{"openat2", 0}, {"os.Root", 2}} {
+		t.Run(mode.name, func(t *testing.T) {
+			prev := openat2OK.Load()
+			openat2OK.Store(mode.ok)
+			defer openat2OK.Store(prev)
+			testConfinedRefusesLinks(t)
+			if mode.ok == 0 && openat2OK.Load() != 1 {
+				t.Fatal("openat2 was not used")
+			}
+		})
+	}
+}
+
+func testConfinedRefusesLinks(t *testing.T) {
 	outside := t.TempDir()
 	secret := filepath.Join(outside, "secret")
 	os.WriteFile(secret, []byte("outside"), 0o644)
@@ -65,4 +82,31 @@ func TestConfinedRefusesLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
+	// The other operations on the tree.
+	if err := c.MkdirAll(filepath.Join(dir, "meta/a/b/c"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFileAtomic(c, filepath.Join(dir, "meta/a/b/c/s"), []byte("side"), true); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Rename(filepath.Join(dir, "meta/a/b/c/s"), filepath.Join(dir, "meta/a/s2")); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "meta/a/s2")); string(b) != "side" {
+		t.Fatalf("renamed file holds %q", b)
+	}
+	for _, p := range []string{"meta/a/b/c", "meta/a/b"} {
+		if err := c.Remove(filepath.Join(dir, p)); err != nil {
+			t.Fatalf("remove directory %s: %v", p, err)
+		}
+	}
+	if ents, err := c.ReadDir(filepath.Join(dir, "meta/a")); err != nil || len(ents) != 1 {
+		t.Fatalf("ReadDir: %v %v", ents, err)
+	}
+	if err := c.SyncDir(filepath.Join(dir, "meta/a")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.OpenFile(filepath.Join(dir, "meta/../../x"), os.O_RDWR|os.O_CREATE, 0o644); err == nil {
+		t.Fatal("a path escaping with .. was opened")
+	}
 }

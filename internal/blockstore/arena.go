@@ -20,7 +20,17 @@ type arena struct {
 	slotSize int
 	mapped   bool // false: a heap fallback (the kernel refused the mapping)
 	huge     bool // transparent huge pages asked for and accepted
+	// smallFrom is the first slot of the arena's tail that is kept off
+	// huge pages (smallRegion): small blocks take their first slots
+	// there, so that a 4 KiB block touches a 4 KiB page, not a 2 MiB one
+	// the kernel must zero.
+	smallFrom int
 }
+
+// smallRegion is the share of the slots, at the arena's end, kept off
+// transparent huge pages for small blocks (a file's short last block, a
+// small file's only one).
+const smallRegion = 8 // one eighth
 
 // hugePage is the size of a transparent huge page (x86-64, arm64 with 4
 // KiB pages): the arena starts on such a boundary so that the kernel can
@@ -49,16 +59,22 @@ func newArena(slots, slotSize int, huge bool) (*arena, error) {
 			unix.Munmap(tail)
 		}
 		mem := raw[skip : skip+size : skip+size]
-		a := &arena{mem: mem, slotSize: slotSize, mapped: true}
+		a := &arena{mem: mem, slotSize: slotSize, mapped: true, smallFrom: slots}
 		if huge {
-			a.huge = unix.Madvise(mem, unix.MADV_HUGEPAGE) == nil
+			// Huge pages up to a huge page boundary about an eighth from
+			// the end; the rest stays on small pages.
+			cut := (size - size/smallRegion) / hugePage * hugePage
+			if a.huge = unix.Madvise(mem[:cut], unix.MADV_HUGEPAGE) == nil && cut < size; a.huge {
+				unix.Madvise(mem[cut:], unix.MADV_NOHUGEPAGE)
+				a.smallFrom = (cut + slotSize - 1) / slotSize
+			}
 		}
 		return a, nil
 	}
 	// A heap block, aligned by hand: direct I/O needs aligned buffers.
 	heap := make([]byte, size+Align)
 	skip := (Align - int(uintptr(unsafe.Pointer(unsafe.SliceData(heap))))%Align) % Align
-	return &arena{mem: heap[skip : skip+size : skip+size], slotSize: slotSize}, nil
+	return &arena{mem: heap[skip : skip+size : skip+size], slotSize: slotSize, smallFrom: slots}, nil
 }
 
 // slot returns the memory of slot i.

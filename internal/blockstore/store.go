@@ -83,9 +83,10 @@ type Store struct {
 	// mu protects everything below and every slot's fields but buf.
 	mu sync.Mutex
 	// free are slots whose memory is resident, most recently freed
-	// first; cold are slots without memory (never used, or handed back
-	// under pressure), the lowest index first.
-	free, cold []*slot
+	// first; cold and coldSmall are slots without memory (never used, or
+	// handed back under pressure), the lowest index first, cold on huge
+	// pages and coldSmall in the arena's region kept off them.
+	free, cold, coldSmall []*slot
 	// limit is how many slots may hold blocks (SetLimit: the node's
 	// memory pressure lowers it); handing is the slots being handed back.
 	limit, handing int
@@ -180,10 +181,9 @@ func New(cfg Config) (*Store, error) {
 		changed:  make(chan struct{}),
 	}
 	s.ghost.init(n)
-	s.cold = make([]*slot, 0, n)
 	for i := n - 1; i >= 0; i-- { // slot 0 on top: slots are touched in order
 		s.slots[i].idx, s.slots[i].buf = i, a.slot(i)
-		s.cold = append(s.cold, &s.slots[i])
+		s.pushColdLocked(&s.slots[i])
 	}
 	return s, nil
 }
@@ -227,7 +227,7 @@ type Usage struct {
 func (s *Store) Usage() Usage {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Usage{Slots: len(s.slots), SlotSize: s.arena.slotSize, Limit: s.limit, Cold: len(s.cold), HugePages: s.arena.huge, Cached: len(s.cached),
+	return Usage{Slots: len(s.slots), SlotSize: s.arena.slotSize, Limit: s.limit, Cold: len(s.cold) + len(s.coldSmall), HugePages: s.arena.huge, Cached: len(s.cached),
 		Small: s.small.len, Main: s.main.len, Filling: s.filling, Pinned: s.pinned, Touched: s.touched, Unread: s.unread}
 }
 
@@ -319,7 +319,43 @@ func (s *Store) freeLocked(sl *slot) {
 
 // inUseLocked counts the slots holding memory for blocks: not free, not
 // cold, not being handed back.
-func (s *Store) inUseLocked() int { return len(s.slots) - len(s.free) - len(s.cold) - s.handing }
+func (s *Store) inUseLocked() int {
+	return len(s.slots) - len(s.free) - len(s.cold) - len(s.coldSmall) - s.handing
+}
+
+// pushColdLocked keeps sl, whose memory is not resident, for a later
+// first use, on the stack of its region of the arena.
+func (s *Store) pushColdLocked(sl *slot) {
+	if sl.idx >= s.arena.smallFrom {
+		s.coldSmall = append(s.coldSmall, sl)
+	} else {
+		s.cold = append(s.cold, sl)
+	}
+}
+
+// popColdLocked takes a slot without resident memory: for a small block
+// from the region off huge pages first, for a large one from the rest
+// first; nil when there is none.
+func (s *Store) popColdLocked(small bool) *slot {
+	stacks := [2]*[]*slot{&s.cold, &s.coldSmall}
+	if small {
+		stacks[0], stacks[1] = stacks[1], stacks[0]
+	}
+	for _, st := range stacks {
+		if n := len(*st); n > 0 {
+			sl := (*st)[n-1]
+			(*st)[n-1] = nil
+			*st = (*st)[:n-1]
+			s.touched = max(s.touched, sl.idx+1)
+			return sl
+		}
+	}
+	return nil
+}
+
+// smallBlock says whether a block of n bytes is small enough for the
+// region off huge pages.
+func (s *Store) smallBlock(n int) bool { return n <= s.arena.slotSize/smallRegion }
 
 func (s *Store) wakeLocked() {
 	close(s.changed)
@@ -365,18 +401,18 @@ func (s *Store) Has(k Key) bool {
 	return s.cached[k] != nil || s.loading[k] != nil
 }
 
-// Fill returns a pinned, unfindable slot for a block being fetched. It
-// waits for a slot while every one is pinned, until ctx ends.
-func (s *Store) Fill(ctx context.Context) (*Block, error) {
-	sl, err := s.acquire(ctx)
+// Fill returns a pinned, unfindable slot for a block of n bytes being
+// fetched. It waits for a slot while every one is pinned, until ctx ends.
+func (s *Store) Fill(ctx context.Context, n int) (*Block, error) {
+	sl, err := s.acquire(ctx, n)
 	if err != nil {
 		return nil, err
 	}
 	return &Block{s: s, sl: sl}, nil
 }
 
-// acquire takes a slot for a fill or a load, pinned once.
-func (s *Store) acquire(ctx context.Context) (*slot, error) {
+// acquire takes a slot for a fill or a load of n bytes, pinned once.
+func (s *Store) acquire(ctx context.Context, n int) (*slot, error) {
 	s.mu.Lock()
 	waited := false
 	for {
@@ -384,7 +420,7 @@ func (s *Store) acquire(ctx context.Context) (*slot, error) {
 			s.mu.Unlock()
 			return nil, ErrClosed
 		}
-		if sl := s.takeLocked(); sl != nil {
+		if sl := s.takeLocked(s.smallBlock(n)); sl != nil {
 			sl.state = slotFilling
 			s.filling++
 			s.pinLocked(sl)
@@ -407,17 +443,14 @@ func (s *Store) acquire(ctx context.Context) (*slot, error) {
 }
 
 // takeLocked finds a slot: a free one (resident first, then one without
-// memory) while the limit allows another, else an evicted one.
-func (s *Store) takeLocked() *slot {
+// memory, popColdLocked) while the limit allows another, else an evicted
+// one.
+func (s *Store) takeLocked(small bool) *slot {
 	if s.inUseLocked() < s.limit {
 		if len(s.free) > 0 {
 			return s.popFreeLocked()
 		}
-		if len(s.cold) > 0 {
-			sl := s.cold[len(s.cold)-1]
-			s.cold[len(s.cold)-1] = nil
-			s.cold = s.cold[:len(s.cold)-1]
-			s.touched = max(s.touched, sl.idx+1)
+		if sl := s.popColdLocked(small); sl != nil {
 			return sl
 		}
 	}
@@ -523,7 +556,7 @@ func (s *Store) SetLimit(n int) int64 {
 	s.mu.Lock()
 	s.handing -= len(back)
 	for _, sl := range back {
-		s.cold = append(s.cold, sl)
+		s.pushColdLocked(sl)
 	}
 	s.stats.HandedBack.Add(int64(len(back)) * int64(s.arena.slotSize))
 	s.wakeLocked()
@@ -681,7 +714,7 @@ func (s *Store) load(ctx context.Context, k Key, r Reader, src Source) (*Block, 
 	s.loading[k] = l
 	s.mu.Unlock()
 
-	sl, err := s.acquire(ctx)
+	sl, err := s.acquire(ctx, src.N)
 	if err == nil {
 		err = s.read(sl, src)
 	}

@@ -163,7 +163,7 @@ func (e *entry) start(ctx context.Context, f *fetch) (origin.File, bool, error) 
 	if err := c.budget.Acquire(ctx, f.n, f.prefetch); err != nil {
 		return nil, false, fmt.Errorf("fetch %s block %d: %w", e.key, f.block, err)
 	}
-	blk, err := c.store.Fill(ctx)
+	blk, err := c.store.Fill(ctx, int(f.n))
 	if err != nil {
 		return nil, true, fmt.Errorf("fetch %s block %d: %w", e.key, f.block, err)
 	}
