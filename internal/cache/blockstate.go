@@ -21,10 +21,19 @@ type blockState struct {
 	ahead int
 	// frontier is the furthest block a reader that may fetch asked for.
 	frontier int
-	// window is how many read-ahead fetches may run at once: prefetch,
-	// widened up to prefetchMax while readers catch up with read-ahead
-	// still in flight. prefetch <= 0 turns read-ahead off.
+	// window is how many read-ahead fetches may run at once, and how far
+	// beyond the frontier read-ahead reaches: prefetch, widened up to
+	// prefetchMax while readers catch up with read-ahead still in flight.
+	// prefetch <= 0 turns read-ahead off.
 	window, prefetch, prefetchMax int
+	// sequential: a reader moved on from the first block it reached.
+	// Until then nothing is read ahead: a probe (a 1-byte read, Pelican's
+	// client asking whether a cache holds an object) fetches its block
+	// only.
+	sequential bool
+	// paused: the file has no client (it lingers after its last close);
+	// read-ahead follows readers, so none starts.
+	paused bool
 }
 
 func newBlockState(present *bitmap.Bitmap, prefetch, prefetchMax int) *blockState {
@@ -84,27 +93,39 @@ func (s *blockState) reached(b int, mayFetch bool) []int {
 	if !mayFetch {
 		return nil
 	}
+	if s.frontier >= 0 && b > s.frontier {
+		s.sequential = true
+	}
 	s.frontier = max(s.frontier, b)
 	return s.readAhead()
 }
 
-// readAhead claims the next missing blocks after the frontier (wrapping to
-// the start) while fewer than window read-ahead fetches run.
+// pause stops read-ahead (the last client closed); resume lets it start
+// again with the next reader's progress.
+func (s *blockState) pause()  { s.paused = true }
+func (s *blockState) resume() { s.paused = false }
+
+// readAhead claims the missing blocks after the frontier, at most window
+// blocks beyond it, while fewer than window read-ahead fetches run:
+// read-ahead follows the readers and never fetches the rest of a file on
+// its own (Config.CompleteAfterClose does that, on purpose).
 func (s *blockState) readAhead() []int {
-	if s.prefetch <= 0 {
+	if s.prefetch <= 0 || s.paused || !s.sequential {
 		return nil
 	}
 	var out []int
-	from := s.frontier + 1
-	for s.ahead < s.window {
-		b := s.nextMissing(from)
-		if b < 0 {
+	n := min(s.present.Len(), s.frontier+1+s.window)
+	for b := s.frontier + 1; s.ahead < s.window && b < n; b++ {
+		b = s.present.NextClear(b)
+		if b < 0 || b >= n {
 			break
+		}
+		if s.fetching(b) {
+			continue
 		}
 		s.inflight[b] = true
 		s.ahead++
 		out = append(out, b)
-		from = b + 1
 	}
 	return out
 }

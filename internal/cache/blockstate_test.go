@@ -43,6 +43,10 @@ func TestBlockStateScripts(t *testing.T) {
 			got = ints(s.missing(atoi(t, n, f[1]), atoi(t, n, f[2]), atoi(t, n, f[3])))
 		case "join":
 			s.join(atoi(t, n, f[1]))
+		case "pause":
+			s.pause()
+		case "resume":
+			s.resume()
 		case "abandon":
 			s.abandon(atoi(t, n, f[1]))
 		case "drop":

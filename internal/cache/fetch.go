@@ -56,6 +56,11 @@ type fetch struct {
 	// ticket is the fetch's place in its origin's window queue: nil if the
 	// window admitted it at once, or once hurried; guarded by entry.mu.
 	ticket *fetchwindow.Ticket
+	// ctx scopes the fetch: the entry's, or for read-ahead its own, which
+	// cancel ends when the file's last client closes before a reader
+	// came for the block (read-ahead follows readers).
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 // hurryLocked makes f urgent in its origin's window queue if it is still
@@ -139,6 +144,10 @@ func (e *entry) fetchLocked(b int, prefetch bool, r blockstore.Reader) *fetch {
 		f.pieceCh[i] = make(chan struct{})
 	}
 	f.refs.Store(1) // the fetcher's
+	f.ctx, f.cancel = e.ctx, func() {}
+	if prefetch {
+		f.ctx, f.cancel = context.WithCancel(e.ctx)
+	}
 	e.fetches[b] = f
 	e.fetchWG.Add(1)
 	// The origin's window (its bandwidth-delay product, learnt) admits the
@@ -147,7 +156,7 @@ func (e *entry) fetchLocked(b int, prefetch bool, r blockstore.Reader) *fetch {
 	// hundreds of blocks of read-ahead queued behind a far origin cost a
 	// few hundred bytes each.
 	win := e.c.windows.Get(e.key.Origin)
-	f.ticket = win.Start(e.ctx, n, !prefetch, func(err error) { go e.runFetch(f, win, err) })
+	f.ticket = win.Start(f.ctx, n, !prefetch, func(err error) { go e.runFetch(f, win, err) })
 	return f
 }
 
@@ -176,8 +185,9 @@ func (e *entry) start(ctx context.Context, f *fetch) (origin.File, bool, error) 
 // says why not.
 func (e *entry) runFetch(f *fetch, win *fetchwindow.Window, werr error) {
 	defer e.fetchWG.Done()
+	defer f.cancel()
 	c := e.c
-	ctx := e.ctx
+	ctx := f.ctx
 	ps := c.cfg.PieceSize
 	var of origin.File
 	budgeted := false

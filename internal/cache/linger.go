@@ -1,6 +1,10 @@
 package cache
 
-import "time"
+import (
+	"time"
+
+	"github.com/hepcache/hepcache/internal/blockstore"
+)
 
 // An entry whose last client closed stays for Config.CloseLinger before
 // it ends (its fetches stopped, its blocks synced and recorded, its files
@@ -10,9 +14,9 @@ import "time"
 // with blocks queued for a slower disk: a client opening it again right
 // after (the next job, a second pass) would wait for the disk; XCache's
 // page cache writes back without such a wait. While an entry lingers its
-// blocks are synced every SyncInterval as an open file's are, its
-// read-ahead goes on, and it counts as closed for purge's least recently
-// used order.
+// blocks are synced every SyncInterval as an open file's are, it fetches
+// nothing (its read-ahead stops at the last close: stopReadAhead), and it
+// counts as closed for purge's least recently used order.
 
 // defaultCloseLinger is Config.CloseLinger's default.
 const defaultCloseLinger = 5 * time.Second
@@ -29,7 +33,27 @@ func (c *Cache) lingerLocked(e *entry) bool {
 	default:
 	}
 	e.linger = time.AfterFunc(c.cfg.CloseLinger, func() { c.lingerEnd(e) })
+	e.stopReadAhead()
 	return true
+}
+
+// stopReadAhead pauses e's read-ahead and cancels the read-ahead fetches
+// no reader has joined: a file without clients fetches nothing for
+// nobody (a 1-byte read of a 1 GiB file costs its block and what was
+// already on its way, not the file). Fetches a reader waited for run to
+// their end.
+func (e *entry) stopReadAhead() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.st == nil {
+		return
+	}
+	e.st.pause()
+	for _, f := range e.fetches {
+		if f.prefetch && f.reader == blockstore.Internal {
+			f.cancel()
+		}
+	}
 }
 
 // unlingerLocked takes a lingering e back for a new client and reports
@@ -40,6 +64,9 @@ func (c *Cache) unlingerLocked(e *entry) bool {
 	}
 	e.linger.Stop() // a callback already running finds refs > 0
 	e.linger = nil
+	e.mu.Lock()
+	e.st.resume()
+	e.mu.Unlock()
 	// This open finds what the entry holds now, not what the first did:
 	// blocks on disk and blocks in RAM on their way there.
 	e.mu.Lock()
