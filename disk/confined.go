@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // ErrLink marks an operation refused because a path inside a cache
@@ -238,4 +240,17 @@ func (c *Confined) OpenDir(name string) (*os.File, error) {
 	}
 	d, err := r.openFile(rel, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_DIRECTORY, 0)
 	return d, linkErr("open", name, err)
+}
+
+// SyncFS implements SyncFSer: name is any directory of a tree.
+func (c *Confined) SyncFS(name string) error {
+	d, err := c.OpenDir(name)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := unix.Syncfs(int(d.Fd())); err != nil {
+		return &fs.PathError{Op: "syncfs", Path: name, Err: err}
+	}
+	return nil
 }

@@ -28,6 +28,8 @@ type Mem struct {
 	Opens atomic.Int64
 	// Lookups counts Stat and Open calls, failed ones included.
 	Lookups atomic.Int64
+	// Checksums counts Checksum calls.
+	Checksums atomic.Int64
 
 	// mu protects files, failErr, gate, onRead, onDeliver, onDone and sums.
 	mu        sync.Mutex
@@ -227,6 +229,7 @@ func (m *Mem) SetChecksum(p, algo, value string) {
 
 // Checksum implements Origin for "adler32" and "crc32c".
 func (m *Mem) Checksum(ctx context.Context, p, algo string) (string, error) {
+	m.Checksums.Add(1)
 	f, _, err := m.lookup(p)
 	if err != nil {
 		return "", err

@@ -79,7 +79,10 @@ type Cache struct {
 	// closing has a channel per key whose entry is writing its final
 	// sidecar; a new open of that key waits for it.
 	closing map[Key]chan struct{}
-	// dirty holds entries with written but unsynced blocks.
+	// lingerq lists the lingering entries, oldest first (linger.go).
+	lingerq lingerQueue
+	// dirty holds entries whose state is not all durable yet: written but
+	// unsynced blocks, access records, a checksum, a retire.
 	dirty map[*entry]struct{}
 
 	index *index
@@ -102,9 +105,13 @@ type Cache struct {
 	// ctx is cancelled by Close; every entry's fetches derive from it.
 	ctx    context.Context
 	cancel context.CancelFunc
-	// bg tracks background entry work: final syncs, verification,
-	// completion after close.
-	bg sync.WaitGroup
+	// bg tracks background entry work: verification, completion after
+	// close; retires the retires of entries (retireLocked).
+	bg, retires sync.WaitGroup
+	// syncKick asks the syncer for a pass now (a file completed); syncMu
+	// serialises passes.
+	syncKick chan struct{}
+	syncMu   sync.Mutex
 
 	warns rateLimitedWarn
 
@@ -165,6 +172,7 @@ func New(cfg *Config) (_ *Cache, err error) {
 		diskWrites: newDiskQueue(maxDiskWriters),
 		listings:   make(chan struct{}, c.MaxListings),
 		purgeKick:  make(chan struct{}, 1),
+		syncKick:   make(chan struct{}, 1),
 		shutdownCh: make(chan struct{}),
 		disks:      disks,
 		confined:   confined,
@@ -225,11 +233,13 @@ func (c *Cache) Close() error {
 		close(c.shutdownCh)
 		c.wg.Wait()
 		c.endLingering()
+		c.retires.Wait()
 		c.syncDirty()
 		// Stop downloads nobody waits for (completion after close,
-		// verification) and wait for the final syncs.
+		// verification), then record what they left.
 		c.cancel()
 		c.bg.Wait()
+		c.syncDirty()
 		c.store.Close()
 		if c.confined != nil {
 			c.confined.Close()
@@ -238,38 +248,131 @@ func (c *Cache) Close() error {
 	return nil
 }
 
-// syncLoop periodically makes written blocks durable.
+// minSyncGap is the least time between two syncs that completed files
+// ask for (syncKick): files completing at a high rate are made durable a
+// batch at a time, one file system sync for many files.
+const minSyncGap = 100 * time.Millisecond
+
+// syncLoop makes written blocks durable every SyncInterval, and soon after
+// a file completes.
 func (c *Cache) syncLoop() {
 	defer c.wg.Done()
 	t := time.NewTicker(c.cfg.SyncInterval)
 	defer t.Stop()
+	var last time.Time
 	for {
 		select {
 		case <-c.shutdownCh:
 			return
 		case <-t.C:
-			c.syncDirty()
+		case <-c.syncKick:
+			if wait := minSyncGap - time.Since(last); wait > 0 {
+				select {
+				case <-c.shutdownCh:
+					return
+				case <-time.After(wait):
+				}
+			}
 		}
+		last = time.Now()
+		c.syncDirty()
 	}
 }
 
-func (c *Cache) syncDirty() {
-	c.mu.Lock()
-	list := make([]*entry, 0, len(c.dirty))
-	for e := range c.dirty {
-		list = append(list, e)
-	}
-	clear(c.dirty)
-	c.mu.Unlock()
-	for _, e := range list {
-		e.sync()
-	}
-}
-
+// markDirty puts e in the next group sync.
 func (c *Cache) markDirty(e *entry) {
 	c.mu.Lock()
 	c.dirty[e] = struct{}{}
 	c.mu.Unlock()
+}
+
+// kickSync asks for a sync pass soon (minSyncGap).
+func (c *Cache) kickSync() {
+	select {
+	case c.syncKick <- struct{}{}:
+	default:
+	}
+}
+
+// syncDirty is the group sync: it makes what every dirty entry wrote
+// durable at once (a syncfs per data disk where the file system allows
+// it, else an fdatasync per file), then records it in their sidecars,
+// written in place; entries retired meanwhile are let go. A block's bit is
+// set only after a sync that started after its write returned.
+func (c *Cache) syncDirty() {
+	c.syncMu.Lock()
+	defer c.syncMu.Unlock()
+	c.mu.Lock()
+	jobs := make([]syncJob, 0, len(c.dirty))
+	for e := range c.dirty {
+		jobs = append(jobs, syncJob{e: e, recs: e.pendingRecords})
+		e.pendingRecords = nil
+	}
+	clear(c.dirty)
+	c.mu.Unlock()
+	if len(jobs) == 0 {
+		return
+	}
+	disks := map[int]bool{}
+	for i := range jobs {
+		jobs[i].e.takeWritten(&jobs[i])
+		if len(jobs[i].blocks) > 0 {
+			disks[jobs[i].e.disk] = true
+		}
+	}
+	fail := func(j *syncJob, err error) {
+		// The blocks stay readable from memory for this run but are not
+		// recorded: after a restart they are fetched again.
+		c.stats.SyncErrors.Add(1)
+		c.warn("sync failed, blocks not recorded", "key", j.e.key.String(), "blocks", len(j.blocks), "err", err)
+		j.blocks = nil
+	}
+	if sfs, ok := c.cfg.FS.(disk.SyncFSer); ok {
+		failed := map[int]error{}
+		for d := range disks {
+			if err := sfs.SyncFS(c.disks[d].root); err != nil {
+				failed[d] = err
+			}
+		}
+		for i := range jobs {
+			if err := failed[jobs[i].e.disk]; err != nil && len(jobs[i].blocks) > 0 {
+				fail(&jobs[i], err)
+			}
+		}
+	} else {
+		for i := range jobs {
+			if j := &jobs[i]; len(j.blocks) > 0 {
+				if err := j.e.data.Sync(); err != nil {
+					fail(j, err)
+				}
+			}
+		}
+	}
+	for i := range jobs {
+		e := jobs[i].e
+		e.syncMu.Lock()
+		e.recordLocked(&jobs[i])
+		e.syncMu.Unlock()
+	}
+	// Retired entries whose state is now durable leave the cache's
+	// memory (an open finds their sidecar).
+	var closeData []*blockstore.File
+	c.mu.Lock()
+	for _, j := range jobs {
+		e := j.e
+		if _, again := c.dirty[e]; again || !e.retired || e.refs > 0 || c.files[e.key] != e {
+			continue
+		}
+		delete(c.files, e.key)
+		if e.data != nil {
+			closeData = append(closeData, e.data)
+			e.data = nil
+		}
+	}
+	c.mu.Unlock()
+	for _, f := range closeData {
+		f.Close()
+	}
 }
 
 // key resolves the request's origin and returns the cache key.
@@ -474,11 +577,22 @@ func (c *Cache) acquire(ctx context.Context, o origin.Origin, k Key, revalidate,
 			}
 		}
 		e := c.files[k]
+		if e != nil && e.finishing != nil {
+			// Retiring: its fetches are stopping (local work).
+			ch := e.finishing
+			c.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
 		if e == nil {
 			e = newEntry(c, o, k)
 			c.files[k] = e
 		}
-		reopened := c.unlingerLocked(e)
+		reopened := c.unlingerLocked(e) || c.reviveLocked(e)
 		e.refs++
 		c.mu.Unlock()
 		if reopened {
@@ -486,11 +600,18 @@ func (c *Cache) acquire(ctx context.Context, o origin.Origin, k Key, revalidate,
 		}
 		if err := e.init(ctx, revalidate, noFetch); err != nil {
 			c.release(e, sidecar.Access{}, false)
+			if errors.Is(err, errRetry) {
+				continue
+			}
 			return nil, err
 		}
 		return e, nil
 	}
 }
+
+// errRetry: the entry found could not be taken back (spoiled meanwhile):
+// acquire starts again with a fresh one.
+var errRetry = errors.New("cache: entry gone, try again")
 
 // release drops a reference; the last one finishes the entry.
 func (c *Cache) release(e *entry, rec sidecar.Access, record bool) {
@@ -518,18 +639,66 @@ func (c *Cache) release(e *entry, rec sidecar.Access, record bool) {
 		c.goBackground(e.completeInBackground)
 		return
 	}
-	if c.lingerLocked(e) {
-		c.mu.Unlock()
-		if e.initialized() {
-			c.index.closed(e.key, c.cfg.now())
-		}
+	if !e.initialized() {
+		c.finishLocked(e, false) // its open failed
 		return
 	}
-	c.finishLocked(e, false)
+	if c.lingerLocked(e) {
+		c.mu.Unlock()
+		c.index.closed(e.key, c.cfg.now())
+		c.trimLingering()
+		return
+	}
+	c.retireLocked(e, false)
 }
 
-// finishLocked ends entry e, which has no client: a new open of its key
-// waits for its final sync. closed: the index already recorded the close.
+// retireLocked starts the retire of e, which has no client (entry.retire)
+// in the background; a new open of its key waits for it, then takes e
+// back. closed: the index already recorded the close.
+// MUST be called with c.mu held; it unlocks it.
+func (c *Cache) retireLocked(e *entry, closed bool) {
+	done := make(chan struct{})
+	e.finishing = done
+	c.mu.Unlock()
+	if !closed {
+		// The last access is the client's close, not the retire.
+		c.index.closed(e.key, c.cfg.now())
+	}
+	_, syncFS := c.cfg.FS.(disk.SyncFSer)
+	c.retires.Add(1)
+	go func() {
+		defer c.retires.Done()
+		e.retire(syncFS)
+		c.mu.Lock()
+		e.finishing = nil
+		e.retired = true
+		// The next group sync, soon, records its last blocks and
+		// accesses, then lets it go.
+		c.dirty[e] = struct{}{}
+		c.mu.Unlock()
+		close(done)
+		c.kickSync()
+		e.closeOrigin()
+	}()
+}
+
+// reviveLocked takes a retired e back for a new client and reports whether
+// it was retired. Its data file is reopened by init. MUST be called with
+// c.mu held.
+func (c *Cache) reviveLocked(e *entry) bool {
+	if !e.retired {
+		return false
+	}
+	e.retired = false
+	e.ctx, e.cancel = context.WithCancel(c.ctx)
+	c.stats.OpenFiles.Add(1)
+	c.unlingerStateLocked(e)
+	return true
+}
+
+// finishLocked ends entry e, which has no client and will not be taken
+// back (its open failed): a new open of its key waits for it.
+// closed: the index already recorded the close.
 // MUST be called with c.mu held; it unlocks it.
 func (c *Cache) finishLocked(e *entry, closed bool) {
 	delete(c.files, e.key)

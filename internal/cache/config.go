@@ -154,6 +154,11 @@ type Config struct {
 	// is (blocks still being written included) instead of waiting for its
 	// final sync (linger.go). Default 5 s; negative: none.
 	CloseLinger time.Duration
+	// MaxLingering bounds the files lingering at once: each keeps a
+	// descriptor of its data file, and the oldest lingering files end
+	// their linger early beyond it. Default 1024 (the server derives it
+	// from its descriptor budget).
+	MaxLingering int
 	// FetchRetries is how often a reader retries a failed block fetch.
 	// Default 1; negative means no retry.
 	FetchRetries int
@@ -303,6 +308,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.CloseLinger == 0 {
 		c.CloseLinger = defaultCloseLinger
+	}
+	if c.MaxLingering <= 0 {
+		c.MaxLingering = defaultMaxLingering
 	}
 	if c.FetchRetries == 0 {
 		c.FetchRetries = defaultFetchRetries

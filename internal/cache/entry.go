@@ -72,10 +72,16 @@ type entry struct {
 	of      origin.File
 	opening *originOpen
 
-	// syncMu serialises sync and sidecar writes.
+	// syncMu serialises sidecar updates and writes.
 	syncMu sync.Mutex
 	// side is the durable state as last written; guarded by syncMu.
 	side *sidecar.Info
+	// sideChanged: side changed (a checksum recorded) since it was last
+	// written; guarded by syncMu.
+	sideChanged bool
+	// gone: the copy was evicted; no sidecar write may bring it back.
+	// Guarded by syncMu.
+	gone bool
 	// sums is the complete file's checksum once known (computed or
 	// verified), published apart from side so that checksum queries never
 	// wait behind a sync's fsync.
@@ -114,6 +120,17 @@ type entry struct {
 	// linger ends the entry once it has had no client for
 	// Config.CloseLinger (linger.go); nil while it has clients.
 	linger *time.Timer
+	// lingerPrev and lingerNext link the entry into Cache.lingerq while it
+	// lingers.
+	lingerPrev, lingerNext *entry
+	// finishing is closed once the entry's retire (or finish) running in
+	// the background is done; nil otherwise. An open of the key waits for
+	// it: local work only (fetches stopping, their disk writes ending).
+	finishing chan struct{}
+	// retired: no client, no linger, fetches stopped (retire). The entry
+	// stays in Cache.files until the group sync has made its state
+	// durable; an open meanwhile takes it back.
+	retired bool
 }
 
 func newEntry(c *Cache, o origin.Origin, k Key) *entry {
@@ -157,10 +174,21 @@ func (e *entry) init(ctx context.Context, revalidate, noFetch bool) error {
 	}
 	defer func() { <-e.initCh }()
 	if e.initOK {
+		if e.data == nil {
+			// Taken back after retire closed its data file.
+			f, err := e.c.openData(e.c.disks[e.disk], e.c.disks[e.disk].path(e.key), os.O_RDWR)
+			if err != nil {
+				e.c.diskError(e.disk, err)
+				e.spoil(fmt.Errorf("reopen %s: %w", e.key, err))
+				return errRetry
+			}
+			e.data = f
+		}
 		return nil
 	}
 	c := e.c
 	side := c.readSidecar(e.key)
+	hadSidecar := side != nil
 	var data *blockstore.File
 	if side != nil {
 		var f *blockstore.File
@@ -248,15 +276,22 @@ func (e *entry) init(ctx context.Context, revalidate, noFetch bool) error {
 				return fmt.Errorf("create cache file for %s: %w", e.key, err)
 			}
 		}
+		// A sidecar of a copy replaced here would describe blocks the
+		// truncation removes: it goes first (no sidecar is written for
+		// the new copy until a block of it is durable).
+		if hadSidecar {
+			if err := c.cfg.FS.Remove(c.metaPath(e.key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				c.cfg.Logger.Warn("cannot remove the sidecar of a replaced copy", "key", e.key.String(), "err", err)
+			}
+		}
 		if err := data.Truncate(0); err == nil {
 			err = data.Truncate(info.Size)
 		}
+		// Its sidecar is written by the group sync once a block is
+		// durable: a sidecar with no block would be a write per miss
+		// for nothing (a data file a crash leaves without one is removed
+		// when the index is loaded).
 		side = sidecar.New(e.key.Origin, e.key.Path, info.Size, c.cfg.BlockSize, info.ModTime, info.ETag, c.cfg.now())
-		if err := c.cfg.FS.MkdirAll(filepath.Dir(c.metaPath(e.key)), 0o755); err != nil {
-			c.cfg.Logger.Warn("cannot create sidecar dir", "key", e.key.String(), "err", err)
-		} else if err := disk.WriteFileAtomic(c.cfg.FS, c.metaPath(e.key), side.Marshal(), false); err != nil {
-			c.cfg.Logger.Warn("cannot write sidecar", "key", e.key.String(), "err", err)
-		}
 		e.of = of
 		e.info = origin.FileInfo{Name: e.key.Path, Size: info.Size, ModTime: info.ModTime, Mode: 0o444, ETag: info.ETag}
 		e.wasState = "miss"
@@ -454,38 +489,39 @@ func (e *entry) blockRange(b int) (off, n int64) {
 	return off, n
 }
 
-// sync makes written blocks durable and records them in the sidecar.
-func (e *entry) sync() {
-	e.syncMu.Lock()
-	defer e.syncMu.Unlock()
-	e.syncLocked(nil)
+// syncJob is what one group sync (Cache.syncDirty) takes from an entry:
+// the blocks written since the last one, whether CRCs were learnt, and
+// the access records of closed handles.
+type syncJob struct {
+	e      *entry
+	blocks []int
+	fresh  bool
+	recs   []sidecar.Access
 }
 
-// syncLocked MUST be called with syncMu held. recs are access records to add.
-func (e *entry) syncLocked(recs []sidecar.Access) {
+// takeWritten moves the blocks written since the last sync into j.
+func (e *entry) takeWritten(j *syncJob) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	j.blocks = e.unsynced
+	e.unsynced = nil
+	if e.checks != nil {
+		j.fresh = e.checks.TakeLearnt()
+	}
+}
+
+// record puts what j made durable into the sidecar and writes it, if
+// anything changed. The blocks of j are durable (the group sync synced
+// their file system, or their file, after they were written).
+// MUST be called with syncMu held.
+func (e *entry) recordLocked(j *syncJob) {
 	if e.side == nil {
 		return
 	}
+	changed := e.sideChanged || len(j.blocks) > 0 || j.fresh || len(j.recs) > 0
+	e.sideChanged = false
 	e.mu.Lock()
-	blocks := e.unsynced
-	e.unsynced = nil
-	fresh := e.checks.TakeLearnt()
-	e.mu.Unlock()
-	if len(blocks) == 0 && len(recs) == 0 && !fresh {
-		return
-	}
-	c := e.c
-	if len(blocks) > 0 {
-		if err := e.data.Sync(); err != nil {
-			// The blocks stay readable from memory for this run but are not
-			// recorded: after a restart they are fetched again.
-			c.stats.SyncErrors.Add(1)
-			c.warn("sync failed, blocks not recorded", "key", e.key.String(), "blocks", len(blocks), "err", err)
-			blocks = nil
-		}
-	}
-	e.mu.Lock()
-	for _, b := range blocks {
+	for _, b := range j.blocks {
 		if !e.st.has(b) {
 			continue // dropped since (failed its check)
 		}
@@ -494,7 +530,7 @@ func (e *entry) syncLocked(recs []sidecar.Access) {
 			e.side.SetBlockCRC(b, e.blockSums[b].CRC32C)
 		}
 	}
-	if fresh {
+	if j.fresh {
 		// CRCs of legacy blocks, learnt when they were read back.
 		for b := 0; b < e.nblocks; b++ {
 			if crc, known := e.checks.Known(b); known && e.side.Durable.Test(b) && !e.side.CRCKnown.Test(b) {
@@ -503,45 +539,68 @@ func (e *entry) syncLocked(recs []sidecar.Access) {
 		}
 	}
 	e.mu.Unlock()
-	for _, r := range recs {
+	for _, r := range j.recs {
 		e.side.AddRecord(r)
 		e.side.AccessCount++
 		if r.Close.After(e.side.LastAccess) {
 			e.side.LastAccess = r.Close
 		}
 	}
-	e.writeSidecarLocked()
+	if changed {
+		e.writeSidecarLocked()
+	}
 }
 
-// writeSidecarLocked replaces the sidecar on disk with e.side. MUST be called
-// with syncMu held.
+// writeSidecarLocked replaces the sidecar on disk with e.side, in place
+// (disk.WriteFileInPlace: its CRC32C guards against a torn write). MUST be
+// called with syncMu held.
 func (e *entry) writeSidecarLocked() {
-	if !e.c.disks[e.disk].up() || e.spoilErr() != nil {
-		return // the copy was forgotten (disk taken out, file changed)
+	if e.gone || !e.c.disks[e.disk].up() || e.spoilErr() != nil {
+		return // the copy was forgotten (evicted, disk taken out, file changed)
 	}
-	if err := disk.WriteFileAtomic(e.c.cfg.FS, e.c.metaPath(e.key), e.side.Marshal(), false); err != nil {
-		e.c.stats.SyncErrors.Add(1)
-		e.c.warn("sidecar write failed", "key", e.key.String(), "err", err)
+	c := e.c
+	p := c.metaPath(e.key)
+	err := disk.WriteFileInPlace(c.cfg.FS, p, e.side.Marshal())
+	if errors.Is(err, fs.ErrNotExist) {
+		// A new copy's first sidecar.
+		if err = c.cfg.FS.MkdirAll(filepath.Dir(p), 0o755); err == nil {
+			err = disk.WriteFileInPlace(c.cfg.FS, p, e.side.Marshal())
+		}
+	}
+	if err != nil {
+		c.stats.SyncErrors.Add(1)
+		c.warn("sidecar write failed", "key", e.key.String(), "err", err)
 	}
 }
 
-// finish runs after the last close: stop fetches, sync, record the accesses
-// and close the data file. Only local work: opens of the key wait for it.
-// The origin file is closed afterwards by closeOrigin.
+// retire runs once e has no client and lingers no more: its fetches stop
+// (their disk writes end), and with closeData its data file is closed, as
+// the group sync needs no descriptor of it (disk.SyncFSer). Its state
+// stays in memory until the group sync has made it durable; an open
+// meanwhile takes it back (init reopens the data file). Only local work:
+// opens of the key wait for it.
+func (e *entry) retire(closeData bool) {
+	e.cancel()
+	e.fetchWG.Wait()
+	if e.initOK {
+		if closeData && e.data != nil {
+			e.data.Close()
+			e.data = nil
+		}
+		e.c.stats.OpenFiles.Add(-1)
+	}
+}
+
+// finish ends an entry that will not be taken back (spoiled, or whose
+// open failed): fetches stopped, data file closed. Its copy is gone or
+// never was: nothing is recorded.
 func (e *entry) finish() {
 	e.cancel()
 	e.fetchWG.Wait()
-	c := e.c
-	c.mu.Lock()
-	recs := e.pendingRecords
-	e.pendingRecords = nil
-	c.mu.Unlock()
-	if e.initOK {
-		e.syncMu.Lock()
-		e.syncLocked(recs)
-		e.syncMu.Unlock()
+	if e.initOK && e.data != nil {
 		e.data.Close()
-		c.stats.OpenFiles.Add(-1)
+		e.data = nil
+		e.c.stats.OpenFiles.Add(-1)
 	}
 }
 

@@ -228,7 +228,7 @@ func (e *entry) runFetch(f *fetch, win *fetchwindow.Window, werr error) {
 		done := make(chan error, 1)
 		c.diskWrites.do(func() { done <- e.writeBlock(f) })
 		var cerr error
-		if !of.Info().VersionPinned {
+		if !of.Info().VersionPinned && !e.wholeInOneRead() {
 			cerr = e.confirm(c.ctx, arrived)
 		}
 		if f.err = <-done; f.err == nil && cerr != nil {
@@ -271,12 +271,20 @@ func (e *entry) runFetch(f *fetch, win *fetchwindow.Window, werr error) {
 	close(f.done)
 	f.unhold()
 	if complete {
-		// Record the complete file at once rather than at the next tick,
+		// Record the complete file soon rather than at the next tick,
 		// then verify it in the background.
-		e.sync()
+		c.kickSync()
 		e.scheduleVerify()
 	}
 }
+
+// wholeInOneRead says whether the file's bytes all come from one origin
+// read: a file of one block in a namespace not declared mutable. Its copy
+// is then the snapshot a client reading it directly would get, and the
+// checks that keep the blocks of several reads of one version (a stat
+// confirming each block, the origin's whole-file checksum) add nothing
+// but origin round trips: a small miss costs its open and its read.
+func (e *entry) wholeInOneRead() bool { return e.nblocks == 1 && !e.mutable }
 
 // readPieces reads f's block from the origin into its slot with one
 // request; each piece is handed to its readers as soon as the origin has

@@ -52,10 +52,10 @@ func TestForeignWritableCopyDropped(t *testing.T) {
 			if c2.Stats().ForeignWritable.Load() != 1 {
 				t.Errorf("ForeignWritable = %d, want 1", c2.Stats().ForeignWritable.Load())
 			}
+			c2.Close() // the new copy's sidecar is written
 			for _, p := range []string{dataPath, metaPath} {
-				st, err := os.Stat(p)
-				if err != nil || st.Mode().Perm()&0o022 != 0 {
-					t.Errorf("%s after the refetch: %v %v", p, st.Mode(), err)
+				if st, err := os.Stat(p); err != nil || st.Mode().Perm()&0o022 != 0 {
+					t.Errorf("%s after the refetch: %v", p, err)
 				}
 			}
 		})

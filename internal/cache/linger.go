@@ -21,6 +21,9 @@ import (
 // defaultCloseLinger is Config.CloseLinger's default.
 const defaultCloseLinger = 5 * time.Second
 
+// defaultMaxLingering is Config.MaxLingering's default.
+const defaultMaxLingering = 1024
+
 // lingerLocked starts e's linger, if lingering is on, and reports whether
 // it did. MUST be called with c.mu held, e without clients.
 func (c *Cache) lingerLocked(e *entry) bool {
@@ -33,6 +36,7 @@ func (c *Cache) lingerLocked(e *entry) bool {
 	default:
 	}
 	e.linger = time.AfterFunc(c.cfg.CloseLinger, func() { c.lingerEnd(e) })
+	c.lingerq.push(e)
 	e.stopReadAhead()
 	return true
 }
@@ -64,11 +68,16 @@ func (c *Cache) unlingerLocked(e *entry) bool {
 	}
 	e.linger.Stop() // a callback already running finds refs > 0
 	e.linger = nil
-	e.mu.Lock()
-	e.st.resume()
-	e.mu.Unlock()
-	// This open finds what the entry holds now, not what the first did:
-	// blocks on disk and blocks in RAM on their way there.
+	c.lingerq.remove(e)
+	c.unlingerStateLocked(e)
+	return true
+}
+
+// unlingerStateLocked readies an entry without clients for a new one: the
+// open finds what it holds now, not what the first found (blocks on disk,
+// and blocks in RAM on their way there), and read-ahead may start again.
+// MUST be called with c.mu held.
+func (c *Cache) unlingerStateLocked(e *entry) {
 	e.mu.Lock()
 	held := e.st.present.Count()
 	for _, f := range e.fetches {
@@ -77,25 +86,79 @@ func (c *Cache) unlingerLocked(e *entry) bool {
 		}
 	}
 	e.wasState = openState(held, e.st.present.Len())
+	e.st.resume()
 	e.mu.Unlock()
-	return true
 }
 
-// lingerEnd ends e after its linger, unless a client took it back.
+// lingerEnd ends e's linger, unless a client took it back: it is retired
+// (fetches stopped, data file closed, state durable at the next sync).
 func (c *Cache) lingerEnd(e *entry) {
 	c.mu.Lock()
 	if e.refs > 0 || e.linger == nil {
 		c.mu.Unlock()
 		return
 	}
+	e.linger.Stop()
 	e.linger = nil
+	c.lingerq.remove(e)
 	if e.detached {
 		// Spoiled while lingering: it is already out of Cache.files.
 		c.mu.Unlock()
 		c.finishDetached(e)
 		return
 	}
-	c.finishLocked(e, true)
+	c.retireLocked(e, true)
+}
+
+// trimLingering ends the lingers of the oldest lingering files beyond
+// Config.MaxLingering: each holds a descriptor of its data file, and
+// files opened and closed at a high rate would otherwise take thousands.
+func (c *Cache) trimLingering() {
+	for {
+		c.mu.Lock()
+		oldest := c.lingerq.head
+		if c.lingerq.n <= c.cfg.MaxLingering || oldest == nil {
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+		c.lingerEnd(oldest)
+	}
+}
+
+// lingerQueue lists the lingering entries, oldest first; guarded by
+// Cache.mu.
+type lingerQueue struct {
+	head, tail *entry
+	n          int
+}
+
+func (q *lingerQueue) push(e *entry) {
+	e.lingerPrev, e.lingerNext = q.tail, nil
+	if q.tail != nil {
+		q.tail.lingerNext = e
+	} else {
+		q.head = e
+	}
+	q.tail = e
+	q.n++
+}
+
+func (q *lingerQueue) remove(e *entry) {
+	if e.lingerPrev != nil {
+		e.lingerPrev.lingerNext = e.lingerNext
+	} else if q.head == e {
+		q.head = e.lingerNext
+	} else {
+		return // not queued
+	}
+	if e.lingerNext != nil {
+		e.lingerNext.lingerPrev = e.lingerPrev
+	} else {
+		q.tail = e.lingerPrev
+	}
+	e.lingerPrev, e.lingerNext = nil, nil
+	q.n--
 }
 
 // endLingering ends every lingering entry at once (the cache closes).

@@ -245,28 +245,40 @@ func (c *Cache) evictAll(keys []Key) (files int, bytes int64) {
 }
 
 // evict removes a closed file's data and sidecar. Opens of the key wait
-// until it is gone. A file only lingering (linger.go) is ended first; a
-// local operation on the key (a final sync, also the one ending the linger
-// started, a checksum recorded) is waited for up to wait, then the file
-// counts as busy. Purge waits for none (wait 0): a final sync may wait for
-// the blocks' disk writes, and a disk write that finds the disk full runs
-// the purge itself.
+// until it is gone. A file only lingering (linger.go) is retired first; a
+// retired one goes at once, with its state not yet synced; a local
+// operation on the key (a retire, also the one ending the linger started,
+// a checksum recorded) is waited for up to wait, then the file counts as
+// busy. Purge waits for none (wait 0): a retire waits for the blocks'
+// disk writes, and a disk write that finds the disk full runs the purge
+// itself.
 func (c *Cache) evict(k Key, wait time.Duration) (int64, error) {
 	var timeout <-chan time.Time
+	var retired *entry
 	c.mu.Lock()
 	for {
-		if e := c.files[k]; e != nil {
-			if e.refs == 0 && e.linger != nil {
-				c.mu.Unlock()
-				c.lingerEnd(e) // now closing, or taken back by a client
-				c.mu.Lock()
-				continue
-			}
+		e := c.files[k]
+		var ch <-chan struct{}
+		switch {
+		case e != nil && e.refs == 0 && e.linger != nil:
+			c.mu.Unlock()
+			c.lingerEnd(e) // now retiring, or taken back by a client
+			c.mu.Lock()
+			continue
+		case e != nil && e.refs == 0 && e.finishing != nil:
+			ch = e.finishing
+		case e != nil && e.refs == 0 && e.retired:
+			// Its pending state goes with the copy.
+			delete(c.files, k)
+			delete(c.dirty, e)
+			retired = e
+		case e != nil:
 			c.mu.Unlock()
 			return 0, fmt.Errorf("evict %s: %w", k, ErrBusy)
+		default:
+			ch = c.closing[k]
 		}
-		ch, ok := c.closing[k]
-		if !ok {
+		if ch == nil {
 			break
 		}
 		c.mu.Unlock()
@@ -289,6 +301,16 @@ func (c *Cache) evict(k Key, wait time.Duration) (int64, error) {
 		c.mu.Unlock()
 		close(done)
 	}()
+	if retired != nil {
+		// A group sync under way writes no sidecar for it any more.
+		retired.syncMu.Lock()
+		retired.gone = true
+		retired.syncMu.Unlock()
+		if retired.data != nil {
+			retired.data.Close()
+			retired.data = nil
+		}
+	}
 	return c.removeCopyLocked(k)
 }
 

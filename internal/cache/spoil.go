@@ -70,6 +70,9 @@ func (e *entry) spoil(why error) {
 	}
 	delete(c.dirty, e)
 	e.spoiled.Store(&why)
+	// A retired entry has no client left to release it: its data file is
+	// closed here.
+	closeData := e.refs == 0 && e.retired
 	c.mu.Unlock()
 	e.cancel()
 	// The data file is unlinked, not truncated: a sendfile in progress
@@ -78,6 +81,10 @@ func (e *entry) spoil(why error) {
 	c.cfg.FS.Remove(c.metaPath(e.key))
 	c.cfg.FS.Remove(c.disks[e.disk].path(e.key))
 	e.syncMu.Unlock()
+	if closeData && e.data != nil {
+		e.data.Close()
+		e.data = nil
+	}
 	c.index.remove(e.key)
 	if done != nil {
 		c.mu.Lock()

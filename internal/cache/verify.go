@@ -44,19 +44,21 @@ func (e *entry) scheduleVerify() {
 	e.syncMu.Unlock()
 	c, o, k, dl := e.c, e.o, e.key, &e.ident.delivered
 	ctx := e.withClientToken(c.ctx) // as the file was read
-	c.goBackground(func() { c.verify(ctx, o, k, created, sums, dl) })
+	ask := !e.wholeInOneRead()
+	c.goBackground(func() { c.verify(ctx, o, k, created, sums, dl, ask) })
 }
 
 // verify compares the checksums of a complete file with the origin's
-// checksum when the origin offers one, and records the result in the
-// sidecar. On a mismatch the cached copy is dropped, so later reads fetch
+// checksum when the origin offers one (and askOrigin: not for a file read
+// whole in one request, entry.wholeInOneRead), and records the result in
+// the sidecar. On a mismatch the cached copy is dropped, so later reads fetch
 // again and clients never get bytes that disagree with the origin's
 // checksum. created identifies the copy: a copy replaced meanwhile is left
 // alone. dl records what the copy was handed out as: on a mismatch every
 // client it reached is logged (deliver.go).
-func (c *Cache) verify(parent context.Context, o origin.Origin, k Key, created time.Time, sums checksum.Sums, dl *deliveries) {
+func (c *Cache) verify(parent context.Context, o origin.Origin, k Key, created time.Time, sums checksum.Sums, dl *deliveries, askOrigin bool) {
 	state := sidecar.ChecksumComputed
-	if algo := c.rules.Load().verifyChecksum; algo != "none" {
+	if algo := c.rules.Load().verifyChecksum; algo != "none" && askOrigin {
 		ctx, cancel := context.WithTimeout(parent, c.cfg.OriginTimeout)
 		want, err := o.Checksum(ctx, k.Path, algo)
 		cancel()
@@ -92,10 +94,11 @@ func (c *Cache) verify(parent context.Context, o origin.Origin, k Key, created t
 	}
 	c.updateCopy(k, created, func(e *entry) {
 		e.syncMu.Lock()
-		defer e.syncMu.Unlock()
 		set(e.side)
 		e.publishSums(e.side)
-		e.writeSidecarLocked()
+		e.sideChanged = true // written by the next group sync
+		e.syncMu.Unlock()
+		c.markDirty(e)
 	}, func(in *sidecar.Info) bool {
 		if !in.Complete() {
 			return true // not ours to judge any more
@@ -146,7 +149,7 @@ func (c *Cache) updateCopy(k Key, created time.Time, open func(*entry), onDisk f
 		in := c.readSidecar(k)
 		if in != nil && in.Created.Equal(created) {
 			if onDisk(in) {
-				if err := disk.WriteFileAtomic(c.cfg.FS, c.metaPath(k), in.Marshal(), false); err != nil {
+				if err := disk.WriteFileInPlace(c.cfg.FS, c.metaPath(k), in.Marshal()); err != nil {
 					c.stats.SyncErrors.Add(1)
 					c.cfg.Logger.Warn("sidecar write failed", "key", k.String(), "err", err)
 				}
