@@ -327,7 +327,9 @@ func statusError(method, u string, resp *http.Response) error {
 	switch {
 	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone:
 		sentinel = origin.ErrNotFound
-	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+	case resp.StatusCode == http.StatusUnauthorized:
+		sentinel = origin.ErrUnauthenticated
+	case resp.StatusCode == http.StatusForbidden:
 		sentinel = origin.ErrNotAuthorized
 	case resp.StatusCode == http.StatusMethodNotAllowed || resp.StatusCode == http.StatusNotImplemented:
 		sentinel = origin.ErrUnsupported
