@@ -444,6 +444,9 @@ func (c *Cache) Open(ctx context.Context, req backend.Request) (backend.File, er
 	if re := c.localRedirect(k, req, d); re != nil {
 		return nil, re
 	}
+	if !req.NoFetch && c.overloaded() && !c.heldWhole(k) {
+		return nil, c.shed(k) // shed.go
+	}
 	e, err := c.acquire(ctx, o, k, d.Mutable, req.NoFetch)
 	if (errors.Is(err, errNoDisk) || errors.Is(err, errNotOurs)) && !req.NoFetch {
 		// Every data disk has failed, or the file's place belongs to

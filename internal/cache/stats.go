@@ -72,6 +72,9 @@ type Stats struct {
 	// DigestsComputed counts complete files whose md5, sha1, sha256 and
 	// crc32 were computed from the cached bytes (digest.go).
 	DigestsComputed atomic.Int64
+	// OpensShed counts opens refused as busy because the fetches clients
+	// wait for were queued beyond Config.ShedAfter (shed.go).
+	OpensShed atomic.Int64
 }
 
 // AccessRecord describes one access from open to last close; it is the

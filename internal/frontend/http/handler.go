@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"path"
-	"strconv"
 	"strings"
 
 	"github.com/hepcache/hepcache/internal/backend"
@@ -170,6 +169,8 @@ func status(err error) int {
 		return he.code
 	case errors.As(err, &re):
 		return http.StatusTemporaryRedirect
+	case errors.Is(err, backend.ErrOverloaded):
+		return http.StatusTooManyRequests
 	case errors.As(err, &we), errors.Is(err, backend.ErrBusy):
 		return http.StatusServiceUnavailable
 	case errors.Is(err, origin.ErrUnauthenticated):
@@ -214,9 +215,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var we *backend.WaitError
 	switch {
 	case errors.As(err, &we):
-		h.Set("Retry-After", strconv.Itoa(max(we.Seconds, 1)))
+		writeBusy(w, r, code, we.Seconds, err.Error())
+		return
 	case errors.Is(err, backend.ErrBusy):
-		h.Set("Retry-After", "1")
+		writeBusy(w, r, code, 1, err.Error())
+		return
 	}
 	// Origin failures are logged once per origin and interval where the
 	// origin is called (metrics), for both front ends alike.

@@ -316,6 +316,7 @@ func TestErrors(t *testing.T) {
 		{"origin down", "/f", fmt.Errorf("dial: %w", origin.ErrUnavailable), 502, "", "", "dial"},
 		{"busy", "/f", backend.ErrBusy, 503, "Retry-After", "1", ""},
 		{"wait", "/f", &backend.WaitError{Seconds: 7, Reason: "staging"}, 503, "Retry-After", "7", "staging"},
+		{"overloaded", "/f", &backend.WaitError{Seconds: 2, Reason: "fetches queued", Err: backend.ErrOverloaded}, 429, "Retry-After", "2", `"error":"cache_overloaded"`},
 		{"redirect", "/f", &backend.RedirectError{URL: "http://node2:8000/f"}, 307, "Location", "http://node2:8000/f", ""},
 		{"invalid", "/f", fmt.Errorf("bad: %w", backend.ErrInvalidPath), 400, "", "", ""},
 		{"forwarding off", "/root://site.example:1094//store/f", nil, 403, "", "", "forwarding"},

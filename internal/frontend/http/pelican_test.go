@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hepcache/hepcache/internal/cache"
+	"github.com/hepcache/hepcache/internal/eventually"
 	"github.com/hepcache/hepcache/origin"
 	httporigin "github.com/hepcache/hepcache/origin/http"
 )
@@ -133,5 +134,60 @@ func TestOrigin401(t *testing.T) {
 	code, h, _ := curl(t, e.url+"/private/f")
 	if code != "401" || header(h, "WWW-Authenticate") == "" || asked.Load() == 0 {
 		t.Fatalf("%s\n%s; want 401 as the origin answered", code, h)
+	}
+}
+
+// TestShedAnswers429 (issue 33 item 6): while the fetches clients wait
+// for are queued beyond the cache's bound, curl asking for a file the
+// cache does not hold gets 429 at once, with Retry-After and the reason
+// Pelican's client reads (cache_overloaded), instead of joining the
+// queue; a file held whole is served; the shed opens are counted in
+// /metrics.
+func TestShedAnswers429(t *testing.T) {
+	requireTool(t, "curl")
+	mem := origin.NewMem("mem://far")
+	e := newEnv(t, envOpts{origin: mem, cache: func(c *cache.Config) {
+		c.BlockSize, c.FetchMemory, c.RAM, c.Prefetch = 1<<20, 2<<20, 64<<20, -1
+	}})
+	held := randomBytes(1000, 40)
+	mem.Put("/held", held, time.Unix(4, 0))
+	if code, _, b := curl(t, e.url+"/held"); code != "200" || !bytes.Equal(b, held) {
+		t.Fatalf("/held: %s", code)
+	}
+	for i := range 6 {
+		mem.Put(fmt.Sprintf("/cold%d", i), randomBytes(1<<20, uint64(41+i)), time.Unix(4, 0))
+	}
+	release := mem.Gate()
+	defer release()
+	done := make(chan int, 5)
+	for i := range 5 {
+		go func() {
+			resp, err := http.Get(fmt.Sprintf("%s/cold%d", e.url, i))
+			if err != nil {
+				done <- 0
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			done <- resp.StatusCode
+		}()
+	}
+	// Two fetches in flight, three queued behind them: past the bound.
+	eventually.True(t, func() bool { return e.cache.FetchWaiting() > 2<<20 }, "three fetches to queue")
+	code, h, b := curl(t, e.url+"/cold5")
+	if code != "429" || header(h, "Retry-After") == "" || !strings.Contains(string(b), `"error":"cache_overloaded"`) {
+		t.Fatalf("%s %q\n%s; want 429 with Retry-After and cache_overloaded", code, b, h)
+	}
+	if code, _, b := curl(t, e.url+"/held"); code != "200" || !bytes.Equal(b, held) {
+		t.Fatalf("a file held whole while overloaded: %s", code)
+	}
+	if got := e.metric(t, "hepcache_opens_shed_total"); got == "" || got == "0" {
+		t.Errorf("hepcache_opens_shed_total %q; want the shed opens counted", got)
+	}
+	release()
+	for range 5 {
+		if c := <-done; c != 200 {
+			t.Errorf("a queued GET: %d", c)
+		}
 	}
 }
