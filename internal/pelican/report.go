@@ -40,6 +40,10 @@ type Report struct {
 	ServerStatus string // the status of the cache's last ad ("ok", ...)
 	Version      string
 	Namespaces   []string
+	// Filtered: the director sends the cache no client (a downtime in
+	// force, FilteredType "serverFiltered", or another filter it names).
+	Filtered     bool
+	FilteredType string
 }
 
 // Inspect asks the registry and the director about the cache. It fails
@@ -73,6 +77,8 @@ func (m *Member) Inspect(ctx context.Context) (Report, error) {
 		RegistryPrefix    string   `json:"registryPrefix"`
 		Version           string   `json:"version"`
 		NamespacePrefixes []string `json:"namespacePrefixes"`
+		Filtered          bool     `json:"filtered"`
+		FilteredType      string   `json:"filteredType"`
 	}
 	if _, err := m.c.do(ctx, http.MethodGet, join(fed.Director, "api", "v1.0", "director_ui", "servers"), "", nil, &servers, maxNamespaceBody); err != nil {
 		return r, fmt.Errorf("the director's server list: %w", err)
@@ -81,6 +87,7 @@ func (m *Member) Inspect(ctx context.Context) (Report, error) {
 		if s.Type == "Cache" && (s.RegistryPrefix == r.Prefix || strings.EqualFold(s.Name, m.cfg.Site)) {
 			r.Listed, r.Name, r.DataURL = true, s.Name, s.URL
 			r.HealthStatus, r.ServerStatus, r.Version, r.Namespaces = s.HealthStatus, s.ServerStatus, s.Version, s.NamespacePrefixes
+			r.Filtered, r.FilteredType = s.Filtered, s.FilteredType
 			break
 		}
 	}
@@ -112,5 +119,13 @@ func (r Report) String() string {
 	}
 	fmt.Fprintf(&b, "listed as:    %s at %s (version %s)\nstatus:       %s (the cache's own)\ndirector test: %s\nnamespaces:   %s\n",
 		r.Name, r.DataURL, r.Version, r.ServerStatus, r.HealthStatus, strings.Join(r.Namespaces, " "))
+	switch {
+	case r.Filtered && r.FilteredType == "serverFiltered":
+		b.WriteString("downtime:     IN FORCE: the director sends this cache no client (hepcache pelican downtime)\n")
+	case r.Filtered:
+		fmt.Fprintf(&b, "filtered:     the director sends this cache no client (%s)\n", r.FilteredType)
+	default:
+		b.WriteString("downtime:     none in force: the director sends clients\n")
+	}
 	return b.String()
 }
