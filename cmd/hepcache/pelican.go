@@ -169,9 +169,12 @@ service user (sudo -u hepcache). Actions:
 // runPelicanDowntime is hepcache pelican downtime: the action comes
 // first, its flags after it.
 func runPelicanDowntime(args []string) error {
-	action := "list"
+	action, id := "list", ""
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		action, args = args[0], args[1:]
+	}
+	if action == "remove" && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		id, args = args[0], args[1:]
 	}
 	fs := newFlagSet("pelican downtime", pelicanDowntimeHelp,
 		"hepcache pelican downtime [list] [--config FILE]",
@@ -269,15 +272,20 @@ func runPelicanDowntime(args []string) error {
 		fmt.Printf("downtime %s from %s %s\nthe server advertises it within seconds; the director sends no client while it is in force\n", d.ID, d.Start.Format(time.RFC3339), until)
 		return nil
 	case "remove":
-		if fs.NArg() != 1 {
+		if id == "" && fs.NArg() == 1 {
+			id = fs.Arg(0)
+		} else if fs.NArg() > 0 {
+			return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		}
+		if id == "" {
 			return errors.New("remove needs the downtime's ID (or a prefix of it), or all")
 		}
-		n, err := pelican.RemoveDowntime(dir, fs.Arg(0))
+		n, err := pelican.RemoveDowntime(dir, id)
 		if err != nil {
 			return err
 		}
 		if n == 0 {
-			return fmt.Errorf("no downtime %q (hepcache pelican downtime list)", fs.Arg(0))
+			return fmt.Errorf("no downtime %q (hepcache pelican downtime list)", id)
 		}
 		fmt.Printf("%d downtime(s) removed; the server advertises it within seconds\n", n)
 		return nil

@@ -167,6 +167,8 @@ type Origin struct {
 	// (a door whose redirects are good for one request): from then on
 	// targets are not kept.
 	noReuse atomic.Bool
+	// targets are the redirect targets kept by path (redirect.go).
+	targets targets
 }
 
 var _ origin.Origin = (*Origin)(nil)
@@ -362,7 +364,8 @@ func (o *Origin) Stat(ctx context.Context, p string) (origin.FileInfo, error) {
 // stat is Stat; it also returns the target the HEAD was redirected to,
 // nil when it was not (or targets are not kept).
 func (o *Origin) stat(ctx context.Context, p string) (origin.FileInfo, *target, error) {
-	resp, err := o.do(ctx, http.MethodHead, p, nil, nil)
+	var pin atomic.Pointer[target]
+	resp, err := o.pathRequest(ctx, http.MethodHead, p, nil, &pin)
 	if err != nil {
 		return origin.FileInfo{}, nil, err
 	}
@@ -374,7 +377,7 @@ func (o *Origin) stat(ctx context.Context, p string) (origin.FileInfo, *target, 
 			fi.Mode, fi.Size, fi.ETag = fs.ModeDir|0o755, 0, ""
 			return fi, nil, nil
 		}
-		return fi, o.targetOf(resp), nil
+		return fi, pin.Load(), nil
 	case isRedirect(resp.StatusCode):
 		// checkRedirect stopped at a trailing-slash redirect.
 		return origin.FileInfo{Name: p, Mode: fs.ModeDir | 0o755, ModTime: lastModified(resp.Header)}, nil, nil

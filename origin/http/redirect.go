@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -19,7 +21,8 @@ import (
 // director serves every cache and client of the federation. So an open
 // file keeps the target its open (or a read) was redirected to and sends
 // its reads there; the open's answer (size, ETag) pins the version, which
-// every read carries as If-Match. The redirector is asked again only when
+// every read carries as If-Match. The origin keeps the target by path as
+// well, for the next open of the file and its checksum. The redirector is asked again only when
 // the target fails (no answer, 5xx, 4xx other than a version change) or
 // its time is up (Config.RedirectTTL, or the redirect's Cache-Control
 // max-age, no-store: not kept). A door whose targets are good for one
@@ -42,9 +45,9 @@ type target struct {
 	cred bool
 	// until is when the target is dropped.
 	until time.Time
-	// used is set once a read went there: a first reuse that fails says
-	// the origin's targets are single-use.
-	used bool
+	// used is set once a request went there: a first reuse that fails
+	// says the origin's targets are single-use.
+	used atomic.Bool
 }
 
 // credentialed reports whether a request that went along chain (the
@@ -132,45 +135,110 @@ func (o *Origin) targetOf(resp *http.Response) *target {
 	return &target{u: &u, cred: o.credentialed(chain), until: o.cfg.now().Add(ttl)}
 }
 
-// get sends a GET (the read's hdr) for the file's bytes: to the kept
-// target while it lasts, else to the origin URL, whose redirect is then
-// kept. A kept target that fails is dropped and the origin URL asked.
+// get sends a GET (the read's hdr) for the file's bytes (pathRequest,
+// the open's target first).
 func (f *file) get(ctx context.Context, hdr http.Header) (*http.Response, error) {
-	o := f.o
-	if t := f.target.Load(); t != nil {
-		if o.cfg.now().Before(t.until) {
-			resp, err := o.send(ctx, http.MethodGet, t.u, t.cred, hdr, nil)
-			if ctx.Err() != nil || !targetFailed(resp, err) {
-				if !t.used {
-					// Copy on write: targets are shared by concurrent reads.
-					cp := *t
-					cp.used = true
-					f.target.CompareAndSwap(t, &cp)
-				}
-				return resp, err
-			}
-			status := "no answer"
-			if resp != nil {
-				status = resp.Status
-				io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
-				resp.Body.Close()
-				if !t.used && resp.StatusCode >= 400 && resp.StatusCode < 500 && !o.noReuse.Swap(true) {
-					o.cfg.Logger.Info("redirect targets are not kept for this origin: the first reuse of one failed (its redirects are good for one request)",
-						"origin", o.name, "target", stripQuery(t.u.String()), "status", status)
-				}
-			}
-			o.cfg.Logger.Debug("redirect target failed; asking the origin URL again", "origin", o.name, "path", f.path,
-				"target", stripQuery(t.u.String()), "status", status, "err", err)
-		}
-		f.target.CompareAndSwap(t, nil)
+	return f.o.pathRequest(ctx, http.MethodGet, f.path, hdr, &f.target)
+}
+
+// pathRequest sends a request for origin path p: to the target its
+// redirects led to while that is kept (pin's, an open file's, first;
+// else the origin's for p), else to the origin URL, whose redirect is
+// then kept for p (and in pin). A kept target that fails is dropped and
+// the origin URL asked instead.
+func (o *Origin) pathRequest(ctx context.Context, method, p string, hdr http.Header, pin *atomic.Pointer[target]) (*http.Response, error) {
+	now := o.cfg.now()
+	t := (*target)(nil)
+	if pin != nil {
+		t = pin.Load()
 	}
-	resp, err := o.do(ctx, http.MethodGet, f.path, hdr, nil)
-	if err == nil && (resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusPartialContent) {
+	if t == nil || !now.Before(t.until) {
+		t = o.targets.get(p, now)
+	}
+	if t != nil {
+		resp, err := o.send(ctx, method, t.u, t.cred, hdr, nil)
+		if ctx.Err() != nil || !targetFailed(resp, err) {
+			t.used.Store(true)
+			if pin != nil && err == nil {
+				pin.Store(t)
+			}
+			return resp, err
+		}
+		status := "no answer"
+		if resp != nil {
+			status = resp.Status
+			io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+			resp.Body.Close()
+			if !t.used.Load() && resp.StatusCode >= 400 && resp.StatusCode < 500 && !o.noReuse.Swap(true) {
+				o.cfg.Logger.Info("redirect targets are not kept for this origin: the first reuse of one failed (its redirects are good for one request)",
+					"origin", o.name, "target", stripQuery(t.u.String()), "status", status)
+			}
+		}
+		o.cfg.Logger.Debug("redirect target failed; asking the origin URL again", "origin", o.name, "path", p,
+			"target", stripQuery(t.u.String()), "status", status, "err", err)
+		o.targets.drop(p, t)
+		if pin != nil {
+			pin.CompareAndSwap(t, nil)
+		}
+	}
+	resp, err := o.do(ctx, method, p, hdr, nil)
+	if err == nil && resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		if t := o.targetOf(resp); t != nil {
-			f.target.Store(t)
+			o.targets.put(p, t, now)
+			if pin != nil {
+				pin.Store(t)
+			}
 		}
 	}
 	return resp, err
+}
+
+// maxTargets bounds the targets an origin keeps by path.
+const maxTargets = 4096
+
+// targets are the redirect targets an origin keeps by path, so that a
+// file opened again (a client's probe, then its read) or checksummed
+// after its download is not sent through the redirector again.
+type targets struct {
+	// mu protects m.
+	mu sync.Mutex
+	m  map[string]*target
+}
+
+func (ts *targets) get(p string, now time.Time) *target {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	t := ts.m[p]
+	if t != nil && !now.Before(t.until) {
+		delete(ts.m, p)
+		return nil
+	}
+	return t
+}
+
+func (ts *targets) put(p string, t *target, now time.Time) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.m == nil {
+		ts.m = map[string]*target{}
+	}
+	if len(ts.m) >= maxTargets {
+		for k, o := range ts.m {
+			if !now.Before(o.until) || len(ts.m) >= maxTargets {
+				delete(ts.m, k)
+			}
+		}
+	}
+	ts.m[p] = t
+}
+
+// drop forgets t for p (not a newer target).
+func (ts *targets) drop(p string, t *target) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.m[p] == t {
+		delete(ts.m, p)
+	}
 }
 
 // targetFailed reports whether a read sent to a kept target should be
