@@ -531,3 +531,15 @@ func TestPrestageAndEvictAPI(t *testing.T) {
 		t.Fatalf("evicted %q", evicted)
 	}
 }
+
+// TestUnknownCANamed (issue 33 item 7): a federation whose CA the cache
+// does not trust (any federation with its own CA, until
+// security.origin_ca_paths names it) fails with an error that names the
+// setting, not only "certificate signed by unknown authority".
+func TestUnknownCANamed(t *testing.T) {
+	e := newMember(t, pelicantest.Options{}, func(c *Config) { c.RootCAs = nil })
+	err := e.m.Discover(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "unknown authority") || !strings.Contains(err.Error(), "security.origin_ca_paths") {
+		t.Fatalf("discovery of a federation with its own CA: %v; want the setting named", err)
+	}
+}

@@ -8,6 +8,7 @@ package httporigin
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -302,6 +303,10 @@ func (o *Origin) send(ctx context.Context, method string, target *url.URL, cred 
 		}
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%s %s: %w: %w", method, u, ctx.Err(), origin.ErrUnavailable)
+		}
+		var ua x509.UnknownAuthorityError
+		if errors.As(err, &ua) {
+			return nil, fmt.Errorf("%s %s: %w (a CA this cache does not trust: add its CA file to security.origin_ca_paths): %w", method, u, err, origin.ErrUnavailable)
 		}
 		return nil, fmt.Errorf("%s %s: %w: %w", method, u, err, origin.ErrUnavailable)
 	}
