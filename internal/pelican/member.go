@@ -193,7 +193,7 @@ func (m *Member) setState(state, reason string) {
 	case StateRefused, StateUnreachable:
 		m.log.Error("pelican: "+state, attrs...)
 	case StatePending:
-		m.log.Warn("pelican: the cache is registered and waits for a federation administrator to approve it (the registry requires approval of caches); asking again every "+m.cfg.AdvertiseInterval.String(), attrs...)
+		m.log.Warn("pelican: the cache is registered and waits for a federation administrator to approve it (the registry requires approval of caches); asking again every "+min(m.cfg.RegisterRetry, m.cfg.AdvertiseInterval).String()+" and advertising once approved", attrs...)
 	default:
 		m.log.Info("pelican: "+state, attrs...)
 	}

@@ -744,13 +744,16 @@ func (f *Federation) servers() []any {
 				}
 			}
 		}
+		// As the director lists a server a downtime of its own filters
+		// (director_ui.go, cache_ads.go filterType.String).
 		filtered, ft := activeDowntime(b, time.Now()), ""
 		if filtered {
-			ft = "serverFiltered"
+			ft = "Temporarily disabled by the server admin"
 		}
+		downtimes, _ := b["downtimes"].([]any)
 		out = append(out, map[string]any{"name": b["name"], "serverId": b["serverId"], "url": b["data-url"], "webUrl": b["web-url"],
 			"type": "Cache", "healthStatus": health, "serverStatus": b["status"], "registryPrefix": k, "version": b["version"], "namespacePrefixes": ns,
-			"filtered": filtered, "filteredType": ft})
+			"filtered": filtered, "filteredType": ft, "downtimes": downtimes})
 	}
 	return out
 }
