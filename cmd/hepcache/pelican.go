@@ -126,7 +126,7 @@ twice is harmless. Exit status 1 when the registry refuses.`, args)
 		fmt.Println("registered and approved: the server advertises the cache when it runs")
 	case pelican.StatePending:
 		fmt.Println("registered; waiting for a federation administrator to approve it: " + reason)
-		fmt.Println("the server asks again at every advertisement interval (pelican.advertise_interval) and advertises once approved")
+		fmt.Println("the server asks the registry again every 10 s and advertises as soon as it is approved")
 	default:
 		return fmt.Errorf("refused: %s", reason)
 	}

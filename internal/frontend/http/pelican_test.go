@@ -3,10 +3,13 @@ package httpfront
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -189,5 +192,36 @@ func TestShedAnswers429(t *testing.T) {
 		if c := <-done; c != 200 {
 			t.Errorf("a queued GET: %d", c)
 		}
+	}
+}
+
+// TestTransferStatusOverHTTP2: over HTTPS with HTTP/2, as Go clients (the
+// Pelican client among them) speak it, the trailer comes after the body
+// and Content-Length stays (HTTP/2 frames trailers itself).
+func TestTransferStatusOverHTTP2(t *testing.T) {
+	cert, caFile := selfSigned(t)
+	e := newEnv(t, envOpts{server: func(c *Config) { c.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}} }})
+	data := e.put("/f", 3<<20, 52)
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	cl := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}}
+	req, _ := http.NewRequest("GET", e.url+"/f", nil)
+	req.Header.Set("X-Transfer-Status", "true")
+	req.Header.Set("TE", "trailers")
+	resp, err := cl.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || !bytes.Equal(b, data) || resp.ProtoMajor != 2 || resp.ContentLength != int64(len(data)) {
+		t.Fatalf("%s, %d bytes, Content-Length %d, %v", resp.Proto, len(b), resp.ContentLength, err)
+	}
+	if ts := resp.Trailer.Get("X-Transfer-Status"); ts != "200: OK" {
+		t.Fatalf("trailer %q over HTTP/2; want 200: OK", ts)
 	}
 }
