@@ -8,6 +8,7 @@ package origin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"time"
@@ -27,6 +28,11 @@ var (
 	ErrChanged = errors.New("origin: file changed since it was opened")
 	// ErrNotAuthorized: the origin refused the cache's credential.
 	ErrNotAuthorized = errors.New("origin: not authorized")
+	// ErrUnauthenticated: the origin refused the request for want of a
+	// credential it accepts (HTTP 401: none, or a token that does not
+	// fit), where ErrNotAuthorized alone is a credential it knows and
+	// refuses (403). It wraps ErrNotAuthorized.
+	ErrUnauthenticated = fmt.Errorf("%w: no credential it accepts", ErrNotAuthorized)
 	// ErrIsDir: a file operation named a directory.
 	ErrIsDir = errors.New("origin: is a directory")
 	// ErrUnavailable: the origin could not be reached or timed out. The request

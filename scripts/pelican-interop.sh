@@ -14,11 +14,17 @@
 #     with status ok and its test OK;
 #   - `pelican object get` of a public object is redirected to hepcache and checks
 #     its digest; a second get is a hit (one origin read in hepcache's access log);
+#   - the director redirects hepcache once per object it reads (not per block); the
+#     client reports the first get of an object as a miss and the second as a hit,
+#     records hepcache's Server header, and gets the X-Transfer-Status trailer it asks
+#     for; the hit's digests come from hepcache's bytes (no request to the origin);
 #   - the private namespace is refused without a token and served with one;
 #   - the director's presence check counts hepcache as holding the object (its
 #     availability weight goes from 0.5 to 2);
 #   - `pelican object prestage` and `pelican object evict` use hepcache's APIs;
 #   - the director's Prometheus scrapes hepcache's load (the director's ioLoad);
+#   - `hepcache pelican downtime add` takes hepcache out of the director's list
+#     (filtered, no redirect to it) within seconds, `remove` puts it back;
 #   - with the director gone for OUTAGE seconds (default 300), cached objects stay
 #     readable and advertisement resumes without restarting hepcache;
 #   - no secret (key, token) in hepcache's log, metrics, dashboard or status output.
@@ -98,6 +104,7 @@ mkdir -p pelican/db public private
 echo "hello from a real Pelican origin" >public/hello.txt
 head -c 5000000 /dev/urandom >public/big.bin
 head -c 2000000 /dev/urandom >public/prestaged.bin
+head -c 40000000 /dev/urandom >public/large.bin
 echo "secret data of the private namespace" >private/secret.txt
 echo client-id >pelican/oidc-id
 echo client-secret >pelican/oidc-secret
@@ -267,6 +274,53 @@ held() { [[ $(avail "$@") == 2 ]]; }
 wait_for 60 "the director's presence check to count hepcache as holding /public/big.bin (availability weight 2; its results live Director.CachePresenceTTL)" held /public/big.bin
 ok "presence check after the read: availability weight 2 (the director counts hepcache as holding it)"
 
+step "one director redirect per object; the first get a miss and the second a hit, as the client reports them"
+# The director's log: "Served Request" with the resource; hepcache reads what it
+# misses through the director's origin redirect.
+director_redirects() { grep -a 'msg="Served Request"' pelican.log | grep -c "resource=/api/v1.0/director/origin$1 " || true; }
+origin_requests() { grep -a 'msg="Served Request"' pelican.log | grep -c "resource=/api/v1.0/origin/data$1 " || true; }
+[[ $(director_redirects /public/large.bin) == 0 ]] || fail "the director redirected hepcache for large.bin before any read"
+"$PELICAN" object get --config "$PCFG" -d --transfer-stats stats1.json "pelican://localhost:$PPORT/public/large.bin" got5.bin >get4.log 2>&1 || fail "get of large.bin: $(tail -5 get4.log)"
+cmp -s got5.bin public/large.bin || fail "large.bin read through hepcache differs"
+grep -q "Attempting to download from: localhost:$HPORT" get4.log || fail "the client was not sent to hepcache for large.bin"
+# A miss carries no Age (the client records a cache age of -1 and logs no hit);
+# with one, even Age: 0, the client's prestage takes the object as cached
+# (objectCached: age >= 0) and skips it.
+grep -q "had a cache hit" get4.log && fail "the client reported the first get as a hit: $(grep -a 'had a cache' get4.log)"
+wait_for 30 "the director's log of the cache's reads" sh -c "grep -a 'Served Request' '$WORK/pelican.log' | grep -q 'resource=/api/v1.0/origin/data/public/large.bin '"
+sleep 2
+redirects=$(director_redirects /public/large.bin)
+blocks=$(( (40000000 + 1048575) / 1048576 ))
+reads1=$(origin_requests /public/large.bin)
+"$PELICAN" object get --config "$PCFG" -d --transfer-stats stats2.json "pelican://localhost:$PPORT/public/large.bin" got6.bin >get5.log 2>&1 || fail "second get of large.bin: $(tail -5 get5.log)"
+cmp -s got6.bin public/large.bin || fail "the second read of large.bin differs"
+grep -q "had a cache hit" get5.log || fail "the client did not report the second get as a hit: $(grep -a 'had a cache' get5.log)"
+grep -qE "Checksum (md5|crc32c|crc32|sha) matches" get5.log || fail "the client did not check the hit's digest"
+sleep 2
+reads2=$(origin_requests /public/large.bin)
+python3 - stats1.json stats2.json <<'EOF2' || fail "the client's transfer stats"
+import json, sys
+for i, f in enumerate(sys.argv[1:]):
+    def results(v):  # a list of lists of results, as `--transfer-stats` writes them
+        return [r for x in v for r in results(x)] if isinstance(v, list) else [v]
+    a = [x for r in results(json.load(open(f))) for x in r.get("attempts", [])]
+    age = a[-1]["cacheAge"]
+    print("   | get %d: server %s, cache age %s, %d bytes: a %s" % (i + 1, a[-1]["serverVersion"],
+          "%gs" % (age / 1e9) if age >= 0 else "none", a[-1]["transferFileBytes"], "hit" if age > 0 else "miss"))
+    if not a[-1]["serverVersion"].startswith("hepcache/") or (age > 0) != (i == 1):
+        sys.exit(1)
+EOF2
+echo "   | the director redirected hepcache $redirects time(s) for large.bin ($blocks blocks); the origin served $reads1 requests for it, none more for the hit ($reads2 after)"
+[[ $redirects == 1 ]] || fail "the director redirected hepcache $redirects times for one object of $blocks blocks; want once"
+[[ $reads2 == "$reads1" ]] || fail "the hit (its digests included) reached the origin: $reads1 requests before, $reads2 after"
+# As the Pelican client asks; curl shows trailers of HTTP/1.1 only (the client,
+# a Go program, reads them over HTTP/2 as well: TestTransferStatusOverHTTP2).
+curl -sS --http1.1 --cacert "$CA" -D trailer.txt -o /dev/null -H "X-Transfer-Status: true" -H "TE: trailers" -H "X-Pelican-Timeout: 9.5s" "$DATA/public/large.bin"
+grep -i '^server: hepcache/' trailer.txt >/dev/null || fail "no Server header: $(cat trailer.txt)"
+grep -i '^x-transfer-status: 200: OK' trailer.txt >/dev/null || fail "no X-Transfer-Status trailer: $(cat trailer.txt)"
+grep -i '^server:\|^x-transfer-status:' trailer.txt | tr -d '\r' | sed 's/^/   | /'
+ok "one redirect per object, miss then hit as the client reports them, Server recorded, the trailer sent as asked, the hit's digests from hepcache"
+
 step "the private namespace: refused without a token, served with one"
 code=$(curl -sS -o refused.txt -w '%{http_code}' --cacert "$CA" "$DATA/private/secret.txt")
 [[ $code == 403 ]] || fail "without a token: $code $(cat refused.txt)"
@@ -301,6 +355,38 @@ curl -sSf --cacert "$CA" -H "Authorization: Bearer $TOKEN" -o secret2.txt "$DATA
 cmp -s secret2.txt private/secret.txt || fail "the private object read again differs"
 wait_for 30 "the private object held again" sh -c "curl -sSI --cacert '$CA' -H 'Authorization: Bearer $TOKEN' '$DATA/private/secret.txt' | grep -qi '^age:'"
 ok "read again with the token: held again"
+
+step "a downtime set on hepcache takes it out of the director's list and back"
+filtered() { # the director's filtered flag for hepcache: "True" or "False"
+	curl -sS --cacert "$CA" "$FED/api/v1.0/director_ui/servers" >servers.json 2>&1 || return 1
+	python3 -c "
+import json
+print([x for x in json.load(open('servers.json')) if x.get('registryPrefix')=='/caches/$SITE'][0].get('filtered'))"
+}
+redirected_to() { # where the director sends a client for $1
+	curl -sS -o /dev/null -w '%{redirect_url}' --cacert "$CA" "$FED/api/v1.0/director/object$1"
+}
+[[ $(filtered) == False ]] || fail "hepcache filtered before any downtime"
+[[ $(redirected_to /public/hello.txt) == "$DATA"* ]] || fail "before the downtime the director sends clients elsewhere: $(redirected_to /public/hello.txt)"
+"$HEPCACHE" pelican downtime add --description "interop: disk swap" --config hepcache.toml | sed 's/^/   | /'
+t0=$SECONDS
+in_downtime() { [[ $(filtered) == True ]]; }
+out_of_downtime() { [[ $(filtered) == False ]]; }
+wait_for 60 "the director to filter hepcache" in_downtime
+python3 -c "
+import json
+s=[x for x in json.load(open('servers.json')) if x.get('registryPrefix')=='/caches/$SITE'][0]
+print('   | the director after %ds: filtered=%s (%s), downtimes %s' % ($SECONDS - $t0, s['filtered'], s['filteredType'], [(d['class'], d['description'], d['endTime']) for d in s['downtimes']]))"
+echo "   | a client is sent to: $(curl -sS -o /dev/null -w '%{http_code} %{redirect_url}' --cacert "$CA" "$FED/api/v1.0/director/object/public/hello.txt")"
+[[ $(redirected_to /public/hello.txt) != "$DATA"* ]] || fail "the director still sends clients to hepcache in downtime"
+"$HEPCACHE" pelican status --config hepcache.toml >status-downtime.txt 2>&1 || true
+grep -q "downtime:     IN FORCE" status-downtime.txt || fail "pelican status does not show the downtime: $(cat status-downtime.txt)"
+"$HEPCACHE" pelican downtime remove all --config hepcache.toml | sed 's/^/   | /'
+t0=$SECONDS
+wait_for 60 "the director to take hepcache back" out_of_downtime
+echo "   | back after $((SECONDS - t0))s; a client is sent to: $(redirected_to /public/hello.txt)"
+[[ $(redirected_to /public/hello.txt) == "$DATA"* ]] || fail "after the downtime the director does not send clients to hepcache"
+ok "in downtime the director filters hepcache and sends it no client (here 404: no other cache); after it, back"
 
 step "the director's Prometheus scrapes hepcache's load (xrootd_server_io_total at the web URL, with a federation token)"
 QUERY=$("$PELICAN" token create --config "$PCFG" --issuer "$FED/api/v1.0/origin" --subject admin --raw-scope monitoring.query --lifetime 600 -k "$KEYFILE" "pelican://localhost:$PPORT/public" 2>/dev/null | tail -1)

@@ -35,7 +35,7 @@ var summaries = map[string]string{
 	"adopt-xcache": "take a warm XCache cache's files into the cache without copying them",
 	"reload":       "make the running server reload (as SIGHUP), with or without systemd",
 	"upgrade":      "hand the running server's sockets to the binary now installed (as SIGUSR2): no connection refused",
-	"pelican":      "join a Pelican federation (OSDF) as a cache: register, status",
+	"pelican":      "join a Pelican federation (OSDF) as a cache: register, status, downtime",
 
 	"bench throughput": "cold, hot and hot-from-disk reads of one node against direct reads and XCache",
 	"bench wan":        "many clients through an emulated WAN link, hepcache and XCache against direct reads",
@@ -54,6 +54,7 @@ var summaries = map[string]string{
 	"bench cluster":    "real hepcache nodes on loopback, a C++ xrootd origin and xrdcp clients",
 	"pelican register": "register the cache with the federation's registry now",
 	"pelican status":   "ask the federation's registry and director where the cache stands",
+	"pelican downtime": "put the cache in downtime (the director sends it no client) or out of it",
 	"sim generate":     "write a synthetic trace (CMS-like defaults) as CSV",
 	"sim run":          "replay a trace against one cache size and policy",
 	"sim sweep":        "size a cache: exact LRU at every size, other policies, a recommendation",

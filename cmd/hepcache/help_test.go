@@ -24,7 +24,7 @@ func TestHelpEverywhere(t *testing.T) {
 	for _, v := range []string{"generate", "run", "sweep", "bench"} {
 		cmds = append(cmds, []string{"sim", v})
 	}
-	for _, v := range []string{"register", "status"} {
+	for _, v := range []string{"register", "status", "downtime"} {
 		cmds = append(cmds, []string{"pelican", v})
 	}
 	for _, c := range cmds {
@@ -77,7 +77,7 @@ func TestHelpLayout(t *testing.T) {
 				}
 			}
 			switch name {
-			case "serve", "inspect", "evict", "verify", "prestage", "reload", "disk", "check", "pelican register", "pelican status":
+			case "serve", "inspect", "evict", "verify", "prestage", "reload", "disk", "check", "pelican register", "pelican status", "pelican downtime":
 				if !strings.Contains(h, "  --config ") {
 					t.Errorf("no --config flag:\n%s", h)
 				}

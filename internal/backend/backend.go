@@ -140,6 +140,13 @@ var (
 	ErrForbidden = origin.ErrNotAllowed
 	// ErrBusy: too many requests; the client should retry later.
 	ErrBusy = errors.New("server busy")
+	// ErrOverloaded: the server sheds the request rather than queue it
+	// (its capacity for fetches is exhausted beyond a bound): the client
+	// should go to another server, or come back after a while. Front ends
+	// answer HTTP 429 with Retry-After (a Pelican client then tries the
+	// next cache the director listed), root:// kXR_wait. It wraps ErrBusy;
+	// an error wrapping it may carry a *WaitError with the wait.
+	ErrOverloaded = fmt.Errorf("overloaded: %w", ErrBusy)
 	// ErrInvalidPath: the path is malformed or escapes the namespace
 	// (origin.ErrBadName).
 	ErrInvalidPath = origin.ErrBadName
@@ -160,11 +167,16 @@ type RedirectError struct {
 func (e *RedirectError) Error() string { return fmt.Sprintf("redirect to %s", e.URL) }
 
 // WaitError asks the client to retry after Seconds (kXR_wait, HTTP 503 with
-// Retry-After).
+// Retry-After; 429 when Err is ErrOverloaded).
 type WaitError struct {
 	Seconds int
 	Reason  string
+	// Err is the class of the wait for errors.Is (ErrOverloaded), or nil.
+	Err error
 }
+
+// Unwrap returns Err.
+func (e *WaitError) Unwrap() error { return e.Err }
 
 func (e *WaitError) Error() string {
 	return fmt.Sprintf("retry in %ds: %s", e.Seconds, e.Reason)

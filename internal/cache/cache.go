@@ -114,6 +114,8 @@ type Cache struct {
 	syncMu   sync.Mutex
 
 	warns rateLimitedWarn
+	// digests are the whole-file digest computations in progress (digest.go).
+	digests digestFlights
 
 	shutdownCh chan struct{}
 	wg         sync.WaitGroup
@@ -545,6 +547,9 @@ func (c *Cache) Open(ctx context.Context, req backend.Request) (backend.File, er
 	if re := c.localRedirect(k, req, d); re != nil {
 		return nil, re
 	}
+	if !req.NoFetch && c.overloaded() && !c.heldWhole(k) {
+		return nil, c.shed(k) // shed.go
+	}
 	e, err := c.acquire(ctx, o, k, d.Mutable, req.NoFetch)
 	if (errors.Is(err, errNoDisk) || errors.Is(err, errNotOurs)) && !req.NoFetch {
 		// Every data disk has failed, or the file's place belongs to
@@ -829,6 +834,18 @@ func (c *Cache) Checksum(ctx context.Context, req backend.Request, algo string) 
 				return fmt.Sprintf("%08x", s.Adler32), nil
 			}
 			return fmt.Sprintf("%08x", s.CRC32C), nil
+		}
+	}
+	if d.Action == policy.Cache {
+		// md5, sha1, sha256, crc32 of a complete copy: from its bytes.
+		v, ok, err := c.digest(ctx, o, k, d.Mutable, algo)
+		switch {
+		case ok:
+			return v, nil
+		case ctx.Err() != nil:
+			return "", err
+		case err != nil:
+			c.warn("digest of the cached copy failed; asking the origin", "key", k.String(), "algo", algo, "err", err)
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.OriginTimeout)

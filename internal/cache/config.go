@@ -137,6 +137,16 @@ type Config struct {
 	// RTT: 10 Gbit/s over 150 ms is about 190 MB); less means less
 	// parallelism per file when many files are cold at once.
 	FetchMemory int64
+	// ShedAfter bounds, in bytes, the block fetches that clients wait for
+	// and that are queued for want of fetch memory (an origin's window or
+	// FetchMemory full): past it, an open of a file the cache does not
+	// hold whole is refused as busy (backend.ErrOverloaded: HTTP 429 with
+	// Retry-After, root:// kXR_wait) instead of queueing behind them, so
+	// that the client goes to another cache (a Pelican client tries the
+	// next the director listed) or comes back; files held whole are
+	// served. Default FetchMemory (as much waiting as in flight);
+	// negative: never refused.
+	ShedAfter int64
 	// NoDirectIO writes and reads data files through the page cache
 	// instead of with O_DIRECT. Default false: direct I/O wherever the
 	// file system allows it (one that refuses it falls back on its own).

@@ -69,6 +69,12 @@ type Stats struct {
 	// Revalidations counts cached copies of mutable paths dropped because
 	// the origin's file changed.
 	Revalidations atomic.Int64
+	// DigestsComputed counts complete files whose md5, sha1, sha256 and
+	// crc32 were computed from the cached bytes (digest.go).
+	DigestsComputed atomic.Int64
+	// OpensShed counts opens refused as busy because the fetches clients
+	// wait for were queued beyond Config.ShedAfter (shed.go).
+	OpensShed atomic.Int64
 }
 
 // AccessRecord describes one access from open to last close; it is the

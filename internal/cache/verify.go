@@ -81,8 +81,11 @@ func (c *Cache) verify(parent context.Context, o origin.Origin, k Key, created t
 			state = sidecar.ChecksumVerified
 		case errors.Is(err, origin.ErrUnsupported):
 			// Silently unverified copies were the surprise: say it once.
-			c.warnOnce("no checksum "+algo+" "+o.String(), "origin gives no checksums of this kind: completed files from it are kept without verification (space.verify_checksum)",
-				"origin", o.String(), "algo", algo, "first_file", k.Path, "err", err)
+			// Said of this file: an origin may give the checksum for
+			// most files (a Pelican federation's origins do) and not for
+			// a few (the director's own test objects).
+			c.warnOnce("no checksum "+algo+" "+o.String(), "origin gave no "+algo+" checksum for a completed file: it is kept unverified, as any other the origin gives none for; those it gives one for are verified (space.verify_checksum)",
+				"origin", o.String(), "algo", algo, "file", k.Path, "err", err)
 		case errors.Is(err, context.Canceled):
 		default:
 			c.cfg.Logger.Info("origin checksum unavailable, keeping computed one", "key", k.String(), "err", err)

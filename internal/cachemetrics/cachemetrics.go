@@ -29,7 +29,8 @@ func (s source) CacheFigures() metrics.CacheFigures {
 		BlocksChecked: st.BlocksChecked.Load(), BlocksCorrupt: st.BlocksCorrupt.Load(), LinksRefused: st.LinksRefused.Load(), PinsRefused: st.PinsRefused.Load(),
 		DisksFailed:    st.DisksFailed.Load(),
 		LastPurgeFiles: st.LastPurgeFiles.Load(), LastPurgeNanos: st.LastPurgeNanos.Load(),
-		FetchInFlight: s.c.FetchInFlight(),
+		FetchInFlight: s.c.FetchInFlight(), FetchWaiting: s.c.FetchWaiting(),
+		OpensShed: st.OpensShed.Load(), DigestsComputed: st.DigestsComputed.Load(),
 	}
 	u, rs := s.c.RAM()
 	slot := int64(u.SlotSize)

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -45,6 +46,11 @@ type PelicanConfig struct {
 	// director. Default 1m, as a Pelican cache: the director drops a cache
 	// after 15 minutes without an ad.
 	AdvertiseInterval Duration `toml:"advertise_interval"`
+	// Coordinates are where the cache is, "lat,lon" in decimal degrees
+	// (Pelican's GeoLocation): the director sorts caches by distance from
+	// the client and prefers a declared place to its GeoIP guess.
+	// Default "": the director's guess.
+	Coordinates string `toml:"coordinates"`
 }
 
 // Enabled reports whether the cache is a member of a federation.
@@ -130,6 +136,14 @@ func (c *Config) validatePelican(bad func(key string, val any, allowed string)) 
 	for i, a := range p.Audiences {
 		if a == "" {
 			bad(fmt.Sprintf("pelican.audiences[%d]", i), `""`, "a token audience (a URL, or \"ANY\")")
+		}
+	}
+	if p.Coordinates != "" {
+		la, lo, ok := strings.Cut(p.Coordinates, ",")
+		lat, err1 := strconv.ParseFloat(strings.TrimSpace(la), 64)
+		long, err2 := strconv.ParseFloat(strings.TrimSpace(lo), 64)
+		if !ok || err1 != nil || err2 != nil || lat < -90 || lat > 90 || long < -180 || long > 180 {
+			bad("pelican.coordinates", fmt.Sprintf("%q", p.Coordinates), `"lat,lon" in decimal degrees (latitude within ±90, longitude within ±180), e.g. "41.8781,-87.6298"`)
 		}
 	}
 	if p.AdvertiseInterval < 0 || p.AdvertiseInterval > Duration(5*60e9) {

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"crypto/md5"
+	"encoding/base64"
 	"fmt"
 	"hash/crc32"
 	"os"
@@ -56,8 +58,14 @@ func TestPelicanCache(t *testing.T) {
 	for i := range big {
 		big[i] = byte(i * 7)
 	}
+	// Larger than the read-ahead (10 blocks): the client's one-byte probe
+	// cannot make the cache hold it whole before the client's GET.
+	large := make([]byte, 16<<20+5)
+	for i := range large {
+		large[i] = byte(i*13 + i>>11)
+	}
 	fed := pelicantest.Start(t, pelicantest.Options{Namespaces: []pelicantest.Namespace{
-		{Path: "/public", PublicRead: true, Files: map[string][]byte{"/hello.txt": []byte("hello public\n"), "/big.bin": big, "/staged.bin": big[:1<<20]}},
+		{Path: "/public", PublicRead: true, Files: map[string][]byte{"/hello.txt": []byte("hello public\n"), "/big.bin": big, "/staged.bin": big[:1<<20], "/large.bin": large}},
 		{Path: "/private", Files: map[string][]byte{"/secret.txt": []byte("secret data\n")}},
 	}})
 	dir := t.TempDir()
@@ -103,6 +111,11 @@ data_url = %q
 	if n := fed.OriginReads("/public/hello.txt"); n != 1 {
 		t.Fatalf("the origin served hello.txt %d times; want once (then hits)", n)
 	}
+	// The cache kept the director's redirect for the open file: one
+	// redirect for the object (the open), not one per block.
+	if n := fed.Redirects("/public/big.bin"); n != 1 {
+		t.Fatalf("the director redirected the cache %d times for a 3-block object; want once", n)
+	}
 	// Held: HEAD says Age and the digest; the director counts it as held.
 	eventually.True(t, func() bool {
 		_, h, _ := pelicanCurl(t, ca, "-I", dataURL+"/public/big.bin")
@@ -115,6 +128,32 @@ data_url = %q
 	ctx := context.Background()
 	if held, code, _, err := fed.Holds(ctx, "/public/big.bin", ""); err != nil || !held {
 		t.Fatalf("the director's presence check: held %v, %d, %v", held, code, err)
+	}
+
+	// As `pelican object get` (issue 33): the first get a miss (no Age),
+	// the second a hit; Server and the X-Transfer-Status trailer on both;
+	// one director redirect for the object; digests of the hit, md5
+	// included, from the cache's bytes without a request upstream.
+	for i, wantHit := range []bool{false, true} {
+		tr, err := fed.Get(ctx, "/public/large.bin", "")
+		if err != nil || tr.Status != 200 || string(tr.Body) != string(large) {
+			t.Fatalf("get %d: %v, %+v", i+1, err, tr.Status)
+		}
+		if hit := tr.Age > 0; hit != wantHit || !strings.HasPrefix(tr.Server, "hepcache/") || tr.TransferStatus != "200: OK" {
+			t.Fatalf("get %d: Age %d (probe %d), Server %q, trailer %q; want hit %v", i+1, tr.Age, tr.ProbeAge, tr.Server, tr.TransferStatus, wantHit)
+		}
+	}
+	redirects, reads := fed.Redirects("/public/large.bin"), fed.OriginReads("/public/large.bin")
+	if redirects != 1 {
+		t.Fatalf("the director redirected the cache %d times for a 17-block object; want once", redirects)
+	}
+	md := md5.Sum(large)
+	_, h, _ = pelicanCurl(t, ca, "-I", "-H", "Want-Digest: md5,crc32c,crc32,sha", dataURL+"/public/large.bin")
+	if d := headerOf(h, "Digest"); !strings.Contains(d, "md5="+base64.StdEncoding.EncodeToString(md[:])) || !strings.Contains(d, "sha=") || !strings.Contains(d, "crc32=") {
+		t.Fatalf("Digest of the hit %q; want md5, crc32 and sha from the cache", d)
+	}
+	if fed.Redirects("/public/large.bin") != redirects || fed.OriginReads("/public/large.bin") != reads {
+		t.Fatal("the hit's digests went upstream")
 	}
 
 	// Private: refused without a token or with a wrong one, served with one.
@@ -171,6 +210,25 @@ data_url = %q
 	out, err := exec.Command(hepcacheBin, "pelican", "status", "--config", cfgFile).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "status:       ok") || !strings.Contains(string(out), "director test: OK") {
 		t.Fatalf("pelican status: %v\n%s", err, out)
+	}
+	// A downtime set with the admin command takes the cache out of the
+	// director's redirects, and its removal back.
+	if out, err := exec.Command(hepcacheBin, "pelican", "downtime", "add", "--description", "disk swap", "--config", cfgFile).CombinedOutput(); err != nil {
+		t.Fatalf("pelican downtime add: %v\n%s", err, out)
+	}
+	eventually.True(t, func() bool { return fed.InDowntime("/caches/hepcache-e2e") }, "the director to take the cache out")
+	if _, err := fed.Get(ctx, "/public/hello.txt", ""); err == nil {
+		t.Fatal("the director sent a client to a cache in downtime")
+	}
+	if out, err := exec.Command(hepcacheBin, "pelican", "status", "--config", cfgFile).CombinedOutput(); !strings.Contains(string(out), "downtime:     IN FORCE") {
+		t.Fatalf("pelican status in downtime: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(hepcacheBin, "pelican", "downtime", "remove", "all", "--config", cfgFile).CombinedOutput(); err != nil {
+		t.Fatalf("pelican downtime remove: %v\n%s", err, out)
+	}
+	eventually.True(t, func() bool { return !fed.InDowntime("/caches/hepcache-e2e") }, "the director to take the cache back")
+	if tr, err := fed.Get(ctx, "/public/hello.txt", ""); err != nil || string(tr.Body) != "hello public\n" {
+		t.Fatalf("after the downtime: %v", err)
 	}
 	if errs := fed.Errors(); len(errs) > 0 {
 		t.Fatalf("the double found differences from Pelican:\n%s", strings.Join(errs, "\n"))

@@ -138,7 +138,7 @@ func TestOriginWithoutChecksumsLoggedOnce(t *testing.T) {
 		s, err := cache.Summarize(cacheDir, 0)
 		return err == nil && s.ChecksumOnly == 3
 	}, "three files checked, none verified")
-	if n := strings.Count(p.log.String(), "origin gives no checksums"); n != 1 {
+	if n := strings.Count(p.log.String(), "origin gave no adler32 checksum"); n != 1 {
 		t.Errorf("%d lines about the origin without checksums, want 1:\n%s", n, p.log.String())
 	}
 }

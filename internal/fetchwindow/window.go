@@ -100,6 +100,30 @@ func (s *Set) fairShare() int64 {
 	return s.cap / int64(busy)
 }
 
+// Waiting returns the bytes of the urgent requests (a client waits for
+// them) queued in every window: fetches that the windows, full, have not
+// admitted yet.
+func (s *Set) Waiting() int64 {
+	s.mu.Lock()
+	ws := make([]*Window, 0, len(s.windows))
+	for _, w := range s.windows {
+		ws = append(ws, w)
+	}
+	s.mu.Unlock()
+	var n int64
+	for _, w := range ws {
+		w.mu.Lock()
+		for _, t := range w.queue {
+			if !t.urgent {
+				break // urgent ones come first
+			}
+			n += t.n
+		}
+		w.mu.Unlock()
+	}
+	return n
+}
+
 // Stat is a window's state, for metrics.
 type Stat struct {
 	Origin             string

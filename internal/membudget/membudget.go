@@ -100,6 +100,19 @@ func (b *Budget) Used() int64 {
 	return b.used
 }
 
+// Waiting returns the bytes demand requests wait for.
+func (b *Budget) Waiting() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var n int64
+	for _, w := range b.waiters {
+		if !w.prefetch {
+			n += w.n
+		}
+	}
+	return n
+}
+
 // grantLocked wakes waiters in order. A prefetch waiter that does not fit does
 // not block demand waiters behind it.
 func (b *Budget) grantLocked() {

@@ -54,9 +54,14 @@ type CacheFigures struct {
 	// LastPurgeFiles and LastPurgeNanos describe the latest purge that
 	// had something to do.
 	LastPurgeFiles, LastPurgeNanos int64
+	// OpensShed are opens refused as overloaded; DigestsComputed the
+	// files whose md5, sha1, sha256 and crc32 were computed from the
+	// cached bytes.
+	OpensShed, DigestsComputed int64
 	// FetchInFlight is the fetch memory in use (bytes requested from
-	// origins and not yet on disk).
-	FetchInFlight int64
+	// origins and not yet on disk); FetchWaiting the bytes of fetches
+	// clients wait for, queued for want of it.
+	FetchInFlight, FetchWaiting int64
 	// RAM is the block store: its size, occupancy and counters.
 	RAM RAMFigures
 	// FetchWindows are the per-origin fetch windows, by origin name.
@@ -420,6 +425,9 @@ func (r *Registry) WriteTo(w io.Writer) (int64, error) {
 		e.counter("hepcache_disks_failed_total", "Data disks taken out of service (I/O errors, read-only, unmounted).", st.DisksFailed)
 		e.gauge("hepcache_open_files", "Files with at least one client.", s.OpenFiles)
 		e.gauge("hepcache_fetch_inflight_bytes", "Bytes requested from origins and not yet on disk (fetch memory in use, by design).", st.FetchInFlight)
+		e.gauge("hepcache_fetch_waiting_bytes", "Bytes of block fetches clients wait for, queued for want of fetch memory; past cache.fetch_memory new downloads are shed.", st.FetchWaiting)
+		e.counter("hepcache_opens_shed_total", "Opens of files not held whole refused as overloaded (HTTP 429, root:// kXR_wait) while fetches were queued beyond the bound.", st.OpensShed)
+		e.counter("hepcache_digests_computed_total", "Files whose md5, sha1, sha256 and crc32 were computed from the cached bytes (once each, kept with the file).", st.DigestsComputed)
 		writeFetchWindows(e, st.FetchWindows)
 		writeRAM(e, st.RAM)
 		if s.UsageErr == "" {

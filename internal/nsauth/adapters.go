@@ -15,8 +15,9 @@ import (
 
 // HTTP returns the HTTP front end's authorizer: requests under a namespace
 // are decided by Decide (token from the Authorization header or the authz
-// query parameter), the others by next (nil: allowed). A client's token
-// never reaches an origin: authz is removed from the request's opaque data.
+// query parameter) and then by next as well (siteAllows), the others by
+// next alone (nil: allowed). A client's token never reaches an origin:
+// authz is removed from the request's opaque data.
 func (a *Authorizer) HTTP(next httpfront.Authorizer) httpfront.Authorizer {
 	return httpAuth{a: a, next: next}
 }
@@ -51,7 +52,51 @@ func (h httpAuth) Authorize(r *http.Request, req *backend.Request, op string) er
 		h.a.cfg.Logger.Debug("nsauth: denied", "client", req.Client, "path", req.Path, "op", op, "reason", err)
 		return err
 	}
+	return siteAllows(req, d, tok, func(site *backend.Request, withTok bool) error {
+		if h.next == nil {
+			return nil
+		}
+		sr := r
+		if withTok {
+			if qtok != "" && r.Header.Get("Authorization") == "" {
+				site.Opaque = addAuthz(site.Opaque, qtok)
+			}
+		} else if r.Header.Get("Authorization") != "" {
+			sr = r.Clone(r.Context())
+			sr.Header.Del("Authorization")
+		}
+		return h.next.Authorize(sr, site, op)
+	})
+}
+
+// siteAllows asks the site's own rules (ask) about a request the
+// federation allowed (d, with the client's token tok): the stricter wins,
+// so a director's list can never open what the site's [security] rules
+// close. The site judges the client first as it is without the
+// federation's token (its address, certificate, its own login), and, if
+// that is refused and there is a token, with it (a site that trusts the
+// same issuer may grant by its identity): a token the site does not know
+// is not a credential of the site's, and the client could always come
+// without it. On success req gets the site's view (NoFetch, its user),
+// then the federation's (user, origin token), and the earlier end of the
+// two grants.
+func siteAllows(req *backend.Request, d Decision, tok string, ask func(site *backend.Request, withTok bool) error) error {
+	site := *req
+	err := ask(&site, false)
+	if err != nil && tok != "" {
+		site = *req
+		err = ask(&site, true)
+	}
+	if err != nil {
+		return err
+	}
+	siteUntil := site.AuthUntil
+	site.Opaque = req.Opaque // the federation's token stays out of it
+	*req = site
 	d.Apply(req, tok)
+	if !siteUntil.IsZero() && (req.AuthUntil.IsZero() || siteUntil.Before(req.AuthUntil)) {
+		req.AuthUntil = siteUntil
+	}
 	return nil
 }
 
@@ -74,8 +119,9 @@ func (h httpAuth) Identify(r *http.Request) (string, error) {
 // XRootD returns the root:// front end's authorizer: requests under a
 // namespace are decided by Decide with the token of the authz opaque
 // parameter (root:// clients of a federation send it there; a ztn login
-// is the site's business, verified by next against the site's issuers),
-// the others by next (nil: allowed).
+// is the site's business, verified by next against the site's issuers)
+// and then by next as well (siteAllows), the others by next alone (nil:
+// allowed).
 func (a *Authorizer) XRootD(next xrdfront.Authorizer) xrdfront.Authorizer {
 	return xrdAuth{a: a, next: next}
 }
@@ -109,8 +155,12 @@ func (x xrdAuth) AuthorizeRequest(ctx context.Context, op xrdfront.Op, req *back
 		x.a.cfg.Logger.Debug("nsauth: denied", "client", req.Client, "path", req.Path, "op", string(op), "reason", err)
 		return err
 	}
-	d.Apply(req, tok)
-	return nil
+	return siteAllows(req, d, tok, func(site *backend.Request, withTok bool) error {
+		if withTok {
+			site.Opaque = addAuthz(site.Opaque, tok)
+		}
+		return x.nextAuthorize(ctx, op, site)
+	})
 }
 
 // decideAs is Decide for a read by a client whose token came over a

@@ -2,8 +2,10 @@
 // else publishes (a data federation's director): each namespace says
 // whether anyone may read it and, if not, which token issuers grant access
 // under it and from which base paths their scopes count. A request under a
-// namespace is decided here alone, as the federation decides; a request
-// under none is left to the site's own rules (the next authorizer).
+// namespace is decided here, as the federation decides, and by the site's
+// own rules as well (the next authorizer; the stricter wins: a director's
+// list never opens what the site closes); a request under none is left to
+// the site's rules alone.
 //
 // # Why a package of its own
 //

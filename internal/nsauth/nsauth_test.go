@@ -13,9 +13,11 @@ import (
 
 	"github.com/hepcache/hepcache/internal/auth/authtest"
 	"github.com/hepcache/hepcache/internal/auth/token"
+	"github.com/hepcache/hepcache/internal/authz"
 	"github.com/hepcache/hepcache/internal/backend"
 	httpfront "github.com/hepcache/hepcache/internal/frontend/http"
 	xrdfront "github.com/hepcache/hepcache/internal/frontend/xrootd"
+	"github.com/hepcache/hepcache/internal/security"
 )
 
 const aud = "https://cache.example:8443"
@@ -140,17 +142,18 @@ func (f *fakeVerifier) Verify(context.Context, string) (*token.Claims, error) {
 func (f *fakeVerifier) Close() error { *f.closed++; return nil }
 
 // TestHTTPAdapter: under a namespace the federation decides and the
-// site's authorizer is not asked; elsewhere the site's decides, with the
-// token where the client put it; a client's token is never left in the
-// opaque data that goes to origins.
+// site's authorizer is asked as well, without the federation's token;
+// elsewhere the site's decides alone, with the token where the client put
+// it; a client's token is never left in the opaque data that goes to
+// origins.
 func TestHTTPAdapter(t *testing.T) {
 	a, priv, _ := newTestAuthorizer(t, nil)
 	tok := priv.Token(t, "alice", "storage.read:/", aud)
 	var nextCalls int
-	var nextOpaque string
+	var nextOpaque, nextAuth string
 	h := a.HTTP(httpfront.AuthorizerFunc(func(r *http.Request, req *backend.Request, op string) error {
 		nextCalls++
-		nextOpaque = req.Opaque
+		nextOpaque, nextAuth = req.Opaque, r.Header.Get("Authorization")
 		return nil
 	}))
 	do := func(target, authz string) (*backend.Request, error) {
@@ -175,10 +178,11 @@ func TestHTTPAdapter(t *testing.T) {
 	if _, err := do("/private/f", ""); err == nil {
 		t.Fatal("no token: allowed")
 	}
-	if nextCalls != 0 {
-		t.Fatalf("the site's authorizer was asked %d times about federation paths", nextCalls)
+	if nextCalls != 3 || strings.Contains(nextOpaque, "authz") || nextAuth != "" {
+		t.Fatalf("the site's authorizer was asked %d times about the 3 federation paths allowed, last with opaque %q, Authorization %q; want each once, without the federation's token",
+			nextCalls, nextOpaque, nextAuth)
 	}
-	if _, err := do("/site/f?authz="+tok, ""); err != nil || nextCalls != 1 || !strings.Contains(nextOpaque, "authz=") {
+	if _, err := do("/site/f?authz="+tok, ""); err != nil || nextCalls != 4 || !strings.Contains(nextOpaque, "authz=") {
 		t.Fatalf("a site path: %v, %d calls, opaque %q; want the site's authorizer with the token", err, nextCalls, nextOpaque)
 	}
 }
@@ -263,5 +267,68 @@ func TestGrantEndsWithToken(t *testing.T) {
 	hreq := &backend.Request{Path: "/private/f"}
 	if err := a.HTTP(nil).Authorize(r, hreq, "read"); err != nil || !hreq.AuthUntil.Equal(exp.Add(5*time.Second)) {
 		t.Fatalf("https: %v, until %v", err, hreq.AuthUntil)
+	}
+}
+
+// TestSiteRulesStillApply (issue 36 item 7): a director that lists a
+// namespace as public (here /public, as a fake director could list "/")
+// does not open what the site's own [security] rules close: the stricter
+// wins, over https and root:// alike. What both allow is allowed, with
+// the site's restrictions (cached data only) and the federation's user.
+func TestSiteRulesStillApply(t *testing.T) {
+	a, priv, _ := newTestAuthorizer(t, nil)
+	tok := priv.Token(t, "alice", "storage.read:/", aud)
+	site, err := security.New(&security.Config{Logger: slog.New(slog.DiscardHandler), Rules: []authz.Rule{
+		{Path: "/", Read: []string{"anonymous"}},
+		{Path: "/public/closed", Read: []string{"authenticated"}},
+		{Path: "/private/cached", Read: []string{"anonymous"}, Fetch: []string{"none"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := a.HTTP(site.HTTPAuthorizer())
+	x := a.XRootD(site.XRootDAuthorizer()).(xrdfront.RequestAuthorizer)
+	cases := []struct {
+		path, tok string
+		allowed   bool
+		noFetch   bool
+	}{
+		{"/public/open", "", true, false},
+		{"/public/closed/f", "", false, false},
+		{"/public/closed/f", tok, false, false}, // a token the site does not know is no credential of the site's
+		{"/private/f", tok, true, false},
+		{"/private/f", "", false, false},
+		{"/private/cached/f", tok, true, true},
+	}
+	for _, c := range cases {
+		r := httptest.NewRequest("GET", c.path, nil)
+		r.TLS = &tls.ConnectionState{}
+		if c.tok != "" {
+			r.Header.Set("Authorization", "Bearer "+c.tok)
+		}
+		hreq := &backend.Request{Path: c.path, Client: r.RemoteAddr, Protocol: "https"}
+		xreq := &backend.Request{Path: c.path, Protocol: "roots"}
+		if c.tok != "" {
+			xreq.Opaque = "authz=" + c.tok
+		}
+		for name, err := range map[string]error{
+			"https": h.Authorize(r, hreq, "read"),
+			"roots": x.AuthorizeRequest(context.Background(), xrdfront.OpOpen, xreq),
+		} {
+			req := hreq
+			if name == "roots" {
+				req = xreq
+			}
+			switch {
+			case c.allowed && err != nil:
+				t.Errorf("%s %s (token %t): %v; want allowed", name, c.path, c.tok != "", err)
+			case !c.allowed && !errors.Is(err, backend.ErrForbidden):
+				t.Errorf("%s %s (token %t): %v; want refused by the site's rules", name, c.path, c.tok != "", err)
+			case err == nil && req.NoFetch != c.noFetch:
+				t.Errorf("%s %s: NoFetch %t; want the site's %t", name, c.path, req.NoFetch, c.noFetch)
+			case err == nil && c.tok != "" && (req.User != "alice@"+priv.URL || req.OriginToken != tok || strings.Contains(req.Opaque, "authz")):
+				t.Errorf("%s %s: user %q, origin token %t, opaque %q; want the federation's user and token, none in the opaque data", name, c.path, req.User, req.OriginToken == tok, req.Opaque)
+			}
+		}
 	}
 }

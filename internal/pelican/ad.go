@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,6 +28,9 @@ type advertisement struct {
 	RegistryPrefix string `json:"registry-prefix"`
 	DataURL        string `json:"data-url"`
 	WebURL         string `json:"web-url,omitempty"`
+	// Coordinate is where the cache says it is (Pelican's GeoLocation),
+	// which the director prefers to its GeoIP guess; nil: not said.
+	Coordinate *coordinate `json:"coordinate,omitempty"`
 	// Caps are left empty, as a Pelican cache leaves them
 	// (cache/advertise.go CreateAdvertisement).
 	Caps       capabilities      `json:"capabilities"`
@@ -40,6 +44,31 @@ type advertisement struct {
 	// Now lets the director correct the expiry for clock skew.
 	Now    time.Time `json:"now"`
 	Status string    `json:"status"`
+}
+
+// coordinate is server_structs.Coordinate as Pelican's servers encode it
+// (no JSON tags: Go's field names).
+type coordinate struct {
+	Lat            float64 `json:"Lat"`
+	Long           float64 `json:"Long"`
+	AccuracyRadius uint16  `json:"AccuracyRadius"`
+	Source         string  `json:"Source"`
+	FromTTLCache   bool    `json:"FromTTLCache"`
+}
+
+// parseCoordinate reads "lat,lon" as Pelican's GeoLocation does
+// (utils.ParseCoordinateStr).
+func parseCoordinate(s string) (*coordinate, error) {
+	la, lo, ok := strings.Cut(s, ",")
+	lat, err1 := strconv.ParseFloat(strings.TrimSpace(la), 64)
+	long, err2 := strconv.ParseFloat(strings.TrimSpace(lo), 64)
+	switch {
+	case !ok || err1 != nil || err2 != nil:
+		return nil, fmt.Errorf("coordinates %q: want \"lat,lon\" in decimal degrees", s)
+	case lat < -90 || lat > 90 || long < -180 || long > 180:
+		return nil, fmt.Errorf("coordinates %q: latitude within ±90, longitude within ±180", s)
+	}
+	return &coordinate{Lat: lat, Long: long, Source: "declared"}, nil
 }
 
 // capabilities are a namespace's or server's capabilities; the JSON names

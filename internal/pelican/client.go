@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,6 +51,18 @@ func newClient(cfg *Config) *client {
 }
 
 func (c *client) close() { c.http.CloseIdleConnections() }
+
+// caHint says what to do about a federation whose certificates the cache
+// does not trust (a federation with its own CA, as any test or private
+// one): the error alone ("x509: certificate signed by unknown authority")
+// does not name the setting.
+func caHint(err error) string {
+	var ua x509.UnknownAuthorityError
+	if errors.As(err, &ua) {
+		return " (the federation's certificates are signed by a CA this cache does not trust: add its CA file to security.origin_ca_paths)"
+	}
+	return ""
+}
 
 // apiError is an answer other than success from a federation service,
 // with its status, its message and, for 429 and 503, how long to wait.
@@ -98,7 +111,7 @@ func (c *client) do(ctx context.Context, method, u, bearer string, body, out any
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("%s %s: %w", method, u, err)
+		return 0, fmt.Errorf("%s %s: %w%s", method, u, err, caHint(err))
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))

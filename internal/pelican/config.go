@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hepcache/hepcache/internal/backend"
+	"github.com/hepcache/hepcache/internal/buildinfo"
 )
 
 // Defaults. A zero Config field means "use the default".
@@ -28,12 +29,15 @@ const (
 	// defaultRequestTimeout bounds one request to the registry or the
 	// director.
 	defaultRequestTimeout = 30 * time.Second
-	// defaultVersion is the Pelican version hepcache advertises: the first
-	// whose caches support authorization to origins (features/features.go,
-	// CacheAuthz, NotBeforePelican v7.16), which the director requires of
-	// caches in front of origins that need it. hepcache implements that
-	// cache behaviour (federation token, namespace authorization).
-	defaultVersion = "7.16.0"
+	// pelicanVersion is the Pelican version whose cache behaviour
+	// hepcache implements and advertises: the first whose caches support
+	// authorization to origins (features/features.go, CacheAuthz,
+	// NotBeforePelican v7.16), which the director requires of caches in
+	// front of origins that need it (federation token, namespace
+	// authorization). hepcache's own version follows it as semantic
+	// version build metadata (AdVersion), which the director shows and
+	// ignores when it compares versions.
+	pelicanVersion = "7.16.0"
 	// defaultTokenRetry is the wait after a failed federation token
 	// request before the next.
 	defaultTokenRetry = 30 * time.Second
@@ -88,8 +92,14 @@ type Config struct {
 	RegisterRetry time.Duration
 	// RequestTimeout bounds one request to the federation. Default 30s.
 	RequestTimeout time.Duration
-	// Version is the Pelican version advertised. Default "7.16.0".
+	// Version is the version advertised. Default AdVersion of this
+	// build: "7.16.0+hepcache.<version>".
 	Version string
+	// Coordinates are where the cache is, "lat,lon" in decimal degrees
+	// (Pelican's GeoLocation): the director sorts caches by distance and
+	// prefers what a server declares to its GeoIP guess. Default "": the
+	// director's guess.
+	Coordinates string
 	// RootCAs verify the federation's https servers (registry, director,
 	// issuers). Nil: the system pool.
 	RootCAs *x509.CertPool
@@ -112,6 +122,8 @@ type Config struct {
 
 	// now is the clock; a test seam.
 	now func() time.Time
+	// coordinate is Coordinates parsed (Validate).
+	coordinate *coordinate
 }
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -139,7 +151,7 @@ func (c *Config) EnsureDefaults() {
 		c.RequestTimeout = defaultRequestTimeout
 	}
 	if c.Version == "" {
-		c.Version = defaultVersion
+		c.Version = AdVersion(buildinfo.Get().Version)
 	}
 	if c.UserAgent == "" {
 		c.UserAgent = "hepcache"
@@ -210,7 +222,32 @@ func (c *Config) Validate() error {
 	if slices.Contains(c.Audiences, "") {
 		errs = append(errs, errors.New("audiences: an empty audience"))
 	}
+	if c.Coordinates != "" {
+		var err error
+		if c.coordinate, err = parseCoordinate(c.Coordinates); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// AdVersion is the version a cache of hepcache version v advertises: the
+// Pelican version it implements, with v as build metadata
+// ("7.16.0+hepcache.1.2.3"), so that the director's feature checks see
+// 7.16.0 and its server list names hepcache's release.
+func AdVersion(v string) string {
+	meta := strings.Map(func(r rune) rune {
+		switch {
+		case r >= '0' && r <= '9', r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r == '-', r == '.':
+			return r
+		}
+		return '-'
+	}, strings.TrimPrefix(v, "v"))
+	meta = strings.Trim(strings.ReplaceAll(meta, "..", "."), ".")
+	if meta == "" {
+		meta = "unknown"
+	}
+	return pelicanVersion + "+hepcache." + meta
 }
 
 // Prefix is the cache's registry prefix, /caches/<site>.

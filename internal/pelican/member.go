@@ -193,7 +193,7 @@ func (m *Member) setState(state, reason string) {
 	case StateRefused, StateUnreachable:
 		m.log.Error("pelican: "+state, attrs...)
 	case StatePending:
-		m.log.Warn("pelican: the cache is registered and waits for a federation administrator to approve it (the registry requires approval of caches); asking again every "+m.cfg.AdvertiseInterval.String(), attrs...)
+		m.log.Warn("pelican: the cache is registered and waits for a federation administrator to approve it (the registry requires approval of caches); asking again every "+min(m.cfg.RegisterRetry, m.cfg.AdvertiseInterval).String()+" and advertising once approved", attrs...)
 	default:
 		m.log.Info("pelican: "+state, attrs...)
 	}
@@ -202,9 +202,10 @@ func (m *Member) setState(state, reason string) {
 // Start begins registering and advertising in the background. It returns
 // at once.
 func (m *Member) Start() {
-	m.wg.Add(2)
+	m.wg.Add(3)
 	go func() { defer m.wg.Done(); m.run() }()
 	go func() { defer m.wg.Done(); m.runFedToken() }()
+	go func() { defer m.wg.Done(); m.watchDowntimes() }()
 }
 
 // Close stops the membership's goroutines and waits for them; the director
@@ -276,6 +277,11 @@ func (m *Member) run() {
 	defer cancel()
 	for {
 		wait := m.step(ctx)
+		// A downtime that starts or ends is advertised then (a moment
+		// after, so that it is in force, or over, when the ad is made).
+		if edge, ok := m.nextDowntimeEdge(m.cfg.now()); ok && edge+time.Second < wait {
+			wait = edge + time.Second
+		}
 		if !m.sleep(wait) {
 			return
 		}
@@ -305,7 +311,12 @@ func (m *Member) step(ctx context.Context) time.Duration {
 			return m.cfg.RegisterRetry
 		}
 		m.setState(state, reason)
-		if state == StateRefused || state == StatePending {
+		if state == StatePending {
+			// Asked again soon: once approved, the same step advertises,
+			// without waiting for the next advertisement interval.
+			return min(m.cfg.RegisterRetry, m.cfg.AdvertiseInterval)
+		}
+		if state == StateRefused {
 			return m.cfg.AdvertiseInterval
 		}
 		m.approvedOnce.Do(func() { close(m.approved) })
@@ -541,11 +552,16 @@ func (m *Member) advertise(ctx context.Context, fed federation, status string) e
 	ns := m.ns.raw
 	m.mu.Unlock()
 	now := m.cfg.now()
+	downtimes, err := m.adDowntimes(now)
+	if err != nil {
+		m.log.Warn("pelican: the downtimes cannot be read; advertising none", "err", err)
+	}
 	ad := &advertisement{
 		Name: m.cfg.Site, StartTime: m.start.Unix(), InstanceID: m.instance, GenerationID: m.gen.Add(1),
 		Version: m.cfg.Version, Expiration: now.Add(m.cfg.AdLifetime),
 		ServerID: m.serverID, RegistryPrefix: m.cfg.Prefix(), DataURL: m.cfg.DataURL, WebURL: m.cfg.WebURL,
-		Namespaces: ns, Issuer: []json.RawMessage{}, Downtimes: []json.RawMessage{}, RequiredFeatures: []string{},
+		Coordinate: m.cfg.coordinate,
+		Namespaces: ns, Issuer: []json.RawMessage{}, Downtimes: downtimes, RequiredFeatures: []string{},
 		Now: now, Status: status,
 	}
 	if ad.Namespaces == nil {

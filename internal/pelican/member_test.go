@@ -162,9 +162,11 @@ func TestJoin(t *testing.T) {
 
 // TestPendingApproval: with RequireCacheApproval the cache registers,
 // says clearly that it waits, sends no ad, and advertises once approved,
-// without a restart.
+// without a restart and at once: the registry is asked again every
+// RegisterRetry, not every advertisement interval (an hour here: the old
+// code waited for it, and the test timed out).
 func TestPendingApproval(t *testing.T) {
-	e := newMember(t, pelicantest.Options{RequireCacheApproval: true}, nil)
+	e := newMember(t, pelicantest.Options{RequireCacheApproval: true}, func(c *Config) { c.AdvertiseInterval, c.AdLifetime = time.Hour, 3*time.Hour })
 	e.m.Start()
 	e.waitState(t, StatePending)
 	if !strings.Contains(e.logs.String(), "waits for a federation administrator to approve it") {
@@ -177,6 +179,49 @@ func TestPendingApproval(t *testing.T) {
 	e.waitState(t, StateAdvertising)
 	if errs := e.fed.Errors(); len(errs) > 0 {
 		t.Fatalf("%s", strings.Join(errs, "\n"))
+	}
+}
+
+// TestDowntime (issue 33 item 5): a downtime kept in the state directory
+// (what `hepcache pelican downtime add` writes) is advertised within
+// seconds, not at the next interval (an hour here), in Pelican's form (the
+// double checks every field), and the director takes the cache out of its
+// redirects; removed, it is advertised away and the cache is back. The ad
+// names hepcache's version after the Pelican version it implements, and
+// the coordinates configured.
+func TestDowntime(t *testing.T) {
+	e := newMember(t, pelicantest.Options{}, func(c *Config) {
+		c.AdvertiseInterval, c.AdLifetime = time.Hour, 3*time.Hour
+		c.Coordinates = "46.2330, 6.0557"
+	})
+	e.m.Start()
+	e.waitState(t, StateAdvertising)
+	prefix := "/caches/hepcache-test"
+	if e.fed.InDowntime(prefix) {
+		t.Fatal("in downtime before any was set")
+	}
+	ad := e.fed.Ads()[0].Body
+	coord, _ := ad["coordinate"].(map[string]any)
+	if v, _ := ad["version"].(string); !strings.HasPrefix(v, "7.16.0+hepcache.") || coord["Lat"] != 46.233 || coord["Long"] != 6.0557 {
+		t.Fatalf("ad version %q, coordinate %v; want 7.16.0+hepcache.<version> and the coordinates", v, coord)
+	}
+	d, err := AddDowntime(e.m.cfg.StateDir, Downtime{Class: ClassUnscheduled, Severity: SeverityOutage, Description: "disk swap", Start: time.Now()}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually.True(t, func() bool { return e.fed.InDowntime(prefix) }, "the director to take the cache out")
+	if n, err := RemoveDowntime(e.m.cfg.StateDir, d.ID[:8]); n != 1 || err != nil {
+		t.Fatalf("remove: %d, %v", n, err)
+	}
+	eventually.True(t, func() bool { return !e.fed.InDowntime(prefix) }, "the director to take the cache back")
+	// One that starts later is advertised when it starts.
+	if _, err := AddDowntime(e.m.cfg.StateDir, Downtime{Class: ClassScheduled, Severity: SeverityOutage, Description: "later",
+		Start: time.Now().Add(3 * time.Second), End: time.Now().Add(time.Hour)}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	eventually.True(t, func() bool { return e.fed.InDowntime(prefix) }, "a scheduled downtime to be in force when it starts")
+	if errs := e.fed.Errors(); len(errs) > 0 {
+		t.Fatalf("the double found differences from Pelican:\n%s", strings.Join(errs, "\n"))
 	}
 }
 
@@ -484,5 +529,17 @@ func TestPrestageAndEvictAPI(t *testing.T) {
 	}
 	if len(evicted) != 1 || evicted[0] != "/private/secret.txt" {
 		t.Fatalf("evicted %q", evicted)
+	}
+}
+
+// TestUnknownCANamed (issue 33 item 7): a federation whose CA the cache
+// does not trust (any federation with its own CA, until
+// security.origin_ca_paths names it) fails with an error that names the
+// setting, not only "certificate signed by unknown authority".
+func TestUnknownCANamed(t *testing.T) {
+	e := newMember(t, pelicantest.Options{}, func(c *Config) { c.RootCAs = nil })
+	err := e.m.Discover(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "unknown authority") || !strings.Contains(err.Error(), "security.origin_ca_paths") {
+		t.Fatalf("discovery of a federation with its own CA: %v; want the setting named", err)
 	}
 }

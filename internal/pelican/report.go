@@ -40,6 +40,13 @@ type Report struct {
 	ServerStatus string // the status of the cache's last ad ("ok", ...)
 	Version      string
 	Namespaces   []string
+	// Filtered: the director sends the cache no client, FilteredType says
+	// why ("Temporarily disabled by the server admin": a downtime of its
+	// own); InDowntime: a downtime the director holds for the cache is in
+	// force.
+	Filtered     bool
+	FilteredType string
+	InDowntime   bool
 }
 
 // Inspect asks the registry and the director about the cache. It fails
@@ -73,6 +80,12 @@ func (m *Member) Inspect(ctx context.Context) (Report, error) {
 		RegistryPrefix    string   `json:"registryPrefix"`
 		Version           string   `json:"version"`
 		NamespacePrefixes []string `json:"namespacePrefixes"`
+		Filtered          bool     `json:"filtered"`
+		FilteredType      string   `json:"filteredType"`
+		Downtimes         []struct {
+			Start int64 `json:"startTime"`
+			End   int64 `json:"endTime"`
+		} `json:"downtimes"`
 	}
 	if _, err := m.c.do(ctx, http.MethodGet, join(fed.Director, "api", "v1.0", "director_ui", "servers"), "", nil, &servers, maxNamespaceBody); err != nil {
 		return r, fmt.Errorf("the director's server list: %w", err)
@@ -81,6 +94,13 @@ func (m *Member) Inspect(ctx context.Context) (Report, error) {
 		if s.Type == "Cache" && (s.RegistryPrefix == r.Prefix || strings.EqualFold(s.Name, m.cfg.Site)) {
 			r.Listed, r.Name, r.DataURL = true, s.Name, s.URL
 			r.HealthStatus, r.ServerStatus, r.Version, r.Namespaces = s.HealthStatus, s.ServerStatus, s.Version, s.NamespacePrefixes
+			r.Filtered, r.FilteredType = s.Filtered, s.FilteredType
+			now := m.cfg.now().UnixMilli()
+			for _, d := range s.Downtimes {
+				if d.Start <= now && (d.End == -1 || now <= d.End) {
+					r.InDowntime = true
+				}
+			}
 			break
 		}
 	}
@@ -112,5 +132,15 @@ func (r Report) String() string {
 	}
 	fmt.Fprintf(&b, "listed as:    %s at %s (version %s)\nstatus:       %s (the cache's own)\ndirector test: %s\nnamespaces:   %s\n",
 		r.Name, r.DataURL, r.Version, r.ServerStatus, r.HealthStatus, strings.Join(r.Namespaces, " "))
+	switch {
+	case r.InDowntime && r.Filtered:
+		fmt.Fprintf(&b, "downtime:     IN FORCE: the director sends this cache no client (%s; hepcache pelican downtime)\n", r.FilteredType)
+	case r.Filtered:
+		fmt.Fprintf(&b, "filtered:     the director sends this cache no client (%s)\n", r.FilteredType)
+	case r.InDowntime:
+		b.WriteString("downtime:     IN FORCE, but the director still sends clients (it may ignore the cache's own downtimes)\n")
+	default:
+		b.WriteString("downtime:     none in force: the director sends clients\n")
+	}
 	return b.String()
 }

@@ -158,3 +158,84 @@ func (f *Federation) Scrape(ctx context.Context) (int64, error) {
 	}
 	return 0, fmt.Errorf("scrape: no xrootd_server_io_total")
 }
+
+// Transfer is what a Pelican client saw of one get (client/handle_http.go).
+type Transfer struct {
+	// Cache is where the director's object redirect sent the client.
+	Cache string
+	// Status and Body of the GET.
+	Status int
+	Body   []byte
+	// Server is the Server header, which the client records as the
+	// server's version.
+	Server string
+	// ProbeAge and Age are the Age of the client's one-byte probe and of
+	// its GET, -1 without one: the client logs a get without Age as a
+	// cache miss, with one as a hit.
+	ProbeAge, Age int
+	// TransferStatus is the X-Transfer-Status trailer of the GET.
+	TransferStatus string
+}
+
+// Get reads the object at p as `pelican object get` does: the director's
+// object redirect names a cache; a one-byte probe (objectCached) asks it
+// whether it holds the object; the GET then asks for the X-Transfer-Status
+// trailer (X-Transfer-Status: true, TE: trailers) with an X-Pelican-Timeout.
+// A GET answered without a Server header, or whose body is not followed by
+// the trailer, is recorded in Errors (the client reads both). tok ("" for
+// none) goes with every request.
+func (f *Federation) Get(ctx context.Context, p, tok string) (*Transfer, error) {
+	cl := f.client()
+	cl.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	send := func(method, u string, hdr map[string]string) (*http.Response, error) {
+		req, err := http.NewRequestWithContext(ctx, method, u, nil)
+		if err != nil {
+			return nil, err
+		}
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		req.Header.Set("User-Agent", "pelican-client/7.16.0")
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		return cl.Do(req)
+	}
+	resp, err := send(http.MethodGet, f.URL+"/api/v1.0/director/object"+p, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTemporaryRedirect {
+		return nil, fmt.Errorf("the director's object redirect: %d", resp.StatusCode)
+	}
+	t := &Transfer{Cache: resp.Header.Get("Location"), ProbeAge: -1, Age: -1}
+	ageOf := func(h http.Header) int {
+		if a, err := strconv.Atoi(h.Get("Age")); err == nil {
+			return a
+		}
+		return -1
+	}
+	if resp, err = send(http.MethodGet, t.Cache, map[string]string{"Range": "bytes=0-0"}); err != nil {
+		return t, err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	t.ProbeAge = ageOf(resp.Header)
+	if resp, err = send(http.MethodGet, t.Cache, map[string]string{"X-Transfer-Status": "true", "TE": "trailers", "X-Pelican-Timeout": "9.5s"}); err != nil {
+		return t, err
+	}
+	defer resp.Body.Close()
+	t.Status, t.Server, t.Age = resp.StatusCode, resp.Header.Get("Server"), ageOf(resp.Header)
+	if t.Body, err = io.ReadAll(resp.Body); err != nil {
+		return t, fmt.Errorf("GET %s: body: %w", t.Cache, err)
+	}
+	t.TransferStatus = resp.Trailer.Get("X-Transfer-Status")
+	if t.Server == "" {
+		f.check("client get %s: no Server header (the client records it as the server's version)", p)
+	}
+	if t.Status == http.StatusOK && t.TransferStatus == "" {
+		f.check("client get %s: no X-Transfer-Status trailer, though asked for (the client reads it to know the body is whole)", p)
+	}
+	return t, nil
+}

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"path"
@@ -399,6 +400,14 @@ func (f *Federation) registerCache(w http.ResponseWriter, r *http.Request) {
 	if !versionAtLeast(ad.Version, 7, 16) {
 		problems = append(problems, fmt.Sprintf("version %q: below 7.16 the director does not count a cache as supporting cache authorization", ad.Version))
 	}
+	problems = append(problems, checkDowntimes(raw["downtimes"], now)...)
+	if c, ok := raw["coordinate"].(map[string]any); ok {
+		lat, _ := c["Lat"].(float64)
+		long, _ := c["Long"].(float64)
+		if lat < -90 || lat > 90 || long < -180 || long > 180 || c["Source"] != "declared" {
+			problems = append(problems, fmt.Sprintf("coordinate %v: want Lat, Long in range and Source \"declared\" (server_structs.Coordinate)", c))
+		}
+	}
 	var ns []map[string]any
 	if err := json.Unmarshal(ad.Namespaces, &ns); err != nil {
 		problems = append(problems, fmt.Sprintf("namespaces: %v", err))
@@ -418,6 +427,71 @@ func (f *Federation) registerCache(w http.ResponseWriter, r *http.Request) {
 	f.mu.Unlock()
 	reply(w, 200, map[string]string{"status": "success", "msg": "Successful registration"})
 }
+
+// checkDowntimes checks an ad's downtimes as the director reads them
+// (server_structs.Downtime): an id, Pelican's classes and severities,
+// times in Unix milliseconds, an end of -1 (open) or after the start.
+func checkDowntimes(v any, now time.Time) []string {
+	list, ok := v.([]any)
+	if !ok {
+		return []string{fmt.Sprintf("downtimes %v: want a list", v)}
+	}
+	var problems []string
+	for i, x := range list {
+		d, _ := x.(map[string]any)
+		start, _ := d["startTime"].(float64)
+		end, _ := d["endTime"].(float64)
+		created, _ := d["createdAt"].(float64)
+		switch {
+		case d["id"] == "" || d["id"] == nil:
+			problems = append(problems, fmt.Sprintf("downtime %d: no id", i))
+		case d["class"] != "SCHEDULED" && d["class"] != "UNSCHEDULED":
+			problems = append(problems, fmt.Sprintf("downtime %d: class %v", i, d["class"]))
+		case !slices.Contains([]any{"Outage (completely inaccessible)", "Severe (most services down)",
+			"Intermittent Outage (may be up for some of the time)", "No Significant Outage Expected (you shouldn't notice)"}, d["severity"]):
+			problems = append(problems, fmt.Sprintf("downtime %d: severity %v is none of Pelican's", i, d["severity"]))
+		case math.Abs(start-float64(now.UnixMilli())) > 366*24*3600e3 || created <= 0:
+			problems = append(problems, fmt.Sprintf("downtime %d: startTime %v, createdAt %v: want Unix milliseconds", i, start, created))
+		case end != -1 && end <= start:
+			problems = append(problems, fmt.Sprintf("downtime %d: endTime %v: -1 or after the start", i, end))
+		case d["source"] != "cache" || d["serverId"] == "":
+			problems = append(problems, fmt.Sprintf("downtime %d: source %v, serverId %v: a cache's own, with its server id", i, d["source"], d["serverId"]))
+		}
+	}
+	return problems
+}
+
+// activeDowntime reports whether an ad's downtimes hold one in force at
+// now (director/cache_ads.go applyServerDowntimes).
+func activeDowntime(ad map[string]any, now time.Time) bool {
+	list, _ := ad["downtimes"].([]any)
+	ms := float64(now.UnixMilli())
+	for _, x := range list {
+		d, _ := x.(map[string]any)
+		start, _ := d["startTime"].(float64)
+		end, _ := d["endTime"].(float64)
+		if start <= ms && (end >= ms || end == -1) {
+			return true
+		}
+	}
+	return false
+}
+
+// filtered reports whether the newest ad of the cache registered under
+// prefix holds a downtime in force.
+func (f *Federation) filtered(ads []Ad, prefix any) bool {
+	for i := len(ads) - 1; i >= 0; i-- {
+		if ads[i].Body["registry-prefix"] == prefix {
+			return activeDowntime(ads[i].Body, time.Now())
+		}
+	}
+	return false
+}
+
+// InDowntime reports whether the director, as it stands, takes the cache
+// registered under prefix out of its redirects (its newest ad holds a
+// downtime in force).
+func (f *Federation) InDowntime(prefix string) bool { return f.filtered(f.Ads(), prefix) }
 
 // versionAtLeast compares a semantic version's major.minor.
 func versionAtLeast(v string, major, minor int) bool {
@@ -498,6 +572,11 @@ func (f *Federation) getFedToken(w http.ResponseWriter, r *http.Request) {
 func (f *Federation) redirect(w http.ResponseWriter, r *http.Request, p string, toCache bool) {
 	p = path.Clean("/" + p)
 	target := f.URL + "/api/v1.0/origin/data" + p
+	if !toCache {
+		f.mu.Lock()
+		f.redirects[p]++
+		f.mu.Unlock()
+	}
 	if strings.HasPrefix(p, "/pelican/monitoring/") {
 		target = f.URL + "/api/v1.0/director/healthTest" + p
 	} else if f.namespaceOf(p) == nil {
@@ -505,12 +584,20 @@ func (f *Federation) redirect(w http.ResponseWriter, r *http.Request, p string, 
 		return
 	}
 	if toCache {
+		// The newest ad of a cache not in downtime (cache_ads.go
+		// filteredServers: the director sends no client there).
 		ads := f.Ads()
-		if len(ads) == 0 {
+		var ad *Ad
+		for i := len(ads) - 1; i >= 0 && ad == nil; i-- {
+			if !f.filtered(ads, ads[i].Body["registry-prefix"]) {
+				ad = &ads[i]
+			}
+		}
+		if ad == nil {
 			refuse(w, http.StatusNotFound, "no caches")
 			return
 		}
-		target = strings.TrimRight(ads[len(ads)-1].Body["data-url"].(string), "/") + p
+		target = strings.TrimRight(ad.Body["data-url"].(string), "/") + p
 	}
 	if r.URL.RawQuery != "" {
 		target += "?" + r.URL.RawQuery
@@ -657,8 +744,16 @@ func (f *Federation) servers() []any {
 				}
 			}
 		}
+		// As the director lists a server a downtime of its own filters
+		// (director_ui.go, cache_ads.go filterType.String).
+		filtered, ft := activeDowntime(b, time.Now()), ""
+		if filtered {
+			ft = "Temporarily disabled by the server admin"
+		}
+		downtimes, _ := b["downtimes"].([]any)
 		out = append(out, map[string]any{"name": b["name"], "serverId": b["serverId"], "url": b["data-url"], "webUrl": b["web-url"],
-			"type": "Cache", "healthStatus": health, "serverStatus": b["status"], "registryPrefix": k, "version": b["version"], "namespacePrefixes": ns})
+			"type": "Cache", "healthStatus": health, "serverStatus": b["status"], "registryPrefix": k, "version": b["version"], "namespacePrefixes": ns,
+			"filtered": filtered, "filteredType": ft, "downtimes": downtimes})
 	}
 	return out
 }

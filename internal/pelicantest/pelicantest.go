@@ -99,6 +99,8 @@ type Federation struct {
 	down bool
 	// originReads counts GETs the origin served, by path.
 	originReads map[string]int
+	// redirects counts the director's redirects to the origin, by path.
+	redirects map[string]int
 	// fedTokens counts the federation tokens issued.
 	fedTokens int
 	// health is the last director test result ("OK", "Error").
@@ -143,7 +145,7 @@ func Start(tb testing.TB, o Options) *Federation {
 	if o.FedTokenLifetime == 0 {
 		o.FedTokenLifetime = 15 * time.Minute
 	}
-	f := &Federation{opts: o, regs: map[string]*Registration{}, fail: map[string][]Failure{}, originReads: map[string]int{}}
+	f := &Federation{opts: o, regs: map[string]*Registration{}, fail: map[string][]Failure{}, originReads: map[string]int{}, redirects: map[string]int{}}
 	var err error
 	if f.fedKey, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
 		tb.Fatal(err)
@@ -230,6 +232,16 @@ func (f *Federation) OriginReads(p string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.originReads[p]
+}
+
+// Redirects is how many requests for the object at p the director sent
+// on to the origin (its origin redirect, which a cache reads through): a
+// cache that keeps the redirect's target for an open file asks once per
+// file, not once per block.
+func (f *Federation) Redirects(p string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.redirects[p]
 }
 
 // Tokens returns every bearer token the double received or issued.

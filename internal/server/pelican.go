@@ -44,7 +44,7 @@ func PelicanMemberConfig(cfg *config.Config, cred *security.OriginCredentials, l
 		Federation: p.Federation, DirectorURL: p.DirectorURL, RegistryURL: p.RegistryURL,
 		Site: p.Site, KeyFile: cfg.PelicanKeyFile(), StateDir: cfg.PelicanStateDir(),
 		DataURL: cfg.PelicanDataURL(host), WebURL: p.WebURL, Namespaces: p.Namespaces, Audiences: p.Audiences,
-		AdvertiseInterval: time.Duration(p.AdvertiseInterval), RootCAs: roots,
+		AdvertiseInterval: time.Duration(p.AdvertiseInterval), RootCAs: roots, Coordinates: p.Coordinates,
 		AllowTokensWithoutTLS: cfg.Security.AllowTokensWithoutTLS,
 		UserAgent:             "hepcache/" + buildinfo.Get().Version, Logger: log,
 	}, nil

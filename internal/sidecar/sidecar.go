@@ -9,9 +9,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/hepcache/hepcache/internal/checksum"
 	"hash/crc32"
+	"maps"
+	"slices"
 	"time"
+
+	"github.com/hepcache/hepcache/internal/checksum"
 
 	"github.com/hepcache/hepcache/internal/bitmap"
 )
@@ -21,9 +24,12 @@ var ErrCorrupt = errors.New("sidecar: corrupt")
 
 const (
 	magic = "HCINFO\x00\x01"
-	// version 2 adds the per-block CRC32Cs, version 3 the flags; older
-	// sidecars still load (their blocks have no known CRC, no flag set).
-	version = 3
+	// version 2 adds the per-block CRC32Cs, version 3 the flags, version
+	// 4 the digests; older sidecars still load (their blocks have no known
+	// CRC, no flag set, no digest).
+	version = 4
+	// maxDigests bounds the digests a sidecar may hold.
+	maxDigests = 16
 	// MaxRecords is how many access records a sidecar keeps (the newest).
 	MaxRecords = 20
 )
@@ -88,6 +94,11 @@ type Info struct {
 	CRCKnown *bitmap.Bitmap
 	// Flags are the Flag* bits.
 	Flags uint8
+	// Digests of the complete file that cannot be combined from its
+	// blocks' (md5, sha1, sha256, crc32), computed from the cached bytes
+	// when first asked for: by algorithm, as lower-case hex. Cleared with
+	// any block (ForgetBlock).
+	Digests map[string]string
 }
 
 // Flag bits. ONLY APPEND: the value is stored on disk.
@@ -114,6 +125,7 @@ func (in *Info) ForgetBlock(b int) {
 	in.Durable.Clear(b)
 	in.CRCKnown.Clear(b)
 	in.BlockCRC[b] = 0
+	in.Digests = nil
 }
 
 // NumBlocks returns how many blocks a file of size bytes has.
@@ -179,6 +191,12 @@ func (in *Info) Marshal() []byte {
 		b = binary.LittleEndian.AppendUint32(b, c)
 	}
 	b = append(b, in.Flags)
+	algos := slices.Sorted(maps.Keys(in.Digests))
+	b = append(b, byte(min(len(algos), maxDigests)))
+	for _, a := range algos[:min(len(algos), maxDigests)] {
+		b = appendString(b, a)
+		b = appendString(b, in.Digests[a])
+	}
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
@@ -248,6 +266,22 @@ func Unmarshal(b []byte) (*Info, error) {
 	}
 	if v >= 3 {
 		in.Flags = d.u8()
+		if d.err != nil {
+			return nil, d.err
+		}
+	}
+	if v >= 4 {
+		n := int(d.u8())
+		if n > maxDigests {
+			return nil, fmt.Errorf("%w: %d digests", ErrCorrupt, n)
+		}
+		for i := 0; i < n && d.err == nil; i++ {
+			a, v := d.str(), d.str()
+			if in.Digests == nil {
+				in.Digests = map[string]string{}
+			}
+			in.Digests[a] = v
+		}
 		if d.err != nil {
 			return nil, d.err
 		}

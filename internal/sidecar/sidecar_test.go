@@ -18,6 +18,7 @@ func sample() *Info {
 	in.ChecksumState = ChecksumVerified
 	in.Adler32 = 0xdeadbeef
 	in.CRC32C = 0x01020304
+	in.Digests = map[string]string{"md5": "0123456789abcdef0123456789abcdef", "crc32": "89abcdef"}
 	for i := 0; i < MaxRecords+5; i++ {
 		in.AddRecord(Access{Open: now.Add(time.Duration(i) * time.Second), Close: now.Add(time.Duration(i+1) * time.Second), BytesHit: int64(i), BytesMissed: 7, Bypass: 1})
 	}
@@ -38,6 +39,11 @@ func TestRoundTrip(t *testing.T) {
 	}
 	if out.Complete() {
 		t.Fatal("2 of 11 blocks reported complete")
+	}
+	// A block forgotten (found bad) takes the digests of the whole with it.
+	out.ForgetBlock(10)
+	if out.Digests != nil {
+		t.Fatalf("digests %v kept after a block was forgotten", out.Digests)
 	}
 }
 
@@ -89,7 +95,13 @@ func TestVersion1StillLoads(t *testing.T) {
 	b := in.Marshal()
 	out, err := Unmarshal(b)
 	if err != nil || !out.CRCKnown.Test(5) || out.CRCKnown.Test(0) || out.BlockCRC[5] != 0xdeadbeef || !out.Unconfirmed() {
-		t.Fatalf("v3 round trip: %v %+v", err, out)
+		t.Fatalf("v4 round trip: %v %+v", err, out)
+	}
+	b = b[:len(b)-4-1] // version 3: no digests
+	binary.LittleEndian.PutUint32(b[len(magic):], 3)
+	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	if out, err := Unmarshal(b); err != nil || !out.Unconfirmed() || out.Digests != nil {
+		t.Fatalf("v3: %v %+v", err, out)
 	}
 	// Version 2: no flags.
 	v2 := append([]byte(nil), b[:len(b)-4-1]...)

@@ -116,7 +116,7 @@ func (o *Origin) Checksum(ctx context.Context, p, algo string) (string, error) {
 	}
 	hdr := http.Header{}
 	hdr.Set("Want-Digest", algo)
-	resp, err := o.do(ctx, http.MethodHead, p, hdr, nil)
+	resp, err := o.pathRequest(ctx, http.MethodHead, p, hdr, nil)
 	if err != nil {
 		return "", fmt.Errorf("checksum %s: %w", algo, err)
 	}

@@ -8,6 +8,7 @@ package httporigin
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hepcache/hepcache/internal/originhttp"
@@ -37,6 +39,11 @@ const (
 	// defaultMaxReadVRanges bounds the ranges in one multi-range GET, so the
 	// Range header stays well under the 8 KiB many servers accept.
 	defaultMaxReadVRanges = 64
+	// defaultRedirectTTL bounds how long an open file reads from the
+	// target a redirect gave it: long enough for a job reading a file for
+	// an hour to ask the redirector once, short enough that a federation
+	// that moved the data is followed.
+	defaultRedirectTTL = time.Hour
 )
 
 // Config configures an Origin.
@@ -65,12 +72,15 @@ type Config struct {
 	// cache's own credential (e.g. an Authorization: Bearer header). It
 	// must be safe for concurrent use.
 	Authorize func(*http.Request) error
-	// AuthorizeRedirects calls Authorize again on each redirect, whatever
-	// host it leads to: for an origin URL that is a redirector whose
-	// targets all take the cache's credential (a Pelican director sending
-	// to the federation's origins, which accept its federation token).
-	// Default false: the credential goes to the origin URL's host only
-	// (Go drops Authorization on a redirect to another host).
+	// AuthorizeRedirects calls Authorize again on a redirect from the
+	// origin URL's host to another host: for an origin URL that is a
+	// redirector whose targets all take the cache's credential (a Pelican
+	// director sending to the federation's origins, which accept its
+	// federation token): the hosts the redirector names are the ones it
+	// vouches for. Past them, a credential follows only to the same host.
+	// Default false: the credential goes to the origin URL's host only.
+	// Either way credentials (and ForwardClientToken's token) follow a
+	// redirect over https only (redirect.go).
 	AuthorizeRedirects bool
 	// ForwardClientToken sends the token origin.WithClientToken put in a
 	// request's context as the authz query parameter (a file opened with
@@ -80,11 +90,22 @@ type Config struct {
 	// error or a log line. Default false: origins see the cache's own
 	// credential only.
 	ForwardClientToken bool
+	// RedirectTTL is how long an open file keeps the target the origin
+	// URL redirected it to (a Pelican director sending the cache to an
+	// origin, a storage door to a data node): its reads go there directly
+	// instead of through the redirector, which sees one request per open
+	// instead of one per block. A target that fails, or that is older
+	// than this or than the redirect's Cache-Control max-age, is dropped
+	// and the origin URL asked again. Default 1h; negative: every read
+	// goes through the origin URL (its redirects followed each time).
+	RedirectTTL time.Duration
 	// Logger receives operational messages. Default slog.Default().
 	Logger *slog.Logger
 
 	// transport replaces the tuned transport; a test seam.
 	transport http.RoundTripper
+	// now is the clock of RedirectTTL; a test seam.
+	now func() time.Time
 }
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -100,6 +121,12 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.MaxReadVRanges == 0 {
 		c.MaxReadVRanges = defaultMaxReadVRanges
+	}
+	if c.RedirectTTL == 0 {
+		c.RedirectTTL = defaultRedirectTTL
+	}
+	if c.now == nil {
+		c.now = time.Now
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -137,6 +164,12 @@ type Origin struct {
 	name   string
 	client *http.Client
 	tr     *http.Transport // nil when a test replaced the transport
+	// noReuse is set once a redirect target failed on its first reuse
+	// (a door whose redirects are good for one request): from then on
+	// targets are not kept.
+	noReuse atomic.Bool
+	// targets are the redirect targets kept by path (redirect.go).
+	targets targets
 }
 
 var _ origin.Origin = (*Origin)(nil)
@@ -178,7 +211,10 @@ var errDirRedirect = errors.New("directory redirect")
 
 // checkRedirect follows redirects (storage doors send clients to data
 // nodes) except the one a web server sends for a directory named without
-// its trailing slash, which tells Stat that the path is a directory.
+// its trailing slash, which tells Stat that the path is a directory. The
+// cache's credential and the client's token go with the redirected
+// request only where credentialed says (Go would forward Authorization to
+// the same domain over plain http, and authz rides in the URL).
 func (o *Origin) checkRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) >= 10 {
 		return errors.New("stopped after 10 redirects")
@@ -187,9 +223,19 @@ func (o *Origin) checkRedirect(req *http.Request, via []*http.Request) error {
 	if req.URL.Host == prev.Host && req.URL.Path == prev.Path+"/" {
 		return http.ErrUseLastResponse
 	}
-	// Go drops Authorization on a redirect to another host; keep the
-	// cache's credential only where Authorize puts it again.
-	if o.cfg.AuthorizeRedirects && o.cfg.Authorize != nil {
+	chain := make([]*url.URL, 0, len(via)+1)
+	for _, r := range via {
+		chain = append(chain, r.URL)
+	}
+	req.Header.Del("Authorization")
+	if !o.credentialed(append(chain, req.URL)) {
+		dropAuthz(req.URL)
+		return nil
+	}
+	if tok := origin.ClientToken(req.Context()); o.cfg.ForwardClientToken && tok != "" {
+		setAuthz(req.URL, tok)
+	}
+	if o.cfg.Authorize != nil {
 		if err := o.cfg.Authorize(req); err != nil {
 			return fmt.Errorf("credential for %s: %w", stripQuery(req.URL.Redacted()), err)
 		}
@@ -209,31 +255,41 @@ func (o *Origin) Close() error {
 }
 
 // url returns the URL of origin path p.
-func (o *Origin) url(p string) string {
+func (o *Origin) url(p string) string { return o.pathURL(p).String() }
+
+// pathURL is url as a *url.URL.
+func (o *Origin) pathURL(p string) *url.URL {
 	u := *o.base
 	u.Path = o.base.Path + path.Clean("/"+p)
 	if strings.HasSuffix(p, "/") && u.Path != "/" {
 		u.Path += "/"
 	}
-	return u.String()
+	return &u
 }
 
-// do sends a request with the cache's credential (and, with
-// ForwardClientToken, the client's from ctx).
+// do sends a request for origin path p with the cache's credential (and,
+// with ForwardClientToken, the client's from ctx).
 func (o *Origin) do(ctx context.Context, method, p string, hdr http.Header, body io.Reader) (*http.Response, error) {
-	u := o.url(p)
-	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	return o.send(ctx, method, o.pathURL(p), true, hdr, body)
+}
+
+// send sends a request to u, with the credentials when cred (the origin
+// URL, or a redirect target that was credentialed when learnt).
+func (o *Origin) send(ctx context.Context, method string, target *url.URL, cred bool, hdr http.Header, body io.Reader) (*http.Response, error) {
+	tu := *target
+	if tok := origin.ClientToken(ctx); cred && o.cfg.ForwardClientToken && tok != "" {
+		setAuthz(&tu, tok)
+	}
+	u := stripQuery(tu.String())
+	req, err := http.NewRequestWithContext(ctx, method, tu.String(), body)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w: %w", method, u, err, origin.ErrInvalid)
-	}
-	if tok := origin.ClientToken(ctx); o.cfg.ForwardClientToken && tok != "" {
-		req.URL.RawQuery = "authz=" + url.QueryEscape(tok)
 	}
 	for k, v := range hdr {
 		req.Header[k] = v
 	}
 	req.Header.Set("User-Agent", "hepcache")
-	if o.cfg.Authorize != nil {
+	if o.cfg.Authorize != nil && cred {
 		if err := o.cfg.Authorize(req); err != nil {
 			return nil, fmt.Errorf("%s %s: credential: %w", method, u, err)
 		}
@@ -247,6 +303,10 @@ func (o *Origin) do(ctx context.Context, method, p string, hdr http.Header, body
 		}
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%s %s: %w: %w", method, u, ctx.Err(), origin.ErrUnavailable)
+		}
+		var ua x509.UnknownAuthorityError
+		if errors.As(err, &ua) {
+			return nil, fmt.Errorf("%s %s: %w (a CA this cache does not trust: add its CA file to security.origin_ca_paths): %w", method, u, err, origin.ErrUnavailable)
 		}
 		return nil, fmt.Errorf("%s %s: %w: %w", method, u, err, origin.ErrUnavailable)
 	}
@@ -274,7 +334,9 @@ func statusError(method, u string, resp *http.Response) error {
 	switch {
 	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone:
 		sentinel = origin.ErrNotFound
-	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+	case resp.StatusCode == http.StatusUnauthorized:
+		sentinel = origin.ErrUnauthenticated
+	case resp.StatusCode == http.StatusForbidden:
 		sentinel = origin.ErrNotAuthorized
 	case resp.StatusCode == http.StatusMethodNotAllowed || resp.StatusCode == http.StatusNotImplemented:
 		sentinel = origin.ErrUnsupported
@@ -300,9 +362,17 @@ var errChanged = fmt.Errorf("%w: %w", origin.ErrChanged, origin.ErrNotFound)
 // Stat implements origin.Origin with a HEAD request. A path the server
 // redirects to path + "/" is a directory.
 func (o *Origin) Stat(ctx context.Context, p string) (origin.FileInfo, error) {
-	resp, err := o.do(ctx, http.MethodHead, p, nil, nil)
+	fi, _, err := o.stat(ctx, p)
+	return fi, err
+}
+
+// stat is Stat; it also returns the target the HEAD was redirected to,
+// nil when it was not (or targets are not kept).
+func (o *Origin) stat(ctx context.Context, p string) (origin.FileInfo, *target, error) {
+	var pin atomic.Pointer[target]
+	resp, err := o.pathRequest(ctx, http.MethodHead, p, nil, &pin)
 	if err != nil {
-		return origin.FileInfo{}, err
+		return origin.FileInfo{}, nil, err
 	}
 	defer resp.Body.Close()
 	switch {
@@ -310,13 +380,14 @@ func (o *Origin) Stat(ctx context.Context, p string) (origin.FileInfo, error) {
 		fi := infoFrom(p, resp.Header)
 		if strings.HasSuffix(resp.Request.URL.Path, "/") {
 			fi.Mode, fi.Size, fi.ETag = fs.ModeDir|0o755, 0, ""
+			return fi, nil, nil
 		}
-		return fi, nil
+		return fi, pin.Load(), nil
 	case isRedirect(resp.StatusCode):
 		// checkRedirect stopped at a trailing-slash redirect.
-		return origin.FileInfo{Name: p, Mode: fs.ModeDir | 0o755, ModTime: lastModified(resp.Header)}, nil
+		return origin.FileInfo{Name: p, Mode: fs.ModeDir | 0o755, ModTime: lastModified(resp.Header)}, nil, nil
 	}
-	return origin.FileInfo{}, statusError(http.MethodHead, o.url(p), resp)
+	return origin.FileInfo{}, nil, statusError(http.MethodHead, o.url(p), resp)
 }
 
 func isRedirect(code int) bool {
@@ -342,9 +413,11 @@ func lastModified(h http.Header) time.Time {
 }
 
 // Open implements origin.Origin: it learns the file's size and identity
-// with a HEAD request; the reads that follow require that identity.
+// with a HEAD request; the reads that follow require that identity. When
+// the origin URL redirected the HEAD, the reads go to where it led
+// (redirect.go).
 func (o *Origin) Open(ctx context.Context, p string) (origin.File, error) {
-	fi, err := o.Stat(ctx, p)
+	fi, t, err := o.stat(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("open: %w", err)
 	}
@@ -356,6 +429,7 @@ func (o *Origin) Open(ctx context.Context, p string) (origin.File, error) {
 	}
 	fi.VersionPinned = fi.ETag != "" && !strings.HasPrefix(fi.ETag, "W/") || !fi.ModTime.IsZero()
 	f := &file{o: o, path: p, info: fi}
+	f.target.Store(t)
 	if o.cfg.ForwardClientToken {
 		f.tok = origin.ClientToken(ctx)
 	}
@@ -371,6 +445,9 @@ type file struct {
 	// every read: reads run on the cache's behalf, without the client's
 	// context.
 	tok string
+	// target is where the origin URL last redirected the file's requests
+	// (nil: none kept); reads go there while it lasts.
+	target atomic.Pointer[target]
 }
 
 var _ origin.File = (*file)(nil)
@@ -420,7 +497,7 @@ func (f *file) readAt(ctx context.Context, p []byte, off int64, progress func(in
 	want := min(int64(len(p)), f.info.Size-off)
 	hdr := f.identity()
 	hdr.Set("Range", fmt.Sprintf("bytes=%d-%d", off, off+want-1))
-	resp, err := f.o.do(origin.WithClientToken(ctx, f.tok), http.MethodGet, f.path, hdr, nil)
+	resp, err := f.get(origin.WithClientToken(ctx, f.tok), hdr)
 	if err != nil {
 		return 0, fmt.Errorf("read %d@%d: %w", len(p), off, err)
 	}

@@ -3,6 +3,7 @@ package httporigin_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -393,10 +394,10 @@ func TestCacheOverNginx(t *testing.T) {
 
 // TestAuthorizeRedirects: an origin URL that is a redirector (a Pelican
 // director) sends the cache to another host; the cache's credential goes
-// there only with AuthorizeRedirects (Go drops it on a change of host).
-// The origin URL's path is kept: /api/v1.0/director/origin/f.
+// there (over https) only with AuthorizeRedirects. The origin URL's path
+// is kept: /api/v1.0/director/origin/f.
 func TestAuthorizeRedirects(t *testing.T) {
-	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	target := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer fed" {
 			http.Error(w, "no token", http.StatusUnauthorized)
 			return
@@ -405,18 +406,20 @@ func TestAuthorizeRedirects(t *testing.T) {
 		http.ServeContent(w, r, "f", time.Unix(1e9, 0), strings.NewReader("federated bytes"))
 	}))
 	defer target.Close()
-	// 127.0.0.1 redirects to localhost: another host for Go.
-	_, port, _ := net.SplitHostPort(target.Listener.Addr().String())
 	var seen []string
-	director := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	director := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		seen = append(seen, r.URL.Path)
-		http.Redirect(w, r, "http://localhost:"+port+"/data"+strings.TrimPrefix(r.URL.Path, "/api/v1.0/director/origin"), http.StatusTemporaryRedirect)
+		http.Redirect(w, r, target.URL+"/data"+strings.TrimPrefix(r.URL.Path, "/api/v1.0/director/origin"), http.StatusTemporaryRedirect)
 	}))
 	defer director.Close()
+	pool := director.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
 	auth := func(r *http.Request) error { r.Header.Set("Authorization", "Bearer fed"); return nil }
 	base := director.URL + "/api/v1.0/director/origin"
 	for _, follow := range []bool{false, true} {
-		o := newOrigin(t, base, func(c *httporigin.Config) { c.Authorize, c.AuthorizeRedirects = auth, follow })
+		o := newOrigin(t, base, func(c *httporigin.Config) {
+			c.Authorize, c.AuthorizeRedirects = auth, follow
+			c.TLSConfig = &tls.Config{RootCAs: pool}
+		})
 		f, err := o.Open(context.Background(), "/f")
 		if !follow {
 			if !errors.Is(err, origin.ErrNotAuthorized) {

@@ -64,7 +64,7 @@ func (f *file) readMulti(ctx context.Context, segs []origin.Segment) (bool, erro
 	}
 	hdr := f.identity()
 	hdr.Set("Range", b.String())
-	resp, err := f.o.do(origin.WithClientToken(ctx, f.tok), http.MethodGet, f.path, hdr, nil)
+	resp, err := f.get(origin.WithClientToken(ctx, f.tok), hdr)
 	if err != nil {
 		return false, fmt.Errorf("readv %d segments: %w", len(segs), err)
 	}

@@ -20,8 +20,13 @@ import (
 )
 
 // serveGet answers GET and HEAD. HEAD never opens the file (no open is
-// counted, nothing is fetched): it answers from Stat.
+// counted, nothing is fetched): it answers from Stat. Everything before
+// the first byte is bounded by the client's X-Pelican-Timeout
+// (transfer.go).
 func (s *Server) serveGet(w http.ResponseWriter, r *http.Request, head bool) error {
+	ctx, started, stop := untilFirstByte(r, pelicanTimeout(r))
+	defer stop()
+	r = r.WithContext(context.WithValue(ctx, startedKey{}, started))
 	req, prefix, err := s.request(r)
 	if err == nil {
 		err = s.authorize(r, &req, "read")
@@ -30,11 +35,12 @@ func (s *Server) serveGet(w http.ResponseWriter, r *http.Request, head bool) err
 		s.writeError(w, r, err)
 		return err
 	}
-	ctx := r.Context()
+	ctx = r.Context()
 	// A conditional request is answered from Stat when it can be, so a
 	// client revalidating its copy does not open the file.
 	if head || hasConditions(r) {
 		fi, err := s.cfg.Backend.Stat(ctx, req)
+		err = timedOut(ctx, err)
 		if err != nil {
 			s.writeError(w, r, err)
 			return err
@@ -59,6 +65,7 @@ func (s *Server) serveGet(w http.ResponseWriter, r *http.Request, head bool) err
 		return s.serveDir(w, r, req, prefix)
 	}
 	f, err := s.cfg.Backend.Open(ctx, req)
+	err = timedOut(ctx, err)
 	if errors.Is(err, origin.ErrIsDir) {
 		return s.serveDir(w, r, req, prefix)
 	}
@@ -283,6 +290,14 @@ func (s *Server) writeRanges(w http.ResponseWriter, r *http.Request, fi origin.F
 		return he
 	}
 	h := w.Header()
+	// The trailer, when asked for, closes every body sent from here.
+	trailer := !head && wantsTransferStatus(r)
+	done := func(err error) error {
+		if trailer && !errors.Is(err, errHeadersNotSent) {
+			setTransferStatus(w, err)
+		}
+		return err
+	}
 	switch len(ranges) {
 	case 0:
 		h.Set("Content-Length", strconv.FormatInt(size, 10))
@@ -290,7 +305,10 @@ func (s *Server) writeRanges(w http.ResponseWriter, r *http.Request, fi origin.F
 			w.WriteHeader(http.StatusOK)
 			return nil
 		}
-		return s.stream(w, r, f, 0, size, writeStatus(w, http.StatusOK))
+		if trailer {
+			declareTransferStatus(w, r)
+		}
+		return done(s.stream(w, r, f, 0, size, writeStatus(w, http.StatusOK), trailer))
 	case 1:
 		rg := ranges[0]
 		h.Set("Content-Range", rg.contentRange(size))
@@ -299,7 +317,10 @@ func (s *Server) writeRanges(w http.ResponseWriter, r *http.Request, fi origin.F
 			w.WriteHeader(http.StatusPartialContent)
 			return nil
 		}
-		return s.stream(w, r, f, rg.start, rg.length, writeStatus(w, http.StatusPartialContent))
+		if trailer {
+			declareTransferStatus(w, r)
+		}
+		return done(s.stream(w, r, f, rg.start, rg.length, writeStatus(w, http.StatusPartialContent), trailer))
 	}
 	boundary := newBoundary()
 	partHeader := func(i int, rg byteRange) string {
@@ -320,6 +341,9 @@ func (s *Server) writeRanges(w http.ResponseWriter, r *http.Request, fi origin.F
 		w.WriteHeader(http.StatusPartialContent)
 		return nil
 	}
+	if trailer {
+		declareTransferStatus(w, r)
+	}
 	for i, rg := range ranges {
 		ph := []byte(partHeader(i, rg))
 		var first func() error
@@ -334,14 +358,14 @@ func (s *Server) writeRanges(w http.ResponseWriter, r *http.Request, fi origin.F
 		} else if _, err := w.Write(ph); err != nil {
 			return fmt.Errorf("write to client: %w: %w", err, context.Canceled)
 		}
-		if err := s.stream(w, r, f, rg.start, rg.length, first); err != nil {
-			return err
+		if err := s.stream(w, r, f, rg.start, rg.length, first, trailer); err != nil {
+			return done(err)
 		}
 	}
 	if _, err := w.Write([]byte(closing)); err != nil {
 		return fmt.Errorf("write to client: %w: %w", err, context.Canceled)
 	}
-	return nil
+	return done(nil)
 }
 
 // ranges returns the ranges to send: nil for the whole file.
@@ -392,12 +416,21 @@ func writeStatus(w http.ResponseWriter, code int) func() error {
 // stream copies [off, off+n) from f to w as the cache delivers it. first,
 // if not nil, writes the status line (and whatever precedes the data) just
 // before the first byte, so that an error before any byte is still sent as
-// an error status; after the first byte an error can only cut the
-// connection (the client sees a short body, never a wrong one).
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, f backend.File, off, n int64, first func() error) error {
+// an error status (and returned wrapping errHeadersNotSent); after the
+// first byte an error can only cut the connection (the client sees a short
+// body, never a wrong one), or, with trailer, end the body for the
+// X-Transfer-Status trailer to say why (the caller sets it).
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, f backend.File, off, n int64, first func() error, trailer bool) error {
 	rc := http.NewResponseController(w)
 	bw := &bodyWriter{w: w, rc: rc, timeout: s.cfg.WriteChunkTimeout}
 	ctx := backend.WithPacer(r.Context(), bw)
+	if first != nil {
+		// The first byte is on its way: no X-Pelican-Timeout from here.
+		if started, _ := r.Context().Value(startedKey{}).(func()); started != nil {
+			head := first
+			first = func() error { started(); return head() }
+		}
+	}
 	var writeErr error
 	got, err := f.Stream(ctx, off, n, func(p []byte) error {
 		if first != nil {
@@ -423,10 +456,15 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, f backend.File, 
 	}
 	if err != nil {
 		if first != nil {
+			err = timedOut(r.Context(), err)
 			s.writeError(w, r, err)
-			return err
+			return fmt.Errorf("%w: %w", errHeadersNotSent, err)
 		}
 		s.cfg.Logger.Warn("http body cut off", "path", r.URL.Path, "client", r.RemoteAddr, "at", off+got, "err", err)
+		if trailer {
+			// The client reads the trailer, which says the body failed.
+			return fmt.Errorf("body cut off at %d: %w", off+got, err)
+		}
 		// The headers promised more bytes than will come: abort the
 		// connection so the client cannot take a short body for the file.
 		panic(http.ErrAbortHandler)
@@ -439,6 +477,14 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, f backend.File, 
 	rc.SetWriteDeadline(time.Time{})
 	return nil
 }
+
+// errHeadersNotSent marks an error answered with its own status: nothing
+// of the body (nor a trailer) went out.
+var errHeadersNotSent = errors.New("answered before the body")
+
+// startedKey carries, in a GET's context, what to call when its first
+// byte is on its way (transfer.go untilFirstByte).
+type startedKey struct{}
 
 func newBoundary() string {
 	var b [15]byte

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"path"
-	"strconv"
 	"strings"
 
 	"github.com/hepcache/hepcache/internal/backend"
@@ -19,6 +18,7 @@ const allowed = "OPTIONS, GET, HEAD, PROPFIND"
 
 // ServeHTTP implements http.Handler: extra routes first, then the files.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Server", s.cfg.ServerName)
 	if h := s.route(r.URL.Path); h != nil {
 		h.ServeHTTP(w, r)
 		return
@@ -169,8 +169,12 @@ func status(err error) int {
 		return he.code
 	case errors.As(err, &re):
 		return http.StatusTemporaryRedirect
+	case errors.Is(err, backend.ErrOverloaded):
+		return http.StatusTooManyRequests
 	case errors.As(err, &we), errors.Is(err, backend.ErrBusy):
 		return http.StatusServiceUnavailable
+	case errors.Is(err, origin.ErrUnauthenticated):
+		return http.StatusUnauthorized
 	case errors.Is(err, origin.ErrNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, backend.ErrForbidden), errors.Is(err, origin.ErrNotAuthorized):
@@ -190,13 +194,19 @@ func status(err error) int {
 // writeError sends err as a plain-text error response with its status, and
 // Location or Retry-After when the backend asked for a redirect or a wait.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	if r.Context().Err() != nil {
+	if r.Context().Err() != nil && !errors.Is(context.Cause(r.Context()), errPelicanTimeout) {
 		return // the client is gone
 	}
+	err = timedOut(r.Context(), err)
 	code := status(err)
 	h := w.Header()
-	for _, k := range []string{"Content-Length", "Content-Range", "ETag", "Last-Modified", "Accept-Ranges", "Digest", "Content-Type"} {
+	for _, k := range []string{"Content-Length", "Content-Range", "ETag", "Last-Modified", "Accept-Ranges", "Digest", "Content-Type", "Age", "Trailer"} {
 		h.Del(k)
+	}
+	if errors.Is(err, origin.ErrUnauthenticated) {
+		// The origin wants a credential this request did not bring (or a
+		// token that fits): 401, as it answered.
+		h.Set("WWW-Authenticate", "Bearer")
 	}
 	var re *backend.RedirectError
 	if errors.As(err, &re) {
@@ -205,9 +215,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var we *backend.WaitError
 	switch {
 	case errors.As(err, &we):
-		h.Set("Retry-After", strconv.Itoa(max(we.Seconds, 1)))
+		writeBusy(w, r, code, we.Seconds, err.Error())
+		return
 	case errors.Is(err, backend.ErrBusy):
-		h.Set("Retry-After", "1")
+		writeBusy(w, r, code, 1, err.Error())
+		return
 	}
 	// Origin failures are logged once per origin and interval where the
 	// origin is called (metrics), for both front ends alike.

@@ -3,9 +3,9 @@ package httpfront
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
 	"crypto/sha1"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -203,24 +203,40 @@ func TestConditional(t *testing.T) {
 	}
 }
 
+// TestDigest: Want-Digest is answered with every algorithm asked for that
+// can be had: of a file the cache holds whole all from its own bytes (md5,
+// crc32 and SHA-1 too: the origin, which would say otherwise here, is not
+// asked), of a file it does not hold from the origin.
 func TestDigest(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	data := e.put("/f", 100000, 4)
+	e.put("/cold", 10, 5)
 	ad := fmt.Sprintf("adler32=%08x", adler32.Checksum(data))
 	cc := fmt.Sprintf("crc32c=%08x", crc32.Checksum(data, crc32.MakeTable(crc32.Castagnoli)))
-	sha := sha1.Sum(data)
+	sha, md := sha1.Sum(data), md5.Sum(data)
 	e.mem.SetChecksum("/f", "crc32", "0a1b2c3d")
-	e.mem.SetChecksum("/f", "sha1", hex.EncodeToString(sha[:]))
-	for _, c := range []struct{ want, got string }{
-		{"adler32", ad}, {"ADLER32", ad}, {"crc32c", cc}, {"crc32c;q=0.3, adler32;q=0.9", ad + "," + cc}, {"md5", ""}, {"adler32;q=0", ""},
-		// What the Pelican client asks: every algorithm it knows; those
-		// the origin gives (here crc32 and SHA-1) come from there.
-		{"md5,crc32c,crc32,sha", cc + ",crc32=0a1b2c3d,sha=" + base64.StdEncoding.EncodeToString(sha[:])},
+	e.mem.SetChecksum("/f", "md5", "00000000000000000000000000000000")
+	e.mem.SetChecksum("/cold", "crc32", "0a1b2c3d")
+	if resp, _ := do(t, "GET", e.url+"/f", nil, nil); resp.StatusCode != 200 {
+		t.Fatalf("GET: %d", resp.StatusCode)
+	}
+	pelican := fmt.Sprintf("md5=%s,%s,crc32=%08x,sha=%s", base64.StdEncoding.EncodeToString(md[:]), cc,
+		crc32.ChecksumIEEE(data), base64.StdEncoding.EncodeToString(sha[:]))
+	for _, c := range []struct{ path, want, got string }{
+		{"/f", "adler32", ad}, {"/f", "ADLER32", ad}, {"/f", "crc32c", cc}, {"/f", "crc32c;q=0.3, adler32;q=0.9", ad + "," + cc},
+		{"/f", "md5", "md5=" + base64.StdEncoding.EncodeToString(md[:])}, {"/f", "adler32;q=0", ""},
+		// What the Pelican client asks: every algorithm it knows.
+		{"/f", "md5,crc32c,crc32,sha", pelican},
+		// Not held: the origin's, of those it gives (not md5 here).
+		{"/cold", "md5,crc32", "crc32=0a1b2c3d"},
 	} {
 		for _, m := range []string{"HEAD", "GET"} {
-			resp, _ := do(t, m, e.url+"/f", map[string]string{"Want-Digest": c.want}, nil)
+			if m == "GET" && c.path == "/cold" {
+				continue // a GET would cache it
+			}
+			resp, _ := do(t, m, e.url+c.path, map[string]string{"Want-Digest": c.want}, nil)
 			if got := resp.Header.Get("Digest"); got != c.got {
-				t.Errorf("%s Want-Digest %q: Digest %q; want %q", m, c.want, got, c.got)
+				t.Errorf("%s %s Want-Digest %q: Digest %q; want %q", m, c.path, c.want, got, c.got)
 			}
 		}
 	}
@@ -296,9 +312,11 @@ func TestErrors(t *testing.T) {
 		{"authorizer denies", "/secret/x", nil, 403, "", "", "storage.read:/secret"},
 		{"backend forbids", "/f", fmt.Errorf("denied by rule 3: %w", backend.ErrForbidden), 403, "", "", "rule 3"},
 		{"origin refuses", "/f", fmt.Errorf("x: %w", origin.ErrNotAuthorized), 403, "", "", ""},
+		{"origin wants a credential", "/f", fmt.Errorf("x: %w", origin.ErrUnauthenticated), 401, "WWW-Authenticate", "Bearer", ""},
 		{"origin down", "/f", fmt.Errorf("dial: %w", origin.ErrUnavailable), 502, "", "", "dial"},
 		{"busy", "/f", backend.ErrBusy, 503, "Retry-After", "1", ""},
 		{"wait", "/f", &backend.WaitError{Seconds: 7, Reason: "staging"}, 503, "Retry-After", "7", "staging"},
+		{"overloaded", "/f", &backend.WaitError{Seconds: 2, Reason: "fetches queued", Err: backend.ErrOverloaded}, 429, "Retry-After", "2", `"error":"cache_overloaded"`},
 		{"redirect", "/f", &backend.RedirectError{URL: "http://node2:8000/f"}, 307, "Location", "http://node2:8000/f", ""},
 		{"invalid", "/f", fmt.Errorf("bad: %w", backend.ErrInvalidPath), 400, "", "", ""},
 		{"forwarding off", "/root://site.example:1094//store/f", nil, 403, "", "", "forwarding"},
@@ -329,8 +347,8 @@ func TestErrors(t *testing.T) {
 	if resp, _ := do(t, "PUT", e.url+"/f", nil, strings.NewReader("x")); resp.StatusCode != 405 || !strings.Contains(resp.Header.Get("Allow"), "PROPFIND") {
 		t.Errorf("PUT: %d Allow %q; want 405", resp.StatusCode, resp.Header.Get("Allow"))
 	}
-	if got := e.metric(t, `hepcache_requests_total{protocol="http",operation="get",outcome="forbidden"}`); got != "4" {
-		t.Errorf("forbidden GETs counted %q; want 4", got)
+	if got := e.metric(t, `hepcache_requests_total{protocol="http",operation="get",outcome="forbidden"}`); got != "5" {
+		t.Errorf("forbidden GETs counted %q; want 5", got)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hepcache/hepcache/internal/backend"
+	"github.com/hepcache/hepcache/internal/buildinfo"
 	"github.com/hepcache/hepcache/internal/metrics"
 )
 
@@ -102,6 +103,10 @@ type Config struct {
 	MaxRanges int
 	// MaxHeaderBytes bounds the request headers. Default 256 KiB.
 	MaxHeaderBytes int
+	// ServerName is the Server header of every response (the Pelican
+	// client records it as the server's version). Default
+	// "hepcache/<version>".
+	ServerName string
 	// Logger receives operational messages. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -122,6 +127,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.MaxHeaderBytes == 0 {
 		c.MaxHeaderBytes = defaultMaxHeaderBytes
+	}
+	if c.ServerName == "" {
+		c.ServerName = "hepcache/" + buildinfo.Get().Version
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -797,11 +797,7 @@ func (c *conn) errResponse(dst []byte, sid proto.StreamID, err error) []byte {
 		c.srv.stats.Redirects.Add(1)
 		return appendRedirect(dst, sid, re)
 	case errors.As(err, &we):
-		secs := we.Seconds
-		if secs <= 0 {
-			secs = 1
-		}
-		return proto.AppendWait(dst, sid, int32(secs), we.Reason)
+		return appendBusy(dst, sid, we.Seconds, we.Reason)
 	}
 	c.srv.stats.Errors.Add(1)
 	return proto.AppendError(dst, sid, errorCode(err), errorMessage(err))

@@ -77,3 +77,13 @@ func (e *codedError) Unwrap() error {
 	}
 	return nil
 }
+
+// appendBusy appends a kXR_wait of secs (at least 1) with reason: how a
+// root:// client is told to come back, XrdCl waits that long and sends the
+// request again. Every busy answer goes out through here (a request the
+// cache sheds for overload, a backend's wait, a bound on connections);
+// XrdCl takes no kXR_wait to kXR_protocol or kXR_login, so a connection
+// not logged in yet is closed instead.
+func appendBusy(dst []byte, sid proto.StreamID, secs int, reason string) []byte {
+	return proto.AppendWait(dst, sid, int32(max(secs, 1)), reason)
+}

@@ -1,9 +1,11 @@
 package xrootd
 
 import (
+	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/hepcache/hepcache/internal/backend"
@@ -75,5 +77,27 @@ func TestXrdcpFollowsRedirect(t *testing.T) {
 	}
 	if len(owner.rec.requests()) == 0 {
 		t.Fatal("the owner never saw the request")
+	}
+}
+
+// TestXrdcpWaitsWhenShed (issue 33 item 6): an open the cache sheds for
+// overload (backend.ErrOverloaded with a wait) reaches xrdcp as kXR_wait:
+// it waits and opens again, and the copy succeeds.
+func TestXrdcpWaitsWhenShed(t *testing.T) {
+	xrdcp := realclient.Require(t, "xrdcp")
+	var opens atomic.Int32
+	ts := startServer(t, "", func(c *Config, r *recorder) {
+		r.openErr = func(req backend.Request) error {
+			if opens.Add(1) == 1 {
+				return fmt.Errorf("open %s: %w", req.Path, &backend.WaitError{Seconds: 1, Reason: "fetches queued", Err: backend.ErrOverloaded})
+			}
+			return nil
+		}
+	})
+	sum := writeRandom(t, ts.dir, "data/f", 100000)
+	dst := filepath.Join(t.TempDir(), "out")
+	realclient.MustRun(t, realclient.Env(), xrdcp, "-s", "-f", ts.url+"//data/f", dst)
+	if got := fileSHA(t, dst); got != sum || opens.Load() != 2 {
+		t.Fatalf("sha256 %s (want %s), %d opens; want the copy after one wait", got, sum, opens.Load())
 	}
 }
