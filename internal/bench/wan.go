@@ -499,20 +499,30 @@ func scrapeGauge(metricsURL, name string) int64 {
 }
 
 // scrapeGauges reads the unlabelled samples of names from one scrape of a
-// /metrics page; a name without a sample is not in the map.
+// /metrics page, as integers; a name without a sample is not in the map.
 func scrapeGauges(client *http.Client, metricsURL string, names ...string) (map[string]int64, error) {
+	f, err := scrapeFloats(client, metricsURL, names...)
+	g := make(map[string]int64, len(f))
+	for k, v := range f {
+		g[k] = int64(v)
+	}
+	return g, err
+}
+
+// scrapeFloats reads the unlabelled samples of names from one scrape of a
+// /metrics page; a name without a sample is not in the map.
+func scrapeFloats(client *http.Client, metricsURL string, names ...string) (map[string]float64, error) {
 	resp, err := client.Get(metricsURL)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	g := map[string]int64{}
+	g := map[string]float64{}
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		for _, name := range names {
 			if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-				f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
-				g[name] = int64(f)
+				g[name], _ = strconv.ParseFloat(strings.TrimSpace(v), 64)
 			}
 		}
 	}

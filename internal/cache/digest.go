@@ -130,7 +130,7 @@ func (c *Cache) computeDigests(ctx context.Context, o origin.Origin, k Key, muta
 		return nil, nil // not cached (or not readable now): the origin answers
 	}
 	defer c.release(e, sidecar.Access{}, false)
-	if !e.complete() {
+	if !e.completeSoon(ctx) {
 		return nil, nil
 	}
 	e.syncMu.Lock()
@@ -168,9 +168,10 @@ func (c *Cache) computeDigests(ctx context.Context, o origin.Origin, k Key, muta
 	}
 	c.updateCopy(k, created, func(e *entry) {
 		e.syncMu.Lock()
-		defer e.syncMu.Unlock()
 		e.side.Digests = maps.Clone(sums)
-		e.writeSidecarLocked()
+		e.sideChanged = true // written by the next group sync
+		e.syncMu.Unlock()
+		c.markDirty(e)
 	}, func(in *sidecar.Info) bool {
 		if in.Complete() {
 			in.Digests = maps.Clone(sums)

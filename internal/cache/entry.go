@@ -479,6 +479,31 @@ func (e *entry) complete() bool {
 	return e.st != nil && e.st.complete()
 }
 
+// completeSoon reports whether every block is present, waiting for the
+// fetches of the missing ones when each has one that has landed (a reader
+// already had the last bytes: the block is on its way to the disk).
+func (e *entry) completeSoon(ctx context.Context) bool {
+	e.mu.Lock()
+	var wait []*fetch
+	for b := e.st.present.NextClear(0); b >= 0 && b < e.nblocks; b = e.st.present.NextClear(b + 1) {
+		f := e.fetches[b]
+		if f == nil || !f.landed() {
+			e.mu.Unlock()
+			return false
+		}
+		wait = append(wait, f)
+	}
+	e.mu.Unlock()
+	for _, f := range wait {
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return e.complete()
+}
+
 func (e *entry) blockRange(b int) (off, n int64) {
 	bs := e.c.cfg.BlockSize
 	off = int64(b) * bs
