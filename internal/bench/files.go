@@ -353,10 +353,10 @@ func (res *FilesResult) restarts(ctx context.Context, cfg FilesConfig, cu *files
 	defer pu.halt()
 	deadline := time.Now().Add(10 * time.Minute)
 	for time.Now().Before(deadline) {
-		m, err := scrapeGauges(metricsClient, pu.metrics, "hepcache_purge_last_files", "hepcache_purge_last_nanoseconds")
+		m, err := scrapeGauges(metricsClient, pu.metrics, "hepcache_purge_last_files", "hepcache_purge_last_seconds")
 		if err == nil && m["hepcache_purge_last_files"] > 0 {
 			res.PurgedFiles = int(m["hepcache_purge_last_files"])
-			res.Purge = time.Duration(m["hepcache_purge_last_nanoseconds"])
+			res.Purge = time.Duration(m["hepcache_purge_last_seconds"] * 1e9)
 			progress("purge of half the files: %d evicted in %v", res.PurgedFiles, res.Purge.Round(time.Millisecond))
 			return nil
 		}
