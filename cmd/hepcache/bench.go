@@ -75,6 +75,7 @@ func benchThroughput(ctx context.Context, args []string) error {
 	fs.BoolVar(&cfg.NoS3, "no-s3", false, "skip the S3 origin rows (versitygw)")
 	reads := fs.String("reads", "pgread,read", "read modes: pgread (xrdcp's default) and/or read (plain kXR_read, as ROOT and uproot)")
 	cacheFlags := fs.String("cache-flags", "", "extra `hepcache serve` flags, space-separated")
+	fs.BoolVar(&cfg.Smoke, "smoke", false, "start every server as the benchmark would, read one small file through each with xrdcp, and exit: checks the set-up in seconds, measures nothing")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -98,11 +99,15 @@ func benchFloor(args []string) error {
 	size := config.Size(1 << 30)
 	fs.StringVar(&cfg.Dir, "dir", "results/floor", "scratch directory, on the file system a cache would use")
 	fs.Var(&size, "size", "bytes each step moves")
+	smoke := fs.Bool("smoke", false, "every step once on 8 MiB: checks the set-up in seconds, the figures mean nothing")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if err := absPath(&cfg.Dir); err != nil {
 		return err
+	}
+	if *smoke {
+		size = 8 << 20
 	}
 	cfg.Size = int64(size)
 	_, err := bench.Floor(cfg)
@@ -127,8 +132,12 @@ func benchPurge(args []string) error {
 	var cfg bench.PurgeConfig
 	fs.StringVar(&cfg.Dir, "dir", "results/purge-cache", "cache directory to fill (removed first)")
 	fs.IntVar(&cfg.Files, "files", 100_000, "number of cached files")
+	smoke := fs.Bool("smoke", false, "200 files: checks the set-up in seconds, the figures mean nothing")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *smoke {
+		cfg.Files = 200
 	}
 	if err := absPath(&cfg.Dir); err != nil {
 		return err
@@ -157,6 +166,7 @@ of half the files; and the slopes projected to 10 million files.`)
 	fs.BoolVar(&cfg.NoXCache, "no-xcache", false, "skip XCache")
 	fs.StringVar(&cfg.Python, "python", "/usr/bin/python3", "interpreter with the XRootD bindings (Debian python3-xrootd)")
 	cacheFlags := fs.String("cache-flags", "", "extra `hepcache serve` flags, space-separated (default: as shipped)")
+	fs.BoolVar(&cfg.Smoke, "smoke", false, "start every server as the benchmark would, read one small file through each with xrdcp, and exit: checks the set-up in seconds, measures nothing")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -186,6 +196,7 @@ func benchWAN(ctx context.Context, args []string) error {
 	cacheFlags := fs.String("cache-flags", "", "extra `hepcache serve` flags, space-separated (default: as shipped)")
 	fs.BoolVar(&cfg.NoWarmup, "no-warmup", false, "measure each cache process fresh, without a warm-up pass over other files")
 	link := fs.String("link", "inline", "where the emulated link runs: inline (in the benchmark's process) or process (its own, `hepcache bench link`)")
+	fs.BoolVar(&cfg.Smoke, "smoke", false, "start every server as the benchmark would, read one small file through each with xrdcp, and exit: checks the set-up in seconds, measures nothing")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -244,6 +255,7 @@ func benchStall(ctx context.Context, args []string) error {
 	fs.Var(&size, "size", "file size of each client")
 	fs.StringVar(&cfg.RAM, "ram", "64M", "the cache's cache.ram")
 	fs.StringVar(&cfg.HepcacheBin, "cache-bin", "", "the hepcache binary run as the cache (default: this one), to compare builds")
+	fs.BoolVar(&cfg.Smoke, "smoke", false, "start every server as the benchmark would, read one small file through each with xrdcp, and exit: checks the set-up in seconds, measures nothing")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

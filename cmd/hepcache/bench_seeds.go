@@ -124,6 +124,7 @@ func benchWorkflow(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.Python, "python", "", "Python of the uproot jobs (default $HEPCACHE_PYTHON, else /opt/hepvenv/bin/python)")
 	fs.StringVar(&cfg.XrdCl, "xrdcl", "", "XRootD bindings of the uproot jobs: venv (PyPI's, XrdCl 6) or debian (python3-xrootd, XrdCl 5.5.3); default venv for uproot, debian for xrdcl-proxy")
 	fs.StringVar(&cfg.Inputs, "inputs", "", "instead of the generated file, read every *.root file under this directory (e.g. go-hep's groot/testdata) with the uproot job: local, direct and through each cache, each compared with the local read")
+	fs.BoolVar(&cfg.Smoke, "smoke", false, "start every server as the benchmark would, read one small file through each with xrdcp, and exit: checks the set-up in seconds, measures nothing")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -200,6 +201,7 @@ func benchResources(ctx context.Context, args []string) error {
 	fs.DurationVar(&cfg.Interval, "interval", 100*time.Millisecond, "sampling interval")
 	fs.StringVar(&cacheFlags, "cache-flags", "", "extra `hepcache serve` flags, space-separated")
 	fs.StringVar(&cfg.HepcacheBin, "bin", "", "hepcache binary run as cache and analysis job (default: this one)")
+	fs.BoolVar(&cfg.Smoke, "smoke", false, "start every server as the benchmark would, read one small file through each with xrdcp, and exit: checks the set-up in seconds, measures nothing")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -236,6 +238,7 @@ func benchScale(ctx context.Context, args []string) error {
 	fs.StringVar(&caches, "caches", "hepcache,xcache", "caches to measure")
 	fs.StringVar(&cacheFlags, "cache-flags", "", "extra `hepcache serve` flags, space-separated")
 	fs.StringVar(&cfg.HepcacheBin, "bin", "", "hepcache binary run as cache and analysis job (default: this one)")
+	fs.BoolVar(&cfg.Smoke, "smoke", false, "start every server as the benchmark would, read one small file through each with xrdcp, and exit: checks the set-up in seconds, measures nothing")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -269,6 +272,7 @@ func benchLayouts(ctx context.Context, args []string) error {
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the read sequence")
 	fs.StringVar(&cacheFlags, "cache-flags", "", "extra `hepcache serve` flags, space-separated")
 	fs.StringVar(&cfg.HepcacheBin, "bin", "", "hepcache binary run as cache and analysis job (default: this one)")
+	fs.BoolVar(&cfg.Smoke, "smoke", false, "start every server as the benchmark would, read one small file through each with xrdcp, and exit: checks the set-up in seconds, measures nothing")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -45,6 +45,7 @@ the full disk).`)
 	fs.StringVar(&cfg.Python, "python", "/usr/bin/python3", "Python with the XRootD bindings")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the file sizes and the operations")
 	cacheFlags := fs.String("cache-flags", "", "extra `hepcache serve` flags, space-separated")
+	fs.BoolVar(&cfg.Smoke, "smoke", false, "start every server as the benchmark would, read one small file through each with xrdcp, and exit: checks the set-up in seconds, measures nothing")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

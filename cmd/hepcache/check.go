@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/user"
 	"strconv"
@@ -69,8 +70,9 @@ status 1 if anything is wrong. Also: hepcache serve --check.`, defaultConfigPath
 	if configFlag(args) == defaultConfigPath {
 		// The packaged config is served by the packaged unit, in its
 		// sandbox.
-		if protect, rw, ok := unitSandbox(unitFiles, dropInDirs); ok {
-			err = errors.Join(append([]error{err}, unitProblems(server.OwnedDirs(cfg), protect, rw)...)...)
+		if sb, ok := unitSandbox(unitFiles, dropInDirs); ok {
+			err = errors.Join(append([]error{err}, unitProblems(server.OwnedDirs(cfg), sb)...)...)
+			warns = append(warns, unitWarnings(cfg.LocalPaths(), sb)...)
 		}
 	}
 	for _, w := range warns {
@@ -81,14 +83,12 @@ status 1 if anything is wrong. Also: hepcache serve --check.`, defaultConfigPath
 		as = " (checked as " + u + ")"
 	}
 	if err != nil {
-		n := len(unjoinErr(err))
-		for _, e := range unjoinErr(err) {
-			fmt.Fprintf(os.Stderr, "  %v\n", e)
-		}
-		if n == 1 {
+		problems := unjoinErr(err)
+		printProblems(os.Stderr, problems)
+		if len(problems) == 1 {
 			return fmt.Errorf("1 problem in the configuration%s", as)
 		}
-		return fmt.Errorf("%d problems in the configuration%s", n, as)
+		return fmt.Errorf("%d problems in the configuration%s, numbered above", len(problems), as)
 	}
 	origin := fmt.Sprintf("%q", cfg.Origin.Default)
 	if cfg.Origin.Default == "" && cfg.Pelican.Enabled() {
@@ -98,8 +98,25 @@ status 1 if anything is wrong. Also: hepcache serve --check.`, defaultConfigPath
 	if cc, err := cfg.CacheConfig(); err == nil {
 		cc.EnsureDefaults()
 		fmt.Printf("ram %s (%s), of which fetch_memory %s\n", units.Format(cc.RAM), cc.RAMFrom, units.Format(cc.FetchMemory))
+		if note := cfg.RAMNote(); note != "" {
+			fmt.Printf("  note: %s\n", note)
+		}
 	}
 	return nil
+}
+
+// printProblems writes each problem numbered, its further lines (a drop-in
+// to write, say) indented under it: the count said after them matches
+// what one reads.
+func printProblems(w io.Writer, problems []error) {
+	for i, e := range problems {
+		lines := strings.Split(strings.TrimRight(e.Error(), "\n"), "\n")
+		num := fmt.Sprintf("%d. ", i+1)
+		fmt.Fprintf(w, "  %s%s\n", num, lines[0])
+		for _, l := range lines[1:] {
+			fmt.Fprintf(w, "  %s%s\n", strings.Repeat(" ", len(num)), strings.TrimLeft(l, " "))
+		}
+	}
 }
 
 // checkUser is the user to check as, nil for this process: the one named

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/hepcache/hepcache/internal/config"
 )
 
 // The packaged unit runs serve with ProtectSystem=strict: every directory
@@ -23,11 +25,22 @@ var unitFiles = []string{"/etc/systemd/system/hepcache.service", "/run/systemd/s
 var dropInDirs = []string{"/etc/systemd/system/hepcache.service.d", "/run/systemd/system/hepcache.service.d",
 	"/usr/lib/systemd/system/hepcache.service.d", "/lib/systemd/system/hepcache.service.d"}
 
-// unitSandbox reads the [Service] ProtectSystem and ReadWritePaths of the
-// first of files that exists and of the drop-ins in dirs (by name; an
-// empty ReadWritePaths= resets the list, as systemd does). found is false
-// when no unit file exists.
-func unitSandbox(files, dirs []string) (protect string, rw []string, found bool) {
+// sandbox is what the unit's [Service] section hides from serve.
+type sandbox struct {
+	// protect is ProtectSystem=, rw the ReadWritePaths.
+	protect string
+	rw      []string
+	// privateTmp: PrivateTmp= on, serve has a /tmp and /var/tmp of its
+	// own. protectHome is ProtectHome=.
+	privateTmp  bool
+	protectHome string
+}
+
+// unitSandbox reads the [Service] ProtectSystem, ReadWritePaths,
+// PrivateTmp and ProtectHome of the first of files that exists and of the
+// drop-ins in dirs (by name; an empty ReadWritePaths= resets the list, as
+// systemd does). found is false when no unit file exists.
+func unitSandbox(files, dirs []string) (sb sandbox, found bool) {
 	var paths []string
 	for _, f := range files {
 		if _, err := os.Stat(f); err == nil {
@@ -36,7 +49,7 @@ func unitSandbox(files, dirs []string) (protect string, rw []string, found bool)
 		}
 	}
 	if !found {
-		return "", nil, false
+		return sandbox{}, false
 	}
 	byName := map[string]string{}
 	for i := len(dirs) - 1; i >= 0; i-- { // earlier directories override
@@ -72,26 +85,65 @@ func unitSandbox(files, dirs []string) (protect string, rw []string, found bool)
 			if !ok || section != "[Service]" || strings.HasPrefix(line, "#") || strings.HasPrefix(line, ";") {
 				continue
 			}
-			switch strings.TrimSpace(k) {
+			switch v = strings.TrimSpace(v); strings.TrimSpace(k) {
 			case "ProtectSystem":
-				protect = strings.TrimSpace(v)
+				sb.protect = v
 			case "ReadWritePaths":
-				if strings.TrimSpace(v) == "" {
-					rw = nil
+				if v == "" {
+					sb.rw = nil
 				}
 				for _, d := range strings.Fields(v) {
-					rw = append(rw, filepath.Clean(strings.TrimLeft(d, "-+")))
+					sb.rw = append(sb.rw, filepath.Clean(strings.TrimLeft(d, "-+")))
 				}
+			case "PrivateTmp":
+				sb.privateTmp = yes(v)
+			case "ProtectHome":
+				sb.protectHome = v
 			}
 		}
 		f.Close()
 	}
-	return protect, rw, true
+	return sb, true
+}
+
+// yes reports whether a unit's boolean is on.
+func yes(v string) bool {
+	switch strings.ToLower(v) {
+	case "yes", "true", "1", "on":
+		return true
+	}
+	return false
+}
+
+// unitWarnings names each of paths (the files and directories the
+// configuration names) that the unit's sandbox puts out of serve's sight:
+// under PrivateTmp= a /tmp or /var/tmp of its own, empty at each start,
+// and under ProtectHome= no /home, /root or /run/user. check, run outside
+// the unit, sees them; the service would not.
+func unitWarnings(paths []config.KeyPath, sb sandbox) []string {
+	homeHidden := yes(sb.protectHome) || sb.protectHome == "read-only" || sb.protectHome == "tmpfs"
+	var out []string
+	for _, kp := range paths {
+		switch {
+		case sb.privateTmp && (config.Under(kp.Path, "/tmp") || config.Under(kp.Path, "/var/tmp")):
+			out = append(out, fmt.Sprintf("%s %s: the service would see another /tmp: the packaged unit's PrivateTmp= gives it a /tmp and /var/tmp of its own, empty at each start (a file there is not found, a cache there is lost at each restart); choose a directory outside /tmp",
+				kp.Key, kp.Path))
+		case homeHidden && (config.Under(kp.Path, "/home") || config.Under(kp.Path, "/root") || config.Under(kp.Path, "/run/user")):
+			what := "hides"
+			if sb.protectHome == "read-only" {
+				what = "makes read-only"
+			}
+			out = append(out, fmt.Sprintf("%s %s: the packaged unit's ProtectHome=%s %s /home, /root and /run/user from the service; choose a directory outside them",
+				kp.Key, kp.Path, sb.protectHome, what))
+		}
+	}
+	return out
 }
 
 // unitProblems names each of dirs that the unit's sandbox leaves
 // read-only, with the drop-in that makes it writable.
-func unitProblems(dirs []string, protect string, rw []string) []error {
+func unitProblems(dirs []string, sb sandbox) []error {
+	protect, rw := sb.protect, sb.rw
 	var ro []string
 	switch protect {
 	case "strict":

@@ -50,6 +50,9 @@ type FilesConfig struct {
 	Python string
 	// CacheFlags are extra `hepcache serve` flags.
 	CacheFlags []string
+	// Smoke starts the origin and each cache and reads one small file
+	// through each, measuring nothing.
+	Smoke bool
 	// Out receives the report, Progress the progress lines.
 	Out, Progress io.Writer
 }
@@ -57,6 +60,9 @@ type FilesConfig struct {
 func (c *FilesConfig) defaults() error {
 	if c.Dir == "" {
 		c.Dir = "results/files"
+	}
+	if c.Smoke {
+		c.Files = 10
 	}
 	abs, err := filepath.Abs(c.Dir)
 	if err != nil {
@@ -180,10 +186,14 @@ print(json.dumps({"ok": state["ok"], "errors": state["errors"], "seconds": time.
 `
 
 // Files runs the benchmark.
-func Files(ctx context.Context, cfg FilesConfig) (*FilesResult, error) {
+func Files(ctx context.Context, cfg FilesConfig) (_ *FilesResult, err error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
+	w := newWatch(ctx)
+	ctx = w.ctx
+	defer w.close()
+	defer func() { err = w.result(err) }()
 	for _, tool := range []string{"xrootd", cfg.Python} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return nil, fmt.Errorf("bench files needs %s (Debian xrootd-server, python3-xrootd): %w", tool, err)
@@ -216,7 +226,25 @@ func Files(ctx context.Context, cfg FilesConfig) (*FilesResult, error) {
 		return nil, err
 	}
 	defer org.Remove()
+	w.xrootd("origin", org)
 	progress("origin: C++ xrootd at %s", org.Addr)
+	if cfg.Smoke {
+		sm := smoke{ctx: ctx, progress: progress, file: paths[0]}
+		if err := sm.read("origin", org.URL); err != nil {
+			return nil, err
+		}
+		kinds := []string{"hepcache"}
+		if !cfg.NoXCache {
+			kinds = append(kinds, "xcache")
+		}
+		return nil, sm.caches(w, kinds, func(kind string) (*cacheProc, error) {
+			fc, err := startFilesCache(kind, cfg.HepcacheBin, filepath.Join(cfg.Dir, "cache-"+kind+"-smoke"), org.Addr, cfg.CacheFlags)
+			if err != nil {
+				return nil, err
+			}
+			return fc.cacheProc, nil
+		})
+	}
 
 	res := &FilesResult{Config: cfg, Cold: map[string]FilesPass{}, Hot: map[string]FilesPass{}}
 	pass := func(base string, pid int, listFile string, threads int) (FilesPass, error) {
@@ -262,6 +290,7 @@ func Files(ctx context.Context, cfg FilesConfig) (*FilesResult, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", target, err)
 		}
+		w.cache(cu.cacheProc)
 		var emptyMem int64
 		if target == "hepcache" {
 			if res.EmptyFirstAnswer, err = firstRead(ctx, cu.url(), paths[0], t0); err != nil {
@@ -383,7 +412,8 @@ func startFilesCache(target, bin, dir, originAddr string, extra []string) (*file
 		if err != nil {
 			return nil, fmt.Errorf("start XCache: %w", err)
 		}
-		return &filesCache{cacheProc: &cacheProc{kind: "xcache", addr: s.Addr, pid: s.PID(), stop: func() { s.Remove(); os.RemoveAll(dir) }, halt: s.Remove}}, nil
+		return &filesCache{cacheProc: &cacheProc{kind: "xcache", addr: s.Addr, pid: s.PID(), stop: func() { s.Remove(); os.RemoveAll(dir) }, halt: s.Remove,
+			died: s.Died(), log: s.Log}}, nil
 	}
 	os.RemoveAll(dir)
 	var launch func(wrap, more []string) (*filesCache, error)

@@ -50,13 +50,19 @@ type LayoutsConfig struct {
 	Seed        uint64
 	HepcacheBin string
 	CacheFlags  []string
-	Out         io.Writer
-	Progress    io.Writer
+	// Smoke starts every server and reads one small file through each,
+	// measuring nothing.
+	Smoke    bool
+	Out      io.Writer
+	Progress io.Writer
 }
 
 func (c *LayoutsConfig) ensureDefaults() error {
 	if c.Dir == "" {
 		return fmt.Errorf("bench layouts: a results directory is required")
+	}
+	if c.Smoke {
+		c.Files, c.FileEvents = 1, 20
 	}
 	if c.Files == 0 {
 		c.Files = 2
@@ -143,10 +149,14 @@ type LayoutsResult struct {
 
 // Layouts runs the cache-layout benchmark and writes layouts.json,
 // layouts.md and the figures into cfg.Dir.
-func Layouts(ctx context.Context, cfg LayoutsConfig) (*LayoutsResult, error) {
+func Layouts(ctx context.Context, cfg LayoutsConfig) (_ *LayoutsResult, err error) {
 	if err := cfg.ensureDefaults(); err != nil {
 		return nil, err
 	}
+	w := newWatch(ctx)
+	ctx = w.ctx
+	defer w.close()
+	defer func() { err = w.result(err) }()
 	if err := needTools("layouts", "xrootd", "xrdcp"); err != nil {
 		return nil, err
 	}
@@ -181,6 +191,7 @@ func Layouts(ctx context.Context, cfg LayoutsConfig) (*LayoutsResult, error) {
 		return nil, err
 	}
 	defer origin.Remove()
+	w.xrootd("origin", origin)
 	links, closeLinks, err := openLinks(ctx, []Site{{"primary storage", cfg.RTT}}, origin.Addr, cfg.Bandwidth, progress)
 	if err != nil {
 		return nil, err
@@ -188,6 +199,12 @@ func Layouts(ctx context.Context, cfg LayoutsConfig) (*LayoutsResult, error) {
 	defer closeLinks()
 	wanAddr := links[0].Addr
 	res.MeasuredMS = links[0].MeasuredMS
+	if cfg.Smoke {
+		return nil, smokeBehindLink(smoke{ctx: ctx, progress: progress, file: "/" + rels[0]}, w, origin, wanAddr, cfg.Caches,
+			func(kind string) (*cacheProc, error) {
+				return startCacheProc(kind, cfg.HepcacheBin, filepath.Join(cfg.Dir, "cache-"+kind+"-smoke"), wanAddr, cfg.CacheFlags)
+			})
+	}
 
 	// The same sequence of (file, node) for every layout.
 	rng := rand.New(rand.NewPCG(cfg.Seed, 3))
@@ -233,6 +250,7 @@ func Layouts(ctx context.Context, cfg LayoutsConfig) (*LayoutsResult, error) {
 		if err != nil {
 			return nil, err
 		}
+		w.cache(c)
 		lan, err := wan.New(&wan.Config{Target: c.addr, RTT: cfg.LANRTT})
 		if err != nil {
 			c.stop()
@@ -266,7 +284,7 @@ func Layouts(ctx context.Context, cfg LayoutsConfig) (*LayoutsResult, error) {
 				stopAll()
 				return nil, err
 			}
-			nodes = append(nodes, c)
+			nodes = append(nodes, w.cache(c))
 		}
 		seenOn := map[[2]int]bool{}
 		for _, s := range steps {

@@ -44,13 +44,19 @@ type ResourcesConfig struct {
 	// HepcacheBin and CacheFlags: see WorkflowConfig.
 	HepcacheBin string
 	CacheFlags  []string
-	Out         io.Writer
-	Progress    io.Writer
+	// Smoke starts every server and reads one small file through each,
+	// measuring nothing.
+	Smoke    bool
+	Out      io.Writer
+	Progress io.Writer
 }
 
 func (c *ResourcesConfig) ensureDefaults() error {
 	if c.Dir == "" {
 		return fmt.Errorf("bench resources: a results directory is required")
+	}
+	if c.Smoke {
+		c.Clients, c.FileSize = []int{1}, 1<<20
 	}
 	if len(c.Clients) == 0 {
 		c.Clients = []int{10, 25, 50, 75, 100, 128}
@@ -143,10 +149,14 @@ type ResourcesResult struct {
 
 // Resources runs the proxy resource benchmark and writes resources.json,
 // resources.md and the figures into cfg.Dir.
-func Resources(ctx context.Context, cfg ResourcesConfig) (*ResourcesResult, error) {
+func Resources(ctx context.Context, cfg ResourcesConfig) (_ *ResourcesResult, err error) {
 	if err := cfg.ensureDefaults(); err != nil {
 		return nil, err
 	}
+	w := newWatch(ctx)
+	ctx = w.ctx
+	defer w.close()
+	defer func() { err = w.result(err) }()
 	if err := needTools("resources", "xrootd"); err != nil {
 		return nil, err
 	}
@@ -163,12 +173,19 @@ func Resources(ctx context.Context, cfg ResourcesConfig) (*ResourcesResult, erro
 		return nil, err
 	}
 	defer origin.Remove()
+	w.xrootd("origin", origin)
 	links, closeLinks, err := openLinks(ctx, []Site{{"KIT", cfg.RTT}}, origin.Addr, 0, progress)
 	if err != nil {
 		return nil, err
 	}
 	defer closeLinks()
 	link := links[0]
+	if cfg.Smoke {
+		return nil, smokeBehindLink(smoke{ctx: ctx, progress: progress, file: files[0]}, w, origin, link.Addr, cfg.Caches,
+			func(kind string) (*cacheProc, error) {
+				return startCacheProc(kind, cfg.HepcacheBin, filepath.Join(cfg.Dir, "cache-"+kind+"-smoke"), link.Addr, cfg.CacheFlags)
+			})
+	}
 	res := &ResourcesResult{FileSize: cfg.FileSize, RateMBps: cfg.Rate / 1e6, RTTms: ms(cfg.RTT), MeasuredMS: link.MeasuredMS,
 		Points: map[string][]ResourcePoint{}, MemFit: map[string]Fit{}, CPUFit: map[string]Fit{}, Caches: cfg.Caches}
 	run := 0
@@ -179,6 +196,7 @@ func Resources(ctx context.Context, cfg ResourcesConfig) (*ResourcesResult, erro
 			if err != nil {
 				return nil, err
 			}
+			w.cache(c)
 			pt, err := resourcePoint(ctx, cfg, c, files, n)
 			c.stop()
 			if err != nil {

@@ -165,6 +165,32 @@ func (c *s3Cache) read(ctx context.Context, mode string, files []string) (float6
 	return xrdcpMode(ctx, mode, c.url(), files)
 }
 
+// smokeS3 is the S3 rows' --smoke: versitygw started with files (paths
+// under dataDir) as objects, one read directly (curl, SigV4) and one
+// through hepcache in front of it. Without versitygw, nothing (as the
+// rows are left out), except in CI.
+func smokeS3(sm smoke, dir, dataDir string, files []string, bin string, flags []string) error {
+	o, err := startS3Origin(dir, dataDir, files[:1], sm.progress)
+	if err != nil || o == nil {
+		return err
+	}
+	defer o.stop()
+	if _, err := o.curlDirect(sm.ctx, o.srv.Addr, files[:1]); err != nil {
+		return fmt.Errorf("--smoke: versitygw: %w", err)
+	}
+	sm.progress("smoke: versitygw at %s started and served %s", o.srv.Addr, files[0])
+	c, err := o.startCache(bin, filepath.Join(dir, "cache-s3-smoke"), o.srv.Addr, flags)
+	if err != nil {
+		return fmt.Errorf("--smoke: start hepcache on S3: %w", err)
+	}
+	defer c.stop()
+	if _, err := c.read(sm.ctx, "http", files[:1]); err != nil {
+		return fmt.Errorf("--smoke: hepcache on S3: %w", err)
+	}
+	sm.progress("smoke: hepcache at %s on the bucket started and served %s", c.httpBase, files[0])
+	return nil
+}
+
 // wanS3 measures the S3 rows of one cell of bench wan: the bucket behind a
 // link of rtt and bw read directly by n curls, then through hepcache cold
 // and hot in each of s3Modes.

@@ -61,13 +61,19 @@ type ScaleConfig struct {
 	Caches      []string
 	HepcacheBin string
 	CacheFlags  []string
-	Out         io.Writer
-	Progress    io.Writer
+	// Smoke starts every server and reads one small file through each,
+	// measuring nothing.
+	Smoke    bool
+	Out      io.Writer
+	Progress io.Writer
 }
 
 func (c *ScaleConfig) ensureDefaults() error {
 	if c.Dir == "" {
 		return fmt.Errorf("bench scale: a results directory is required")
+	}
+	if c.Smoke {
+		c.Files, c.FileSize = 1, 1<<20
 	}
 	if c.Scale == 0 {
 		c.Scale = 5
@@ -139,10 +145,14 @@ type ScaleResult struct {
 
 // Scale runs the scale tests and writes scale.json, scale.md and the
 // figures into cfg.Dir.
-func Scale(ctx context.Context, cfg ScaleConfig) (*ScaleResult, error) {
+func Scale(ctx context.Context, cfg ScaleConfig) (_ *ScaleResult, err error) {
 	if err := cfg.ensureDefaults(); err != nil {
 		return nil, err
 	}
+	w := newWatch(ctx)
+	ctx = w.ctx
+	defer w.close()
+	defer func() { err = w.result(err) }()
 	if err := needTools("scale", "xrootd"); err != nil {
 		return nil, err
 	}
@@ -157,6 +167,16 @@ func Scale(ctx context.Context, cfg ScaleConfig) (*ScaleResult, error) {
 		return nil, err
 	}
 	defer origin.Remove()
+	w.xrootd("origin", origin)
+	if cfg.Smoke {
+		sm := smoke{ctx: ctx, progress: progress, file: files[0]}
+		if err := sm.read("origin", origin.URL); err != nil {
+			return nil, err
+		}
+		return nil, sm.caches(w, cfg.Caches, func(kind string) (*cacheProc, error) {
+			return startCacheProc(kind, cfg.HepcacheBin, filepath.Join(cfg.Dir, "cache-"+kind+"-smoke"), origin.Addr, cfg.CacheFlags)
+		})
+	}
 	res := &ScaleResult{Scale: cfg.Scale, Interval: cfg.Interval.Seconds(), Duration: cfg.Duration.Seconds(), TotalMBps: cfg.TotalRate / 1e6,
 		Caches: cfg.Caches, Points: map[string][]ScalePoint{}}
 	for _, kind := range cfg.Caches {
@@ -165,6 +185,7 @@ func Scale(ctx context.Context, cfg ScaleConfig) (*ScaleResult, error) {
 		if err != nil {
 			return nil, err
 		}
+		w.cache(c)
 		// Hot cache, as at UCSD: read every file once first.
 		var warm []pacedRead
 		for _, f := range files {

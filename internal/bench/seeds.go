@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hepcache/hepcache/internal/bench/ttbar"
@@ -125,6 +126,10 @@ type cacheProc struct {
 	stop    func()
 	halt    func()
 	restart func() (*cacheProc, error)
+	// died is closed when the process exits without stop or halt; log
+	// is the end of what it wrote (watch).
+	died <-chan struct{}
+	log  func() string
 }
 
 func (c *cacheProc) url() string { return "root://" + c.addr }
@@ -196,7 +201,8 @@ func startXCacheProc(originAddr, dir string, o cacheOpts) (*cacheProc, error) {
 		return nil, fmt.Errorf("start XCache: %w", err)
 	}
 	return &cacheProc{kind: "xcache", addr: s.Addr, pid: s.PID(), stop: func() { s.Remove(); os.RemoveAll(dir) },
-		halt: s.Remove, restart: func() (*cacheProc, error) { return startXCacheProc(originAddr, dir, o) }}, nil
+		halt: s.Remove, restart: func() (*cacheProc, error) { return startXCacheProc(originAddr, dir, o) },
+		died: s.Died(), log: s.Log}, nil
 }
 
 // startHepcacheProc runs `bin serve` on listen ("host:0" picks a free port)
@@ -240,9 +246,17 @@ func startHepcacheProcUnder(wrap []string, bin, dir, originURL, listen string, e
 		logf.Close()
 		return nil, fmt.Errorf("start %s serve: %w", bin, err)
 	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
+	done, died := make(chan struct{}), make(chan struct{})
+	var halting atomic.Bool
+	go func() {
+		cmd.Wait()
+		close(done)
+		if !halting.Load() {
+			close(died)
+		}
+	}()
 	halt := func() {
+		halting.Store(true)
 		cmd.Process.Signal(os.Interrupt)
 		select {
 		case <-done:
@@ -261,7 +275,8 @@ func startHepcacheProcUnder(wrap []string, bin, dir, originURL, listen string, e
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
 		if c, err := net.DialTimeout("tcp", listen, 100*time.Millisecond); err == nil {
 			c.Close()
-			return &cacheProc{kind: "hepcache", addr: listen, pid: cmd.Process.Pid, stop: stop, halt: halt, restart: restart}, nil
+			return &cacheProc{kind: "hepcache", addr: listen, pid: cmd.Process.Pid, stop: stop, halt: halt, restart: restart,
+				died: died, log: func() string { b, _ := os.ReadFile(logPath); return string(b) }}, nil
 		}
 		select {
 		case <-done:

@@ -45,6 +45,10 @@ type SoakConfig struct {
 	// Dir holds the origin's data, the cache, logs and soak.json.
 	Dir         string
 	HepcacheBin string
+	// Smoke sets up as the run does (the origin, the tmpfs, the cache on
+	// its held sockets) and reads one small file through the origin and
+	// the cache, measuring nothing.
+	Smoke bool
 	// Python is an interpreter with the XRootD bindings (default
 	// /usr/bin/python3, Debian's python3-xrootd).
 	Python string
@@ -88,6 +92,9 @@ type SoakConfig struct {
 func (c *SoakConfig) defaults() error {
 	if c.Dir == "" {
 		return errors.New("soak: no work directory")
+	}
+	if c.Smoke {
+		c.Files, c.MinSize, c.MaxSize = 8, 4<<20, 4<<20
 	}
 	if c.HepcacheBin == "" {
 		exe, err := os.Executable()
@@ -280,6 +287,14 @@ func Soak(ctx context.Context, cfg SoakConfig) (*SoakResult, error) {
 	if err := s.setUp(); err != nil {
 		s.tearDown()
 		return nil, err
+	}
+	if cfg.Smoke {
+		defer s.tearDown()
+		sm := smoke{ctx: ctx, progress: func(f string, a ...any) { fmt.Fprintf(cfg.Progress, "soak: "+f+"\n", a...) }, file: s.files[0].path}
+		if err := sm.read("origin", s.origin.URL); err != nil {
+			return nil, err
+		}
+		return nil, sm.read("hepcache", s.ep.root)
 	}
 	s.start = time.Now()
 	s.setPhase("steady")

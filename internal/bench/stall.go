@@ -29,6 +29,9 @@ type StallConfig struct {
 	RAM string
 	// HepcacheBin is the binary run as the cache. Default: this executable.
 	HepcacheBin string
+	// Smoke starts the origin and the cache and reads one small file
+	// through each, measuring nothing.
+	Smoke bool
 	// Out receives the report, Progress the progress lines.
 	Out, Progress io.Writer
 }
@@ -40,10 +43,17 @@ type StallResult struct {
 }
 
 // Stall runs the benchmark and prints its report.
-func Stall(ctx context.Context, cfg StallConfig) (*StallResult, error) {
+func Stall(ctx context.Context, cfg StallConfig) (_ *StallResult, err error) {
 	if cfg.Dir == "" {
 		return nil, fmt.Errorf("bench stall: a work directory is required")
 	}
+	if cfg.Smoke {
+		cfg.Stalled, cfg.Normal, cfg.Size = 1, 1, 1<<20
+	}
+	w := newWatch(ctx)
+	ctx = w.ctx
+	defer w.close()
+	defer func() { err = w.result(err) }()
 	if cfg.Stalled == 0 {
 		cfg.Stalled = 64
 	}
@@ -79,6 +89,21 @@ func Stall(ctx context.Context, cfg StallConfig) (*StallResult, error) {
 		return nil, err
 	}
 	defer origin.Remove()
+	w.xrootd("origin", origin)
+	if cfg.Smoke {
+		sm := smoke{ctx: ctx, progress: progress, file: normal[0]}
+		if err := sm.read("origin", origin.URL); err != nil {
+			return nil, err
+		}
+		return nil, sm.caches(w, []string{"hepcache"}, func(string) (*cacheProc, error) {
+			httpAddr, err := freeAddr()
+			if err != nil {
+				return nil, err
+			}
+			return startCacheProc("hepcache", cfg.HepcacheBin, filepath.Join(cfg.Dir, "cache-smoke"), origin.Addr,
+				[]string{"--ram", cfg.RAM, "--http-listen", httpAddr})
+		})
+	}
 	res := &StallResult{}
 	for i, withStalled := range []bool{false, true} {
 		httpAddr, err := freeAddr()
@@ -90,6 +115,7 @@ func Stall(ctx context.Context, cfg StallConfig) (*StallResult, error) {
 		if err != nil {
 			return nil, err
 		}
+		w.cache(cu)
 		var conns []net.Conn
 		if withStalled {
 			for _, f := range stalled {

@@ -59,6 +59,9 @@ type ThroughputConfig struct {
 	NoS3 bool
 	// CacheFlags are extra `hepcache serve` flags.
 	CacheFlags []string
+	// Smoke starts every server (origin, caches, S3) and reads one small
+	// file through each, measuring nothing.
+	Smoke bool
 	// Out receives the report, Progress the progress lines.
 	Out, Progress io.Writer
 }
@@ -66,6 +69,9 @@ type ThroughputConfig struct {
 func (c *ThroughputConfig) defaults() error {
 	if c.Dir == "" {
 		return fmt.Errorf("bench: a results/work directory is required")
+	}
+	if c.Smoke {
+		c.BigSize, c.ParFiles, c.ParSize, c.WorkFiles, c.WorkSize, c.MemClients, c.MemSize = 1<<20, 1, 1<<20, 1, 1<<20, []int{1}, 1<<20
 	}
 	if c.BigSize == 0 {
 		c.BigSize = 1 << 30
@@ -167,10 +173,14 @@ type ThroughputResult struct {
 }
 
 // Throughput runs the benchmark and prints its report.
-func Throughput(ctx context.Context, cfg ThroughputConfig) (*ThroughputResult, error) {
+func Throughput(ctx context.Context, cfg ThroughputConfig) (_ *ThroughputResult, err error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
+	w := newWatch(ctx)
+	ctx = w.ctx
+	defer w.close()
+	defer func() { err = w.result(err) }()
 	for _, tool := range []string{"xrootd", "xrdcp"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return nil, fmt.Errorf("bench throughput needs %s (Debian xrootd-server, xrootd-client): %w", tool, err)
@@ -206,7 +216,27 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) (*ThroughputResult, e
 		return nil, err
 	}
 	defer origin.Remove()
+	w.xrootd("origin", origin)
 	progress("origin: C++ xrootd at %s", origin.Addr)
+	if cfg.Smoke {
+		sm := smoke{ctx: ctx, progress: progress, file: big[0]}
+		if err := sm.read("origin", origin.URL); err != nil {
+			return nil, err
+		}
+		kinds := []string{"hepcache"}
+		if !cfg.NoXCache {
+			kinds = append(kinds, "xcache")
+		}
+		if err := sm.caches(w, kinds, func(kind string) (*cacheProc, error) {
+			return startCacheProc(kind, cfg.HepcacheBin, filepath.Join(cfg.Dir, "cache-"+kind+"-smoke"), origin.Addr, cfg.CacheFlags)
+		}); err != nil {
+			return nil, err
+		}
+		if !cfg.NoS3 {
+			return nil, smokeS3(sm, cfg.Dir, data, big, cfg.HepcacheBin, cfg.CacheFlags)
+		}
+		return nil, nil
+	}
 
 	progress("measuring this machine's floor (bench floor)")
 	floor, err := Floor(FloorConfig{Dir: filepath.Join(cfg.Dir, "floor"), Size: min(cfg.BigSize, 512<<20), Out: io.Discard})
@@ -266,7 +296,8 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) (*ThroughputResult, e
 	run := 0
 	start := func(target string, extra ...string) (*cacheProc, error) {
 		run++
-		return startCacheProc(target, cfg.HepcacheBin, filepath.Join(cfg.Dir, fmt.Sprintf("cache-%s-%d", target, run)), origin.Addr, append(append([]string(nil), cfg.CacheFlags...), extra...))
+		c, err := startCacheProc(target, cfg.HepcacheBin, filepath.Join(cfg.Dir, fmt.Sprintf("cache-%s-%d", target, run)), origin.Addr, append(append([]string(nil), cfg.CacheFlags...), extra...))
+		return w.cache(c), err
 	}
 	for _, target := range targets {
 		res.Seconds[target] = map[string]float64{}
@@ -305,6 +336,7 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) (*ThroughputResult, e
 						cu.halt()
 						res.DroppedCaches = dropPageCache() == nil
 						if cu, err = cu.restart(); err == nil {
+							w.cache(cu)
 							err = pass("hot-disk")
 						}
 						if err == nil && target == "hepcache" {

@@ -61,6 +61,9 @@ type WANConfig struct {
 	// on a VM whose host takes freed pages back costs as much as a buffered
 	// write (bench floor), once.
 	NoWarmup bool
+	// Smoke starts every server (origin, link, caches, S3) and reads one
+	// small file through each, measuring nothing.
+	Smoke    bool
 	Out      io.Writer
 	Progress io.Writer
 }
@@ -107,6 +110,9 @@ type WANRow struct {
 }
 
 func (c *WANConfig) defaults() error {
+	if c.Smoke {
+		c.Clients, c.FileSize, c.NoWarmup = []int{1}, 1<<20, true
+	}
 	if len(c.RTTs) == 0 {
 		c.RTTs = []time.Duration{0, 150 * time.Millisecond}
 	}
@@ -155,10 +161,14 @@ func (c *WANConfig) defaults() error {
 }
 
 // WAN runs the matrix and prints a table per link.
-func WAN(ctx context.Context, cfg WANConfig) ([]WANRow, error) {
+func WAN(ctx context.Context, cfg WANConfig) (_ []WANRow, err error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
+	w := newWatch(ctx)
+	ctx = w.ctx
+	defer w.close()
+	defer func() { err = w.result(err) }()
 	progress := func(format string, args ...any) { fmt.Fprintf(cfg.Progress, "bench: "+format+"\n", args...) }
 	maxN := 0
 	for _, n := range cfg.Clients {
@@ -181,6 +191,10 @@ func WAN(ctx context.Context, cfg WANConfig) ([]WANRow, error) {
 			return nil, err
 		}
 		defer origin.Remove()
+		w.xrootd("origin", origin)
+	}
+	if cfg.Smoke {
+		return nil, wanSmoke(smoke{ctx: ctx, progress: progress, file: files[0]}, w, &cfg, origin, data, files)
 	}
 	var s3o *s3Origin
 	if slices.Contains(cfg.Origins, "s3") {
@@ -257,6 +271,7 @@ func WAN(ctx context.Context, cfg WANConfig) ([]WANRow, error) {
 							link.Close()
 							return nil, err
 						}
+						w.cache(cp)
 						if warm != nil {
 							if _, err := xrdcpMode(ctx, mode, cp.url(), warm[:n]); err != nil {
 								cp.stop()
@@ -473,6 +488,34 @@ func (l inlineLink) Close()       { l.p.Close() }
 
 func (l *linkProc) Addr() string { return l.addr }
 func (l *linkProc) Close()       { l.close() }
+
+// wanSmoke is bench wan's --smoke: the origin read directly, through the
+// link (of the first RTT) and through each cache behind it; the S3 rows'
+// servers likewise.
+func wanSmoke(sm smoke, w *watch, cfg *WANConfig, origin *xrdproc.Server, data string, files []string) error {
+	if origin != nil {
+		if err := sm.read("origin", origin.URL); err != nil {
+			return err
+		}
+		link, err := newLink(cfg, origin.Addr, cfg.RTTs[0], cfg.Bandwidths[0])
+		if err != nil {
+			return fmt.Errorf("--smoke: link: %w", err)
+		}
+		defer link.Close()
+		if err := sm.read(fmt.Sprintf("the origin through the link (rtt %v)", cfg.RTTs[0]), "root://"+link.Addr()); err != nil {
+			return err
+		}
+		if err := sm.caches(w, cfg.Caches, func(kind string) (*cacheProc, error) {
+			return startCacheProc(kind, cfg.HepcacheBin, filepath.Join(cfg.Dir, "cache-"+kind+"-smoke"), link.Addr(), cfg.CacheFlags)
+		}); err != nil {
+			return err
+		}
+	}
+	if slices.Contains(cfg.Origins, "s3") {
+		return smokeS3(sm, cfg.Dir, data, files, cfg.HepcacheBin, cfg.CacheFlags)
+	}
+	return nil
+}
 
 func newLink(cfg *WANConfig, target string, rtt time.Duration, bw int64) (wanLink, error) {
 	if cfg.LinkProcess {

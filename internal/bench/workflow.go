@@ -78,6 +78,10 @@ type WorkflowConfig struct {
 	HepcacheBin string
 	// CacheFlags are extra `hepcache serve` flags.
 	CacheFlags []string
+	// Smoke starts the origin with its monitoring, the first site's link
+	// and each cache as the benchmark does, and reads the input file
+	// through each, measuring nothing (no job runs).
+	Smoke bool
 	// Out receives the Markdown report; Progress the progress lines
 	// (default stderr).
 	Out, Progress io.Writer
@@ -86,6 +90,12 @@ type WorkflowConfig struct {
 func (c *WorkflowConfig) ensureDefaults() error {
 	if c.Dir == "" {
 		return fmt.Errorf("bench workflow: a results directory is required")
+	}
+	if c.Smoke {
+		c.FileEvents, c.Events, c.Repeat, c.Jobs = 30, []int64{1}, 1, []string{jobGoHEP}
+		if len(c.Sites) == 0 {
+			c.Sites = PaperSites()[:1]
+		}
 	}
 	if c.FileEvents == 0 {
 		c.FileEvents = 2000
@@ -249,10 +259,14 @@ type WorkflowResult struct {
 
 // Workflow runs the workflow benchmark and writes workflow.json,
 // workflow.md and the figures into cfg.Dir.
-func Workflow(ctx context.Context, cfg WorkflowConfig) (*WorkflowResult, error) {
+func Workflow(ctx context.Context, cfg WorkflowConfig) (_ *WorkflowResult, err error) {
 	if err := cfg.ensureDefaults(); err != nil {
 		return nil, err
 	}
+	wd := newWatch(ctx)
+	ctx = wd.ctx
+	defer wd.close()
+	defer func() { err = wd.result(err) }()
 	if err := needTools("workflow", "xrootd", "xrdcp"); err != nil {
 		return nil, err
 	}
@@ -290,6 +304,9 @@ func Workflow(ctx context.Context, cfg WorkflowConfig) (*WorkflowResult, error) 
 	jo := jobOpts{Work: cfg.Work, ReadAhead: cfg.ReadAhead, Hist: filepath.Join(scratch, "hist.root")}
 	runners := map[string]*jobRunner{}
 	for _, kind := range cfg.Jobs {
+		if cfg.Smoke {
+			break // no job runs
+		}
 		jr := &jobRunner{kind: kind, bin: cfg.HepcacheBin, opts: jo}
 		res.Clients[kind] = "hepcache's root:// client, go-hep groot"
 		if kind != jobGoHEP {
@@ -309,6 +326,9 @@ func Workflow(ctx context.Context, cfg WorkflowConfig) (*WorkflowResult, error) 
 	ref := map[int64]*ttbar.Timings{}
 	goHEP := &jobRunner{kind: jobGoHEP, bin: cfg.HepcacheBin, opts: jo}
 	for _, n := range cfg.Events {
+		if cfg.Smoke {
+			break
+		}
 		j, err := goHEP.run(ctx, local, n, "")
 		if err != nil {
 			return nil, fmt.Errorf("reference job: %w", err)
@@ -329,6 +349,7 @@ func Workflow(ctx context.Context, cfg WorkflowConfig) (*WorkflowResult, error) 
 		return nil, err
 	}
 	defer origin.Remove()
+	wd.xrootd("origin", origin)
 	progress("origin: C++ xrootd at %s", origin.Addr)
 	links, closeLinks, err := openLinks(ctx, cfg.Sites, origin.Addr, cfg.Bandwidth, progress)
 	if err != nil {
@@ -336,8 +357,26 @@ func Workflow(ctx context.Context, cfg WorkflowConfig) (*WorkflowResult, error) 
 	}
 	defer closeLinks()
 	res.Sites = links
+	if cfg.Smoke {
+		return nil, smokeBehindLink(smoke{ctx: ctx, progress: progress, file: "/" + rel}, wd, origin, links[0].Addr, cfg.Caches,
+			func(kind string) (*cacheProc, error) {
+				mon, err := newFStreamCollector()
+				if err != nil {
+					return nil, err
+				}
+				c, err := startCacheProcOpts(kind, cfg.HepcacheBin, filepath.Join(cfg.Dir, "cache-"+kind+"-smoke"), links[0].Addr, cfg.CacheFlags,
+					cacheOpts{monitor: mon.addr()})
+				if err != nil {
+					mon.close()
+					return nil, err
+				}
+				stop := c.stop
+				c.stop = func() { stop(); mon.close() }
+				return c, nil
+			})
+	}
 
-	w := &workflowRun{cfg: &cfg, res: res, ref: ref, scratch: scratch, progress: progress}
+	w := &workflowRun{cfg: &cfg, res: res, ref: ref, scratch: scratch, progress: progress, watch: wd}
 	for _, kind := range cfg.Jobs {
 		if err := w.job(ctx, runners[kind], links, local, rel, originMon); err != nil {
 			return nil, err
@@ -362,6 +401,7 @@ type workflowRun struct {
 	scratch  string
 	caches   int // caches started, for their directory names
 	progress func(string, ...any)
+	watch    *watch
 }
 
 // monitorWait bounds the wait for a server's close record of a job.
@@ -480,6 +520,7 @@ func (w *workflowRun) job(ctx context.Context, jr *jobRunner, links []*SiteLink,
 			mon.close()
 			return nil, err
 		}
+		w.watch.cache(c)
 		s := &started{c: c, mon: mon, url: c.url() + "//" + rel}
 		if forward {
 			s.url, s.proxy = "root://"+l.Addr+"//"+rel, c.url()

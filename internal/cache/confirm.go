@@ -38,10 +38,41 @@ type confirmer struct {
 	// running is the stat in flight, if any.
 	running *confirmation
 
+	// checked is closed when the whole-file check of the copy completed
+	// in this session has ended (verify.go: checksum settled, copy
+	// dropped, or the check postponed); made on first use. Protected by
+	// mu.
+	checked chan struct{}
+
 	// delivered records what the copy's handles handed out, so that a
 	// copy whose identity the whole-file checksum refutes can name whom
 	// it reached (deliver.go, verify.go).
 	delivered deliveries
+}
+
+// wholeChecked returns the channel closed when the whole-file check of the
+// copy has ended.
+func (cf *confirmer) wholeChecked() <-chan struct{} {
+	cf.mu.Lock()
+	defer cf.mu.Unlock()
+	if cf.checked == nil {
+		cf.checked = make(chan struct{})
+	}
+	return cf.checked
+}
+
+// checkEnded releases the reads waiting for the whole-file check.
+func (cf *confirmer) checkEnded() {
+	cf.mu.Lock()
+	defer cf.mu.Unlock()
+	if cf.checked == nil {
+		cf.checked = make(chan struct{})
+	}
+	select {
+	case <-cf.checked:
+	default:
+		close(cf.checked)
+	}
 }
 
 // confirmation is one stat in flight; done is closed when err and sent

@@ -29,7 +29,15 @@ import (
 //     read on every handle of the entry fails.
 //   - What no stat can see (a rewrite keeping the size and the
 //     modification time to the second) only the whole-file checksum sees,
-//     once the copy is complete (verify.go). Every handle records what it
+//     once the copy is complete (verify.go). In a mutable namespace, a read
+//     that got bytes from a fetch and after which the copy is complete
+//     (the last read of a client reading the file whole) also waits for
+//     that comparison with the origin's checksum: a copy that fails it
+//     fails the read. Without that wait the immutable namespaces, whose
+//     reads end sooner (read-ahead then fetched more of the old version
+//     before the rewrite, and the complete copy failed the checksum while
+//     the client still read), caught rewrites that the mutable ones
+//     handed over mixed with success. Every handle records what it
 //     delivered; when the copy fails that checksum, each client that was
 //     handed bytes of it is logged, those handed the whole file as
 //     "delivered mixed", so that an operator can tell who got a file that
@@ -59,11 +67,17 @@ func (e *entry) needsConfirm(off, end int64) bool {
 // confirmedAtEnd wraps fn, which gets the bytes of [off, end) in order,
 // so that the last of them is handed over only once confirmDelivered
 // finds them of the version opened.
-func (e *entry) confirmedAtEnd(ctx context.Context, off, end int64, fn func([]byte) error) func([]byte) error {
+// fetched says the bytes are the cache's (a read through the blocks, which
+// may complete the copy), not a bypass read's.
+func (e *entry) confirmedAtEnd(ctx context.Context, off, end int64, fetched bool, fn func([]byte) error) func([]byte) error {
 	pos := off
+	var ranges [][2]int64
+	if fetched {
+		ranges = [][2]int64{{off, end}}
+	}
 	return func(p []byte) error {
 		if pos+int64(len(p)) >= end {
-			if err := e.confirmDelivered(ctx); err != nil {
+			if err := e.confirmDelivered(ctx, ranges...); err != nil {
 				return err
 			}
 		}
@@ -74,8 +88,11 @@ func (e *entry) confirmedAtEnd(ctx context.Context, off, end int64, fn func([]by
 
 // confirmDelivered returns once the bytes a read got from fetches so far
 // are known to be of the version opened: nil, or why not (the entry is
-// spoiled). An origin that pins its reads needs no stat.
-func (e *entry) confirmDelivered(ctx context.Context) error {
+// spoiled). An origin that pins its reads needs no stat. ranges are the
+// byte ranges the read got through the copy's blocks: once their fetches
+// have landed, a copy they completed is compared with the origin's
+// checksum before the read ends (awaitWholeCheck).
+func (e *entry) confirmDelivered(ctx context.Context, ranges ...[2]int64) error {
 	e.ofMu.Lock()
 	pinned := e.of != nil && e.of.Info().VersionPinned
 	e.ofMu.Unlock()
@@ -83,11 +100,52 @@ func (e *entry) confirmDelivered(ctx context.Context) error {
 		if err := e.confirm(ctx, time.Now()); err != nil {
 			return err
 		}
+		if len(ranges) > 0 {
+			if err := e.awaitWholeCheck(ctx, ranges); err != nil {
+				return err
+			}
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	return e.spoilErr()
+}
+
+// awaitWholeCheck waits for the fetches of the blocks under ranges to
+// land; if the copy is then complete without a settled checksum, a fetch
+// of this session completed it, and the read waits for the whole-file
+// check that follows (verify.go). A copy complete at open is not waited
+// for: no check of it runs.
+func (e *entry) awaitWholeCheck(ctx context.Context, ranges [][2]int64) error {
+	bs := e.c.cfg.BlockSize
+	var landing []chan struct{}
+	e.mu.Lock()
+	for _, r := range ranges {
+		for b := int(r[0] / bs); r[1] > r[0] && b <= int((r[1]-1)/bs); b++ {
+			if f := e.fetches[b]; f != nil {
+				landing = append(landing, f.done)
+			}
+		}
+	}
+	e.mu.Unlock()
+	for _, done := range landing {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if !e.complete() || e.sums.Load() != nil {
+		return nil
+	}
+	select {
+	case <-e.ident.wholeChecked():
+	case <-e.ctx.Done(): // spoiled, or the cache closes
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
 }
 
 // maxCoverageRanges bounds what a handle remembers of the ranges it

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/hepcache/hepcache/disk"
@@ -289,4 +290,73 @@ func TestDiskFailureFallbackConfirmed(t *testing.T) {
 	case !errors.Is(err, syscall.EIO):
 		t.Fatalf("read of block 2 after the rewrite: %v, want an I/O error", err)
 	}
+}
+
+// TestMutableWholeReadAwaitsChecksum (issue 36 item 11): a rewrite keeping
+// the size and the modification time escapes every stat; only the
+// whole-file checksum sees it. In a mutable namespace the read that
+// completes the copy ends only once the copy has been compared with the
+// origin's checksum, and fails when it differs: a client reading the file
+// whole never gets one version's block and then the other's with success.
+// Before, the read ended with success as soon as a stat found the size and
+// modification time unchanged, while the immutable namespaces caught such
+// rewrites when the comparison happened to come first. Fake time: the
+// comparison is held back until every goroutine waits, so the read has had
+// every chance to end without it.
+func TestMutableWholeReadAwaitsChecksum(t *testing.T) {
+	for _, vector := range []bool{false, true} {
+		t.Run(map[bool]string{false: "stream", true: "readv"}[vector], func(t *testing.T) { mutableWholeRead(t, vector) })
+	}
+}
+
+func mutableWholeRead(t *testing.T, vector bool) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		const blocks = 6
+		old, renewed := randomData(87, blocks*testBlock), randomData(88, blocks*testBlock)
+		mtime := time.Unix(1700000000, 0)
+		m := origin.NewMem("mem://o")
+		m.Put("/f", old, mtime)
+		o := &gatedChecksum{Mem: m, gate: make(chan struct{})}
+		c := newTestCache(t, t.TempDir(), o, mutableEverywhere(t))
+		f := openTest(t, c, "/f")
+		first := make([]byte, testBlock)
+		if _, err := f.ReadAt(ctx, first, 0); err != nil || !bytes.Equal(first, old[:testBlock]) {
+			t.Fatalf("read of block 0: %v", err)
+		}
+		m.Put("/f", renewed, mtime) // same size, same modification time
+		done := make(chan error, 1)
+		var got bytes.Buffer
+		go func() {
+			if vector { // as ROOT's TTreeCache reads: the rest in two segments
+				rest := make([]byte, len(old)-testBlock)
+				err := f.(interface {
+					ReadV(context.Context, []origin.Segment) error
+				}).ReadV(ctx, []origin.Segment{{Offset: testBlock, Buf: rest[:testBlock]}, {Offset: 2 * testBlock, Buf: rest[testBlock:]}})
+				got.Write(rest)
+				done <- err
+				return
+			}
+			_, err := f.Stream(ctx, testBlock, int64(len(old)-testBlock), func(p []byte) error { got.Write(p); return nil })
+			done <- err
+		}()
+		synctest.Wait()
+		select {
+		case err := <-done:
+			t.Fatalf("the read that completed the copy ended (err %v, new version's bytes %v) before its checksum was compared with the origin's",
+				err, bytes.Equal(got.Bytes(), renewed[testBlock:]))
+		default:
+		}
+		close(o.gate)
+		if err := <-done; !errors.Is(err, syscall.EIO) {
+			t.Fatalf("the read that completed a copy failing the origin's checksum: %v, want an I/O error", err)
+		}
+		f.Close()
+		synctest.Wait()
+		waitIdle(t, c)
+		// The copy was dropped: the next read gets the new file whole.
+		if all := readAllVia(t, c, "/f"); !bytes.Equal(all, renewed) {
+			t.Fatal("the open after the mismatch does not read the new file")
+		}
+	})
 }

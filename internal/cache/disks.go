@@ -523,72 +523,107 @@ func (c *Cache) Disks() []DiskUsage {
 	files, bytes := c.index.diskTotals(len(c.disks))
 	out := make([]DiskUsage, len(c.disks))
 	direct := c.DirectIO()
-	for i, d := range c.disks {
+	for _, d := range c.disks {
 		if d.up() {
 			c.measure(d)
 		}
+	}
+	upTotal := c.upTotal()
+	for i, d := range c.disks {
 		u := DiskUsage{Dir: d.root, Up: d.up(), Total: d.total.Load(), Used: d.used.Load(),
 			Files: files[i], Bytes: bytes[i], Errors: d.errors.Load(), DirectIO: direct[i]}
 		if why := d.down.Load(); why != nil {
 			u.Reason = *why
 		}
-		if r.high <= 1 {
-			u.High, u.Low = watermark(r.high, u.Total), watermark(r.low, u.Total)
+		if u.Up {
+			u.High, u.Low = diskMarks(d.total.Load(), upTotal, r)
 		}
 		out[i] = u
 	}
 	return out
 }
 
-// diskVictims returns, for every disk in service whose file system is short
-// of free space (diskNeed), the closed and unpinned files on it from the
-// least recently used end until enough would be free. With one disk and no
-// capacity, Usage is that disk's file system and Purge handles it alone;
-// with a capacity, the file system may still fill first (it is smaller
-// than the capacity, or shared), and then it is purged too instead of
-// turning every miss into a bypass read.
+// upTotal is the size of the data disks in service, as last measured.
+func (c *Cache) upTotal() int64 {
+	var t int64
+	for _, d := range c.disks {
+		if d.up() {
+			t += d.total.Load()
+		}
+	}
+	return t
+}
+
+// diskVictims returns, for every disk in service whose file system is used
+// beyond its high watermark (diskMarks), the closed and unpinned files on
+// it from the least recently used end until it would be down to its low
+// one. With one disk and no capacity, Usage is that disk's file system and
+// Purge handles it alone; with a capacity, the file system may still fill
+// first (it is smaller than the capacity, or shared), and then it is
+// purged too instead of turning every miss into a bypass read.
 func (c *Cache) diskVictims() []Key {
 	r := c.rules.Load()
 	if len(c.disks) < 2 && r.capacity == 0 {
 		return nil
 	}
-	high, low := r.high, r.low
-	if high > 1 { // sizes: of the capacity, taken as its fractions
-		if r.capacity == 0 {
-			return nil
-		}
-		high, low = high/float64(r.capacity), low/float64(r.capacity)
-	}
-	var out []Key
+	var measured []*dataDisk
 	for _, d := range c.disks {
-		if !d.up() {
-			continue
+		if d.up() && c.measure(d) == nil {
+			measured = append(measured, d)
 		}
-		if c.measure(d) != nil {
-			continue
-		}
-		if need := c.diskNeed(d, high, low, r.capacity); need > 0 {
+	}
+	upTotal := c.upTotal()
+	var out []Key
+	for _, d := range measured {
+		high, low := diskMarks(d.total.Load(), upTotal, r)
+		if need := diskNeed(d.used.Load(), high, low); need > 0 {
 			out = append(out, c.index.victimsOnDisk(d.id, need)...)
 		}
 	}
 	return out
 }
 
-// diskNeed is how many bytes must be freed on d, 0 if none: the watermarks
-// (fractions) keep free the share 1-high of d's size, or of the capacity
-// where that is smaller (a large file system shared with other data is not
-// emptied for a small cache), and a purge frees up to the share 1-low.
-func (c *Cache) diskNeed(d *dataDisk, high, low float64, capacity int64) int64 {
-	total, used := d.total.Load(), d.used.Load()
+// diskMarks returns the usage of a data disk's file system (of size total,
+// the disks in service having upTotal together) above which its files are
+// evicted (high) and down to which (low):
+//
+//   - watermarks as fractions keep free the share 1-high of the disk's
+//     size, or of the capacity where that is smaller (a large file system
+//     shared with other data is not emptied for a small cache), and a
+//     purge frees up to the share 1-low;
+//   - watermarks as sizes without a capacity are the whole cache's, as
+//     XCache's pfc.diskusage sizes are its whole space's (all its
+//     partitions together): each disk keeps its share of them, in
+//     proportion to its size, so that no disk holds more than its part
+//     while the others have room (issue 34: a JBOD disk stayed at 640 MiB
+//     with "600M,640M", no disk's watermark known);
+//   - sizes with a capacity are taken as fractions of the capacity.
+func diskMarks(total, upTotal int64, r *spaceRules) (high, low int64) {
+	hf, lf := r.high, r.low
+	if hf > 1 && r.capacity == 0 {
+		if upTotal <= 0 {
+			return 0, 0
+		}
+		share := float64(total) / float64(upTotal)
+		return min(total, int64(hf*share)), min(total, int64(lf*share))
+	}
+	if hf > 1 {
+		hf, lf = hf/float64(r.capacity), lf/float64(r.capacity)
+	}
 	base := total
-	if cp := capacity; cp > 0 && cp < base {
+	if cp := r.capacity; cp > 0 && cp < base {
 		base = cp
 	}
-	free := total - used
-	if float64(free) >= (1-high)*float64(base) {
+	return total - int64((1-hf)*float64(base)), total - int64((1-lf)*float64(base))
+}
+
+// diskNeed is how many bytes must be freed on a disk whose file system has
+// used bytes: down to low once over high, else 0.
+func diskNeed(used, high, low int64) int64 {
+	if used <= high {
 		return 0
 	}
-	return int64((1-low)*float64(base)) - free
+	return used - low
 }
 
 // noSpaceKick wakes the purger at most once a second on writes that found

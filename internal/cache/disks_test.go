@@ -208,6 +208,55 @@ func TestPurgePerDisk(t *testing.T) {
 	}
 }
 
+// TestPurgePerDiskSizes (issue 34 item 7): watermarks given as sizes (as
+// from-xcache translates pfc.diskusage 24m 32m) are the whole cache's, and
+// each of two data disks (real tmpfs) keeps its share, half of them:
+// Disks reports it, and a purge brings the disk over its share down to its
+// low watermark while the other keeps its files. Before, the disks had no
+// watermarks (0) and purge compared the sum alone: the full disk stayed
+// full.
+func TestPurgePerDiskSizes(t *testing.T) {
+	m := origin.NewMem("mem://o")
+	const size = 2 << 20
+	d0, d1 := realclient.Tmpfs(t, "64m"), realclient.Tmpfs(t, "64m")
+	dir := t.TempDir()
+	c := newTestCache(t, dir, m, func(c *Config) {
+		c.DataDirs = initDisks(t, dir, d0, d1)
+		c.HighWatermark, c.LowWatermark = 32<<20, 24<<20 // each disk: 16 and 12 MiB
+		c.PurgeInterval = time.Hour
+	})
+	for _, u := range c.Disks() {
+		if u.High != 16<<20 || u.Low != 12<<20 {
+			t.Fatalf("disk %s: watermarks %d and %d, want its half of the sizes, 16 and 12 MiB", u.Dir, u.High, u.Low)
+		}
+	}
+	// Nine files on d0 (d1 is made to look full while they are placed):
+	// 18 MiB, over d0's share; then one on d1.
+	c.disks[1].placed.Store(1 << 40)
+	for i := range 9 {
+		p := fmt.Sprintf("/a%d", i)
+		m.Put(p, randomData(uint64(i), size), time.Now().Add(time.Duration(i)*time.Second))
+		readAllVia(t, c, p)
+		waitIdle(t, c)
+	}
+	c.disks[1].placed.Store(0)
+	c.disks[0].placed.Store(1 << 40)
+	m.Put("/b", randomData(19, size), time.Now())
+	readAllVia(t, c, "/b")
+	waitIdle(t, c)
+	if u := c.Disks(); u[0].Files != 9 || u[1].Files != 1 || u[0].Used <= u[0].High {
+		t.Fatalf("setup: %+v", u)
+	}
+	c.Purge()
+	u := c.Disks()
+	if u[1].Files != 1 {
+		t.Fatalf("the disk under its share lost files: %+v", u[1])
+	}
+	if u[0].Used > u[0].Low {
+		t.Fatalf("the disk over its share: %d bytes used after purge, its low watermark %d: %+v", u[0].Used, u[0].Low, u[0])
+	}
+}
+
 // TestDiskAbsentAtStart (issue 21 item 3, issue 29 item 3): a data
 // directory never initialised is refused, naming it and `hepcache disk
 // init`; a recorded data disk (a real tmpfs) not mounted at start-up

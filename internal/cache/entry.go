@@ -858,7 +858,7 @@ func (e *entry) bypass(ctx context.Context, off, n int64, fn func([]byte) error)
 	if e.mutable {
 		// Read from the origin as it is now, as a fetch: confirmed the
 		// version opened before the last byte goes (deliver.go).
-		fn = e.confirmedAtEnd(ctx, off, off+n, fn)
+		fn = e.confirmedAtEnd(ctx, off, off+n, false /* fetched */, fn)
 	}
 	bp := e.c.bufs.Get().(*[]byte)
 	defer e.c.bufs.Put(bp)

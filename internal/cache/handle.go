@@ -76,7 +76,7 @@ func (h *handle) stream(ctx context.Context, off, n int64, fn func([]byte) error
 	}
 	out := fn
 	if end := min(off+n, e.size); confirm && e.needsConfirm(off, end) {
-		out = e.confirmedAtEnd(ctx, off, end, fn)
+		out = e.confirmedAtEnd(ctx, off, end, true /* fetched */, fn)
 	}
 	// Every byte comes from the block store's RAM, checked when it left
 	// the disk: no sendfile from the data file (backend.FileStreamer),
@@ -171,7 +171,11 @@ func (h *handle) ReadV(ctx context.Context, segs []origin.Segment) error {
 	}
 	if confirm {
 		// The segments are handed over only when this returns.
-		if err := e.confirmDelivered(ctx); err != nil {
+		ranges := make([][2]int64, len(segs))
+		for i, s := range segs {
+			ranges[i] = [2]int64{s.Offset, min(s.Offset+int64(len(s.Buf)), e.size)}
+		}
+		if err := e.confirmDelivered(ctx, ranges...); err != nil {
 			return fmt.Errorf("readv of %s: %w", e.key, err)
 		}
 	}

@@ -20,7 +20,9 @@ import (
 // What cannot be detected: a replacement with the same size, the same
 // modification time (to the second) and no ETag, when the origin offers no
 // checksum (or verify_checksum is none) — then only a complete copy's
-// checksum comparison could tell, and it has nothing to compare with.
+// checksum comparison could tell, and it has nothing to compare with. With
+// a checksum, such a rewrite is caught once the copy is complete; in a
+// mutable namespace the read that completed it waits for that (deliver.go).
 
 // errChanged is the reason reads of a spoiled entry fail: an I/O error for
 // the client (kXR_IOError, HTTP 500), who may open the file again.

@@ -32,6 +32,7 @@ func (e *entry) scheduleVerify() {
 			blk, err := e.block(e.c.ctx, b, blockstore.Internal)
 			if err != nil {
 				e.c.cfg.Logger.Info("checksum of complete file postponed", "key", e.key.String(), "block", b, "err", err)
+				e.ident.checkEnded()
 				return
 			}
 			bs = checksum.Of(blk.Bytes())
@@ -42,10 +43,15 @@ func (e *entry) scheduleVerify() {
 	e.syncMu.Lock()
 	created := e.side.Created
 	e.syncMu.Unlock()
-	c, o, k, dl := e.c, e.o, e.key, &e.ident.delivered
+	c, o, k, cf := e.c, e.o, e.key, &e.ident
 	ctx := e.withClientToken(c.ctx) // as the file was read
 	ask := !e.wholeInOneRead()
-	c.goBackground(func() { c.verify(ctx, o, k, created, sums, dl, ask) })
+	c.goBackground(func() {
+		// The reads of a mutable namespace that completed the copy wait
+		// for this (deliver.go).
+		defer cf.checkEnded()
+		c.verify(ctx, o, k, created, sums, &cf.delivered, ask)
+	})
 }
 
 // verify compares the checksums of a complete file with the origin's

@@ -3,6 +3,7 @@ package clusterrun
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -38,6 +39,10 @@ type BenchConfig struct {
 	Rounds int
 	// Log receives progress lines. Default: discarded.
 	Log io.Writer
+	// Smoke starts the origin and a cluster of two nodes and reads one
+	// small file through the origin and each node, measuring nothing
+	// (Bench returns a nil report).
+	Smoke bool
 }
 
 // BenchReport is what Bench measured. Throughputs are bytes per second;
@@ -76,7 +81,10 @@ type MovedResult struct {
 // Bench measures the cluster on this machine with real processes: a C++
 // xrootd origin, hepcache nodes and xrdcp clients on loopback. It is the
 // body of `hepcache bench cluster`.
-func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
+func Bench(ctx context.Context, cfg BenchConfig) (_ *BenchReport, err error) {
+	if cfg.Smoke {
+		cfg.Nodes, cfg.Files, cfg.FileSize = []int{2}, 1, 1<<20
+	}
 	if cfg.Bin == "" {
 		exe, err := os.Executable()
 		if err != nil {
@@ -131,6 +139,39 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 		return nil, err
 	}
 	defer org.Stop()
+	// An origin that dies ends the run at once, saying so, instead of
+	// leaving xrdcp to wait out its connection window.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-org.Died():
+			cancel(fmt.Errorf("%w: origin (xrootd at %s) exited while the benchmark ran: %s", errOriginDied, org.Addr, org.Log()))
+		case <-ctx.Done():
+		}
+	}()
+	defer func() {
+		if cause := context.Cause(ctx); err != nil && errors.Is(cause, errOriginDied) {
+			err = cause
+		}
+	}()
+	if cfg.Smoke {
+		n := cfg.Nodes[0]
+		if out, err := exec.CommandContext(ctx, "xrdcp", "-f", "-s", org.URL+"/"+files[0], "/dev/null").CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("--smoke: origin: xrdcp: %w: %s", err, strings.TrimSpace(string(out)))
+		}
+		fmt.Fprintf(cfg.Log, "smoke: origin at %s started and served %s\n", org.URL, files[0])
+		c, err := Start(Config{Bin: cfg.Bin, Origin: org.URL, Dir: filepath.Join(cfg.Dir, "smoke"), Extra: []string{}}, n, false)
+		if err != nil {
+			return nil, fmt.Errorf("--smoke: start %d nodes: %w", n, err)
+		}
+		defer c.Close()
+		if _, err := copyAll(ctx, c, files, cfg.FileSize, n, 1); err != nil { // one client per node
+			return nil, fmt.Errorf("--smoke: %w", err)
+		}
+		fmt.Fprintf(cfg.Log, "smoke: %d nodes started and each served %s\n", n, files[0])
+		return nil, nil
+	}
 
 	for _, n := range cfg.Nodes {
 		dir := filepath.Join(cfg.Dir, fmt.Sprintf("c%d", n))
@@ -168,6 +209,9 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 	}
 	return rep, nil
 }
+
+// errOriginDied marks a run ended by its origin's exit.
+var errOriginDied = errors.New("clusterrun: origin died")
 
 func writeRandom(p string, size int64, buf []byte) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {

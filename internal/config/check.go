@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"slices"
@@ -162,27 +163,39 @@ func ExplainPermission(err error, roots ...string) error {
 		return fmt.Sprintf("install -d -o %s -g %s %s", me, grp, r)
 	}
 	var fix string
-	switch r, want := rootOf(block), rootOf(p); {
+	r, want := rootOf(block), rootOf(p)
+	switch {
 	case r != "":
 		fix = fmt.Sprintf("give it back to %s with chown -R %s:%s %s", me, me, grp, r)
 	case cross && want != "":
-		fix = fmt.Sprintf("give %s its own directory with %s and let it cross %s with setfacl -m u:%s:x %s (or chmod o+x %s); nothing else needs another owner",
-			me, create(want), block, me, block, block)
+		fix = fmt.Sprintf("give %s its own directory with %s and let it cross %s with setfacl -m u:%s:x %s (or chmod o+x %s)%s; nothing else needs another owner",
+			me, create(want), block, me, block, block, aclPackage())
 	case cross:
-		fix = fmt.Sprintf("let %s cross it with setfacl -m u:%s:x %s (or chmod o+x %s)", me, me, block, block)
+		fix = fmt.Sprintf("let %s cross it with setfacl -m u:%s:x %s (or chmod o+x %s)%s", me, me, block, block, aclPackage())
 	case at != p && want != "":
 		fix = fmt.Sprintf("give %s its own directory with %s; nothing above it needs another owner", me, create(want))
 	case at != p:
-		fix = fmt.Sprintf("let %s write there with setfacl -m u:%s:rwx %s", me, me, block)
+		fix = fmt.Sprintf("let %s write there with setfacl -m u:%s:rwx %s (or chgrp %s %s and chmod g+rwx %s)%s", me, me, block, grp, block, block, aclPackage())
 	default:
 		fix = fmt.Sprintf("give it to %s with chown %s:%s %s", me, me, grp, block)
 	}
 	why := ""
-	if st.Uid == 0 && os.Geteuid() != 0 {
+	if st.Uid == 0 && os.Geteuid() != 0 && r != "" && block != r {
+		// Inside the cache's own trees, which hepcache makes: a run as
+		// root made it, most likely. The trees' roots and what lies
+		// above them are made by hand: no guess.
 		why = " (left by a run as root)"
 	}
 	return &explainedError{fmt.Errorf("%w: %s belongs to %s:%s (mode %v)%s and hepcache runs as %s: %s, or run hepcache as its service user (systemctl start hepcache)",
 		err, block, UserName(int(st.Uid)), GroupName(int(st.Gid)), FileMode(st.Mode), why, me, fix)}
+}
+
+// aclPackage says where setfacl comes from when it is not installed.
+func aclPackage() string {
+	if _, err := exec.LookPath("setfacl"); err == nil {
+		return ""
+	}
+	return "; setfacl is in the acl package (apt-get install acl, dnf install acl)"
 }
 
 // explainReadOnly explains a write refused on path by a read-only file

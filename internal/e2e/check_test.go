@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -207,4 +208,60 @@ func listening(addr string, stop <-chan struct{}) <-chan struct{} {
 		}
 	}()
 	return ch
+}
+
+// TestCheckWording (issue 34 item 8): check says "left by a run as root"
+// only of what hepcache makes inside its own trees, not of a cache
+// directory an admin made by hand; it numbers its problems so that the
+// count it gives matches what one reads (a problem may take several
+// lines); a ram left to its default comes with where the figure comes from
+// and how to bound it (XCache's pfc.ram is not carried over).
+func TestCheckWording(t *testing.T) {
+	realclient.RequireRoot(t, "check as nobody")
+	top, err := os.MkdirTemp("", "hepcache-wording-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(top) })
+	os.Chmod(top, 0o755)
+	bin := filepath.Join(top, "hepcache")
+	copyFile(t, hepcacheBin, bin, 0o755)
+	cacheDir := filepath.Join(top, "cache")
+	os.Mkdir(cacheDir, 0o755) // by hand, as root
+	cfg := filepath.Join(top, "hepcache.toml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf("[server]\nlisten = %q\n[cache]\ndir = %q\n[origin]\ndefault = \"root://127.0.0.1:1094\"\n", freeAddr(t), cacheDir)), 0o644)
+	check := func() string {
+		out, _ := exec.Command(bin, "check", "--config", cfg, "--user", "nobody").CombinedOutput()
+		return string(out)
+	}
+	out := check()
+	if !strings.Contains(out, "chown -R nobody:nogroup "+cacheDir) || strings.Contains(out, "left by a run as root") {
+		t.Errorf("a cache directory made by hand: want the chown, and no guess that a run as root left it:\n%s", out)
+	}
+	if !strings.Contains(out, "  1. cache.dir") || !strings.Contains(out, "1 problem in the configuration") {
+		t.Errorf("the problem is not numbered, or not counted:\n%s", out)
+	}
+	// What hepcache makes inside its tree, root's: a run as root left it.
+	os.Chown(cacheDir, 65534, 65534)
+	os.Mkdir(filepath.Join(cacheDir, "meta"), 0o755)
+	out = check()
+	if !strings.Contains(out, filepath.Join(cacheDir, "meta")+" belongs to root:root") || !strings.Contains(out, "left by a run as root") {
+		t.Errorf("a directory of the cache's tree left by root: want it named, as left by a run as root:\n%s", out)
+	}
+	// Several problems, the count matching the numbers.
+	os.RemoveAll(filepath.Join(cacheDir, "meta"))
+	os.WriteFile(cfg, []byte(fmt.Sprintf("[server]\nlisten = %q\n[cache]\ndir = %q\nblock_size = \"3000\"\n[space]\nwatermarks = \"90,95\"\n[origin]\ndefault = \"root://127.0.0.1:1094\"\n", freeAddr(t), cacheDir)), 0o644)
+	out = check()
+	n := len(regexp.MustCompile(`(?m)^  \d+\. `).FindAllString(out, -1))
+	if !strings.Contains(out, fmt.Sprintf("%d problems in the configuration", n)) || n < 2 {
+		t.Errorf("%d numbered problems, and the count says otherwise:\n%s", n, out)
+	}
+	// A good configuration: ram's default explained.
+	os.WriteFile(cfg, []byte(fmt.Sprintf("[server]\nlisten = %q\n[cache]\ndir = %q\n[origin]\ndefault = \"root://127.0.0.1:1094\"\n", freeAddr(t), cacheDir)), 0o644)
+	out = check()
+	for _, want := range []string{"configuration OK", "pfc.ram", "MemoryMax=", `ram = "8G"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("check of a config with ram = \"0\" lacks %q:\n%s", want, out)
+		}
+	}
 }

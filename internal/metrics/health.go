@@ -62,8 +62,11 @@ func (r *Registry) Health() HealthReport {
 		}
 	}
 	for _, d := range r.diskStates() {
-		if !d.Up {
+		switch {
+		case !d.Up:
 			degraded(fmt.Sprintf("data disk %s out of service: %s", d.Dir, d.Reason))
+		case d.High > 0 && d.Used > d.High:
+			degraded(fmt.Sprintf("data disk %s: usage %d bytes above its high watermark %d bytes (purge cannot keep up, or other data fills it)", d.Dir, d.Used, d.High))
 		}
 	}
 	for _, s := range r.originList() {

@@ -303,6 +303,16 @@ func TestHealthDegradedDisk(t *testing.T) {
 	if rep := r.Health(); rep.Status != Healthy {
 		t.Fatalf("disk errors long ago: %+v; want healthy", rep)
 	}
+	// A data disk above its own high watermark (issue 34 item 7).
+	disk := DiskFigure{Dir: "/data01", Up: true, Total: 1000, Used: 500, High: 320, Low: 300}
+	r.SetDisks(func() []DiskFigure { return []DiskFigure{disk} })
+	if rep := r.Health(); rep.Status != Degraded || !strings.Contains(rep.Reasons[0], "/data01") || !strings.Contains(rep.Reasons[0], "high watermark") {
+		t.Fatalf("a data disk above its high watermark: %+v; want degraded", rep)
+	}
+	disk.Used = 300
+	if rep := r.Health(); rep.Status != Healthy {
+		t.Fatalf("a data disk within its watermarks: %+v; want healthy", rep)
+	}
 }
 
 func TestOutcome(t *testing.T) {

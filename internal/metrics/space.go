@@ -163,8 +163,8 @@ func writeDisks(e *expWriter, disks []DiskFigure) {
 		}},
 		{"hepcache_disk_capacity_bytes", "Size of a data disk's file system.", func(d DiskFigure) int64 { return d.Total }},
 		{"hepcache_disk_used_bytes", "Used bytes of a data disk's file system.", func(d DiskFigure) int64 { return d.Used }},
-		{"hepcache_disk_high_watermark_bytes", "Usage of a data disk above which its files are evicted.", func(d DiskFigure) int64 { return d.High }},
-		{"hepcache_disk_low_watermark_bytes", "Usage of a data disk down to which its files are evicted.", func(d DiskFigure) int64 { return d.Low }},
+		{"hepcache_disk_high_watermark_bytes", "Usage of a data disk above which its files are evicted (watermarks as sizes: the disk's share of them, in proportion to its size).", func(d DiskFigure) int64 { return d.High }},
+		{"hepcache_disk_low_watermark_bytes", "Usage of a data disk down to which its files are evicted (watermarks as sizes: the disk's share of them, in proportion to its size).", func(d DiskFigure) int64 { return d.Low }},
 		{"hepcache_disk_files", "Cached files on a data disk.", func(d DiskFigure) int64 { return d.Files }},
 		{"hepcache_disk_cached_bytes", "Cached bytes on a data disk.", func(d DiskFigure) int64 { return d.Bytes }},
 	}

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Node reads the memory facts of the node from a file system root: "/"
@@ -100,11 +101,21 @@ func (n Node) Available(l Limit) (int64, error) {
 	return min(avail, l.Bytes-max(0, used-st[fileKey])), nil
 }
 
-// Pressure returns PSI's "some avg10" for memory (the share of the last
-// ten seconds in which some task waited for memory, 0-100) of the
-// process's cgroup (v2), else of the whole machine; ok is false where the
-// kernel has no PSI.
-func (n Node) Pressure() (avg10 float64, ok bool) {
+// Stall is PSI's "some" line for memory: how long some task waited for
+// memory.
+type Stall struct {
+	// Avg10 is the share of the last ten seconds (0-100). It decays
+	// slowly: a stall of a second keeps it high for several more.
+	Avg10 float64
+	// Total is the time stalled since boot, counted as it happens: its
+	// growth between two reads is the stall between them.
+	Total time.Duration
+}
+
+// Pressure returns PSI's "some" stall for memory of the process's cgroup
+// (v2), else of the whole machine; ok is false where the kernel has no
+// PSI.
+func (n Node) Pressure() (s Stall, ok bool) {
 	var files []string
 	for _, cg := range n.cgroups() {
 		if cg.version == "v2" {
@@ -124,13 +135,21 @@ func (n Node) Pressure() (avg10 float64, ok bool) {
 			for _, w := range strings.Fields(line) {
 				if v, found := strings.CutPrefix(w, "avg10="); found {
 					if x, err := strconv.ParseFloat(v, 64); err == nil {
-						return x, true
+						s.Avg10, ok = x, true
+					}
+				}
+				if v, found := strings.CutPrefix(w, "total="); found {
+					if us, err := strconv.ParseInt(v, 10, 64); err == nil {
+						s.Total = time.Duration(us) * time.Microsecond
 					}
 				}
 			}
+			if ok {
+				return s, true
+			}
 		}
 	}
-	return 0, false
+	return Stall{}, false
 }
 
 // cgroupDir is one cgroup of the process with its memory controller.

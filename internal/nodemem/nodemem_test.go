@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // tree writes a fake node: files (path -> content) under a temporary root.
@@ -31,6 +32,7 @@ func TestLimit(t *testing.T) {
 		from      string
 		available int64
 		pressure  float64
+		total     time.Duration
 	}{
 		{name: "no cgroup limit", files: map[string]string{
 			"proc/meminfo":                             meminfo,
@@ -39,7 +41,7 @@ func TestLimit(t *testing.T) {
 			"sys/fs/cgroup/user.slice/memory.max":      "max\n",
 			"sys/fs/cgroup/user.slice/memory.pressure": "some avg10=1.50 avg60=0.00 avg300=0.00 total=5\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n",
 			"proc/pressure/memory":                     "some avg10=9.00 avg60=0.00 avg300=0.00 total=5\n",
-		}, bytes: 16 << 30, from: "MemTotal", available: 12 << 30, pressure: 1.5},
+		}, bytes: 16 << 30, from: "MemTotal", available: 12 << 30, pressure: 1.5, total: 5 * time.Microsecond},
 		{name: "systemd MemoryMax on the slice above", files: map[string]string{
 			"proc/meminfo":                                                meminfo,
 			"proc/self/cgroup":                                            "0::/system.slice/hepcache.service\n",
@@ -49,7 +51,7 @@ func TestLimit(t *testing.T) {
 			"sys/fs/cgroup/system.slice/memory.current":                   "6442450944\n",
 			"sys/fs/cgroup/system.slice/memory.stat":                      "anon 100\ninactive_file 1073741824\n",
 			"sys/fs/cgroup/system.slice/hepcache.service/memory.pressure": "some avg10=0.25 avg60=0.00 avg300=0.00 total=1\n",
-		}, bytes: 8 << 30, from: "cgroup v2 memory.max of /system.slice", available: 3 << 30, pressure: 0.25},
+		}, bytes: 8 << 30, from: "cgroup v2 memory.max of /system.slice", available: 3 << 30, pressure: 0.25, total: time.Microsecond},
 		{name: "container, cgroup v1", files: map[string]string{
 			"proc/meminfo":     meminfo,
 			"proc/self/cgroup": "9:pids:/\n4:memory:/docker/abc\n0::/\n",
@@ -58,7 +60,7 @@ func TestLimit(t *testing.T) {
 			"sys/fs/cgroup/memory/docker/abc/memory.usage_in_bytes": "1073741824\n",
 			"sys/fs/cgroup/memory/docker/abc/memory.stat":           "total_inactive_file 0\n",
 			"proc/pressure/memory":                                  "some avg10=3.00 avg60=0.00 avg300=0.00 total=5\n",
-		}, bytes: 4 << 30, from: "cgroup v1 memory.limit_in_bytes of /docker/abc", available: 3 << 30, pressure: 3},
+		}, bytes: 4 << 30, from: "cgroup v1 memory.limit_in_bytes of /docker/abc", available: 3 << 30, pressure: 3, total: 5 * time.Microsecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := tree(t, tc.files)
@@ -72,8 +74,8 @@ func TestLimit(t *testing.T) {
 			if a, err := n.Available(l); err != nil || a != tc.available {
 				t.Errorf("available %d (%v), want %d", a, err, tc.available)
 			}
-			if p, ok := n.Pressure(); !ok || p != tc.pressure {
-				t.Errorf("pressure %v %v, want %v", p, ok, tc.pressure)
+			if p, ok := n.Pressure(); !ok || p.Avg10 != tc.pressure || p.Total != tc.total {
+				t.Errorf("pressure %+v %v, want avg10 %v total %v", p, ok, tc.pressure, tc.total)
 			}
 		})
 	}

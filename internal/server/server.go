@@ -346,7 +346,11 @@ func NewInherited(cfg *config.Config, log *slog.Logger, in *Inherit) (s *Server,
 		return nil, err
 	}
 	cc := s.cache.Config()
-	log.Info("hepcache ram", "ram", units.Format(cc.RAM), "from", cc.RAMFrom, "fetch_memory", units.Format(cc.FetchMemory))
+	ramArgs := []any{"ram", units.Format(cc.RAM), "from", cc.RAMFrom, "fetch_memory", units.Format(cc.FetchMemory)}
+	if note := cfg.RAMNote(); note != "" {
+		ramArgs = append(ramArgs, "note", note)
+	}
+	log.Info("hepcache ram", ramArgs...)
 	if rest := s.sockets.CloseRest(); len(rest) > 0 {
 		log.Warn("sockets handed to this process that no listen address of the configuration names were closed", "sockets", rest)
 	}

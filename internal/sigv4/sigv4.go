@@ -31,11 +31,19 @@ type Credentials struct {
 }
 
 // String names the credentials without their secret, for logs.
+// It names the access key by its last four characters only, as AWS's own
+// tools show a key (aws configure list): enough for an operator to tell
+// which of the site's keys is in use, while the whole id, half of the
+// pair, stays out of logs that more people read than the key files.
 func (c Credentials) String() string {
-	if c.AccessKeyID == "" {
+	id := c.AccessKeyID
+	switch {
+	case id == "":
 		return "anonymous"
+	case len(id) <= 8:
+		return "access key (short id, not shown)"
 	}
-	return "access key " + c.AccessKeyID
+	return "access key ending in " + id[len(id)-4:]
 }
 
 // GoString keeps %#v from printing the secret.

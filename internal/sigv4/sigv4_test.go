@@ -1,6 +1,7 @@
 package sigv4
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -54,11 +55,25 @@ func TestEscape(t *testing.T) {
 	}
 }
 
+// TestCredentialsNeverPrintTheSecret: neither the secret nor the session
+// token is printed, and of the access key id only its last four
+// characters (issue 36 item 10: the whole id was in the server log).
 func TestCredentialsNeverPrintTheSecret(t *testing.T) {
-	c := Credentials{AccessKeyID: "AK", SecretAccessKey: "s3cr3t", SessionToken: "t0k"}
-	for _, s := range []string{c.String(), c.GoString()} {
-		if strings.Contains(s, "s3cr3t") || strings.Contains(s, "t0k") {
-			t.Fatalf("%q shows a secret", s)
+	for _, tc := range []struct {
+		id, want string
+	}{
+		{"AKIAIOSFODNN7EXAMPLE", "access key ending in MPLE"},
+		{"AK", "access key (short id, not shown)"},
+		{"", "anonymous"},
+	} {
+		c := Credentials{AccessKeyID: tc.id, SecretAccessKey: "s3cr3t", SessionToken: "t0k"}
+		for _, s := range []string{c.String(), c.GoString(), fmt.Sprintf("%v %+v %#v", c, c, c)} {
+			if strings.Contains(s, "s3cr3t") || strings.Contains(s, "t0k") || tc.id != "" && strings.Contains(s, tc.id) {
+				t.Fatalf("%q shows a secret or the whole key id", s)
+			}
+		}
+		if got := c.String(); got != tc.want {
+			t.Errorf("String() = %q, want %q", got, tc.want)
 		}
 	}
 }

@@ -41,6 +41,7 @@ type Server struct {
 	work string
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the process has exited
+	died chan struct{} // closed when it exited without Stop
 
 	cmsd     *exec.Cmd     // the redirector's cmsd, or nil
 	cmsdDone chan struct{} // closed when cmsd has exited
@@ -286,8 +287,19 @@ func launch(bin, kind, dir, work string, cfg []string, attempt int) (*Server, er
 		work:       work,
 		cmd:        cmd,
 		done:       done,
+		died:       make(chan struct{}),
 	}
 	s.URL = "root://" + s.Addr
+	go func() {
+		<-done
+		// Stop marks the server stopped before it kills it.
+		s.mu.Lock()
+		stopped := s.stopped
+		s.mu.Unlock()
+		if !stopped {
+			close(s.died)
+		}
+	}()
 
 	if err := awaitListen(s.Addr, s.done); err != nil {
 		s.Stop()
@@ -336,6 +348,10 @@ func awaitListen(addr string, exited <-chan struct{}) error {
 		}
 	}
 }
+
+// Died is closed when the server's process exits without Stop: a
+// benchmark watches it to end a run against a dead server at once.
+func (s *Server) Died() <-chan struct{} { return s.died }
 
 // Log returns the server's log so far (or a note why it is unreadable).
 func (s *Server) Log() string {

@@ -472,6 +472,14 @@ func (o *Origin) responseError(r request, resp *http.Response) *s3Error {
 		}
 	}
 	msg := strings.TrimSpace(eb.Message)
+	// The error reaches clients (kXR_NotAuthorized, the HTTP 403 body),
+	// /health and the log: it names no key, not even the access key id
+	// (logTrouble names its last characters for the operator), and a
+	// store's message that echoes the id (a refusal, a malformed
+	// Credential= scope) has it masked.
+	if id := o.accessKeyID(); id != "" {
+		msg = strings.ReplaceAll(msg, id, "<access key id>")
+	}
 	if len(msg) > 300 {
 		msg = msg[:300] + "..."
 	}
@@ -483,13 +491,6 @@ func (o *Origin) responseError(r request, resp *http.Response) *s3Error {
 		}
 	case refusals[e.code] || resp.StatusCode == http.StatusForbidden:
 		e.sentinel = origin.ErrNotAuthorized
-		// The error reaches clients (kXR_NotAuthorized, the HTTP 403
-		// body) and /health: it names no key, not even the access key id
-		// (which logTrouble logs for the operator), and a store's message
-		// that echoes the id has it masked.
-		if id := o.accessKeyID(); id != "" {
-			msg = strings.ReplaceAll(msg, id, "<access key id>")
-		}
 		msg = fmt.Sprintf("bucket %q refused the cache's credentials: %s", o.bucket, msg)
 	case e.retryable():
 		e.sentinel = origin.ErrUnavailable
@@ -505,8 +506,9 @@ func (o *Origin) responseError(r request, resp *http.Response) *s3Error {
 	return e
 }
 
-// credentialsName names the credentials in use without their secret, for
-// the log only.
+// credentialsName names the credentials in use without their secret and
+// with only the last characters of the access key id (sigv4.Credentials'
+// String), for the log only.
 func (o *Origin) credentialsName() string {
 	c, err := o.cfg.Credentials.Get()
 	if err != nil {
