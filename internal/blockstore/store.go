@@ -350,12 +350,13 @@ func (s *Store) pushColdLocked(sl *slot) {
 }
 
 // popColdLocked takes a slot without resident memory: for a small block
-// from the region off huge pages first, for a large one from the rest
-// first; nil when there is none.
+// from the region off huge pages only (a fresh huge page would cost the
+// kernel 2 MiB of zeroing for a few KiB: a small block rather evicts),
+// for a large one from the rest first; nil when there is none.
 func (s *Store) popColdLocked(small bool) *slot {
-	stacks := [2]*[]*slot{&s.cold, &s.coldSmall}
+	stacks := []*[]*slot{&s.cold, &s.coldSmall}
 	if small {
-		stacks[0], stacks[1] = stacks[1], stacks[0]
+		stacks = stacks[1:]
 	}
 	for _, st := range stacks {
 		if n := len(*st); n > 0 {
@@ -470,7 +471,11 @@ func (s *Store) takeLocked(small bool) *slot {
 			return sl
 		}
 	}
-	return s.evictLocked()
+	if sl := s.evictLocked(); sl != nil || !small || s.inUseLocked() >= s.limit {
+		return sl
+	}
+	// Nothing to evict: a huge page it is.
+	return s.popColdLocked(false)
 }
 
 // smallTargetLocked is the probation queue's share now: a tenth of the

@@ -504,6 +504,23 @@ func TestSmallBlocksTouchSmallPages(t *testing.T) {
 	if s.arena.huge && (small.sl.idx < s.arena.smallFrom || big.sl.idx >= s.arena.smallFrom) {
 		t.Errorf("small block in slot %d, large in %d; the small region starts at %d", small.sl.idx, big.sl.idx, s.arena.smallFrom)
 	}
+	bigIdx := big.sl.idx
 	small.Release()
 	big.Release()
+	// Once the small region is used up, a small block takes an evicted
+	// slot rather than a fresh huge page.
+	if !s.arena.huge {
+		return
+	}
+	for i := 0; i < 64; i++ {
+		b, err := s.Fill(context.Background(), 4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.sl.idx < s.arena.smallFrom && b.sl.idx != bigIdx {
+			t.Fatalf("small block %d took slot %d on huge pages (%d cold ones there)", i, b.sl.idx, len(s.cold))
+		}
+		s.Publish(Key{File: 1, Block: int64(i)}, b, 4096, 1, false)
+		b.Release()
+	}
 }

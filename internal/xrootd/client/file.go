@@ -104,13 +104,23 @@ func (c *Client) Open(ctx context.Context, addr, path string) (*File, error) {
 	return f, nil
 }
 
+// warmMinSize is the smallest file warm opens on other connections: a
+// smaller one is read in a few requests that one connection carries as
+// well, and each extra open and close is an origin round trip and work
+// on both ends (for a 4 KiB file, six requests more than its open, read
+// and close).
+const warmMinSize = 8 << 20
+
 // warm opens the file on the pool's other connections in the background
-// (dialing them if needed), once, at the first read. Until a connection has
-// its handle, reads go to connections that have one, so the first reads of a
-// file never wait for the extra round trips: on a 150 ms link, dialing,
-// logging in and opening on three more connections costs over half a
-// second.
+// (dialing them if needed), once, at the first read, when it is larger
+// than warmMinSize. Until a connection has its handle, reads go to
+// connections that have one, so the first reads of a file never wait for
+// the extra round trips: on a 150 ms link, dialing, logging in and opening
+// on three more connections costs over half a second.
 func (f *File) warm() {
+	if f.info.Size < warmMinSize {
+		return
+	}
 	f.warmOnce.Do(func() {
 		for i := range f.handles {
 			hd := &f.handles[i]
