@@ -110,3 +110,20 @@ func testConfinedRefusesLinks(t *testing.T) {
 		t.Fatal("a path escaping with .. was opened")
 	}
 }
+
+// TestWriteFileInPlace: the content is replaced whole, the file cut only
+// when it was longer (or its length is not known).
+func TestWriteFileInPlace(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "s")
+	for _, tc := range []struct {
+		data   string
+		oldLen int
+	}{{"a long first content", 0}, {"short", 20}, {"longer than short", 5}, {"x", -1}} {
+		if err := WriteFileInPlace(OS{}, p, []byte(tc.data), tc.oldLen); err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := os.ReadFile(p); string(b) != tc.data {
+			t.Fatalf("after writing %q (old length %d): %q", tc.data, tc.oldLen, b)
+		}
+	}
+}

@@ -190,8 +190,10 @@ func (OS) SyncFS(name string) error {
 // detected and the copy dropped, never trusted) and which a later
 // syncfs makes durable. A new file costs one inode, where a temporary
 // file and a rename cost one per write (ext4's inode allocation then
-// searches past every recently deleted inode).
-func WriteFileInPlace(fsys FS, name string, data []byte) error {
+// searches past every recently deleted inode). oldLen is the file's
+// length before (0: none, or no longer than data; -1: not known): the file
+// is cut only when it was longer.
+func WriteFileInPlace(fsys FS, name string, data []byte, oldLen int) error {
 	f, err := fsys.OpenFile(name, os.O_WRONLY|os.O_CREATE, 0o644)
 	if err != nil {
 		return err
@@ -200,7 +202,7 @@ func WriteFileInPlace(fsys FS, name string, data []byte) error {
 		f.Close()
 		return err
 	}
-	if st, err := f.Stat(); err != nil || st.Size() != int64(len(data)) {
+	if oldLen < 0 || oldLen > len(data) {
 		if err := f.Truncate(int64(len(data))); err != nil {
 			f.Close()
 			return err

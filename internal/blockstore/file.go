@@ -19,6 +19,8 @@ type File struct {
 	// size is the file's size: a block ending there may be shorter than
 	// Align, and is written padded, then cut back.
 	size int64
+	// mode is the file's mode when it was opened.
+	mode fs.FileMode
 }
 
 // ErrNoDirectIO marks a file system that refused O_DIRECT.
@@ -51,8 +53,11 @@ func newFile(f disk.File, direct bool) (*File, error) {
 		f.Close()
 		return nil, err
 	}
-	return &File{f: f, direct: direct, size: st.Size()}, nil
+	return &File{f: f, direct: direct, size: st.Size(), mode: st.Mode()}, nil
 }
+
+// Mode returns the file's mode as it was when opened.
+func (f *File) Mode() fs.FileMode { return f.mode }
 
 // Direct reports whether the file does direct I/O.
 func (f *File) Direct() bool { return f.direct }

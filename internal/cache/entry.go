@@ -82,6 +82,10 @@ type entry struct {
 	// gone: the copy was evicted; no sidecar write may bring it back.
 	// Guarded by syncMu.
 	gone bool
+	// sideLen is the length of the sidecar on disk (0: none, or not
+	// known), so that a write in place cuts it only when it shrinks.
+	// Guarded by syncMu.
+	sideLen int
 	// sums is the complete file's checksum once known (computed or
 	// verified), published apart from side so that checksum queries never
 	// wait behind a sync's fsync.
@@ -187,7 +191,7 @@ func (e *entry) init(ctx context.Context, revalidate, noFetch bool) error {
 		return nil
 	}
 	c := e.c
-	side := c.readSidecar(e.key)
+	side, sideLen := c.readSidecarLen(e.key)
 	hadSidecar := side != nil
 	var data *blockstore.File
 	if side != nil {
@@ -206,11 +210,11 @@ func (e *entry) init(ctx context.Context, revalidate, noFetch bool) error {
 			}
 		}
 		if err == nil {
-			if st, serr := f.Stat(); serr == nil && st.Mode().Perm()&0o022 != 0 {
+			if f.Mode().Perm()&0o022 != 0 {
 				f.Close()
-				c.dropForeignWritable(e.key, "data file", st.Mode())
+				c.dropForeignWritable(e.key, "data file", f.Mode())
 				err = errForeignWritable
-			} else if serr != nil || st.Size() != side.FileSize {
+			} else if f.Size() != side.FileSize {
 				f.Close()
 				err = fmt.Errorf("data file size does not match sidecar")
 			}
@@ -301,6 +305,10 @@ func (e *entry) init(ctx context.Context, revalidate, noFetch bool) error {
 		e.wasState = openState(side.Durable.Count(), side.Durable.Len())
 	}
 	e.side = side
+	e.sideLen = sideLen
+	if !hadSidecar || e.wasState == "miss" {
+		e.sideLen = -1 // none on disk now, or a corrupt one left
+	}
 	e.created = side.Created
 	e.data = data
 	e.size = side.FileSize
@@ -585,17 +593,21 @@ func (e *entry) writeSidecarLocked() {
 	}
 	c := e.c
 	p := c.metaPath(e.key)
-	err := disk.WriteFileInPlace(c.cfg.FS, p, e.side.Marshal())
+	b := e.side.Marshal()
+	err := disk.WriteFileInPlace(c.cfg.FS, p, b, e.sideLen)
 	if errors.Is(err, fs.ErrNotExist) {
 		// A new copy's first sidecar.
 		if err = c.cfg.FS.MkdirAll(filepath.Dir(p), 0o755); err == nil {
-			err = disk.WriteFileInPlace(c.cfg.FS, p, e.side.Marshal())
+			err = disk.WriteFileInPlace(c.cfg.FS, p, b, 0)
 		}
 	}
 	if err != nil {
+		e.sideLen = -1 // not known any more
 		c.stats.SyncErrors.Add(1)
 		c.warn("sidecar write failed", "key", e.key.String(), "err", err)
+		return
 	}
+	e.sideLen = len(b)
 }
 
 // retire runs once e has no client and lingers no more: its fetches stop

@@ -158,7 +158,7 @@ func (c *Cache) updateCopy(k Key, created time.Time, open func(*entry), onDisk f
 		in := c.readSidecar(k)
 		if in != nil && in.Created.Equal(created) {
 			if onDisk(in) {
-				if err := disk.WriteFileInPlace(c.cfg.FS, c.metaPath(k), in.Marshal()); err != nil {
+				if err := disk.WriteFileInPlace(c.cfg.FS, c.metaPath(k), in.Marshal(), -1); err != nil {
 					c.stats.SyncErrors.Add(1)
 					c.cfg.Logger.Warn("sidecar write failed", "key", k.String(), "err", err)
 				}
