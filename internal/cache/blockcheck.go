@@ -45,7 +45,7 @@ func (e *entry) block(ctx context.Context, b int, r blockstore.Reader) (*blockst
 		// what is on disk must not be trusted as a legacy block.
 		return nil, errBadBlock
 	}
-	blk, got, err := e.c.store.Load(ctx, e.blockKey(b), r, blockstore.Source{File: e.data, Off: off, N: int(n),
+	blk, got, err := e.c.storeFor(n).Load(ctx, e.blockKey(b), r, blockstore.Source{File: e.data, Off: off, N: int(n),
 		Block: b, Checks: e.checks, Unchecked: e.c.cfg.NoBlockChecksums})
 	var ce *blockstore.CorruptError
 	switch {
@@ -83,7 +83,7 @@ func (e *entry) readAheadFromDisk(b int) {
 		e.mu.Lock()
 		present := e.st.has(nb)
 		e.mu.Unlock()
-		if !present || e.c.store.Has(e.blockKey(nb)) {
+		if _, n := e.blockRange(nb); !present || e.c.storeFor(n).Has(e.blockKey(nb)) {
 			continue
 		}
 		select {
@@ -148,7 +148,8 @@ func (e *entry) badBlock(b int, epoch, got, want uint32) {
 		// Counted before the block is seen missing, so that whoever
 		// fetches it again finds it counted.
 		c.stats.BlocksCorrupt.Add(1)
-		c.store.Drop(e.blockKey(b))
+		_, n := e.blockRange(b)
+		c.storeFor(n).Drop(e.blockKey(b))
 		e.st.drop(b)
 	}
 	e.mu.Unlock()

@@ -54,6 +54,9 @@ type Cache struct {
 	// store holds the blocks in flight and a RAM cache of blocks in one
 	// arena, and does the data files' direct I/O (package blockstore).
 	store *blockstore.Store
+	// small holds the small blocks (smallstore.go); nil when blocks are
+	// small themselves.
+	small *blockstore.Store
 	// direct is each data disk's direct I/O state, full until when it is
 	// taken as full (diskio.go).
 	direct []atomic.Int32
@@ -156,12 +159,13 @@ func New(cfg *Config) (_ *Cache, err error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := blockstore.New(blockstore.Config{Size: c.RAM, SlotSize: c.BlockSize, NoHugePages: c.NoHugePages})
+	store, small, err := newStores(&c)
 	if err != nil {
-		return nil, fmt.Errorf("cache ram: %w", err)
+		return nil, err
 	}
 	ca := &Cache{
 		store:      store,
+		small:      small,
 		direct:     make([]atomic.Int32, len(disks)),
 		full:       make([]atomic.Int64, len(disks)),
 		cfg:        c,
@@ -243,6 +247,9 @@ func (c *Cache) Close() error {
 		c.bg.Wait()
 		c.syncDirty()
 		c.store.Close()
+		if c.small != nil {
+			c.small.Close()
+		}
 		if c.confined != nil {
 			c.confined.Close()
 		}

@@ -86,10 +86,3 @@ func (c *Cache) diskFull(d int) bool {
 	return c.cfg.now().UnixNano() < c.full[d].Load()
 }
 
-// RAMResident returns how many bytes of the RAM arena are in memory.
-func (c *Cache) RAMResident() int64 { return c.store.Resident() }
-
-// RAM returns the block store's occupancy and counters.
-func (c *Cache) RAM() (blockstore.Usage, *blockstore.Stats) {
-	return c.store.Usage(), c.store.Stats()
-}

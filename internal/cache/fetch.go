@@ -172,7 +172,7 @@ func (e *entry) start(ctx context.Context, f *fetch) (origin.File, bool, error) 
 	if err := c.budget.Acquire(ctx, f.n, f.prefetch); err != nil {
 		return nil, false, fmt.Errorf("fetch %s block %d: %w", e.key, f.block, err)
 	}
-	blk, err := c.store.Fill(ctx, int(f.n))
+	blk, err := c.storeFor(f.n).Fill(ctx, int(f.n))
 	if err != nil {
 		return nil, true, fmt.Errorf("fetch %s block %d: %w", e.key, f.block, err)
 	}
@@ -239,7 +239,7 @@ func (e *entry) runFetch(f *fetch, win *fetchwindow.Window, werr error) {
 			e.mu.Lock()
 			r, shared := f.reader, f.shared
 			e.mu.Unlock()
-			c.store.Publish(e.blockKey(f.block), f.blk, int(f.n), r, shared)
+			c.storeFor(f.n).Publish(e.blockKey(f.block), f.blk, int(f.n), r, shared)
 		}
 	}
 	if budgeted {

@@ -173,7 +173,7 @@ func (w *pressureWatch) step() (short bool) {
 			w.noteEpisode(0, avail, stall, now)
 			return true
 		}
-		back := st.SetLimit(int(holding - give))
+		back := c.setRAMLimit(int(holding - give))
 		if back > 0 {
 			w.reduced = true
 			c.stats.RAMHandBacks.Add(1)
@@ -187,7 +187,7 @@ func (w *pressureWatch) step() (short bool) {
 		if grow <= 0 {
 			return true
 		}
-		st.SetLimit(u.Limit + grow)
+		c.setRAMLimit(u.Limit + grow)
 		if w.reduced && u.Limit+grow >= u.Slots {
 			w.reduced = false
 			c.cfg.Logger.Info("memory free again: RAM cache back to its full size", "ram", units.Format(int64(u.Slots)*slot))

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hepcache/hepcache/internal/blockstore"
+	"github.com/hepcache/hepcache/internal/eventually"
 	"github.com/hepcache/hepcache/origin"
 )
 
@@ -33,6 +35,15 @@ func TestSmallMissCostsOpenAndRead(t *testing.T) {
 			if got := readAllVia(t, c, "/f"); !bytes.Equal(got, data) {
 				t.Fatal("bytes differ")
 			}
+			k := Key{Origin: m.String(), Path: "/f"}
+			c.mu.Lock()
+			id := c.files[k].id
+			c.mu.Unlock()
+			// Once the block is published (after its disk write):
+			eventually.True(t, func() bool { return c.small.Has(blockKeyOf(id, 0)) || c.store.Has(blockKeyOf(id, 0)) }, "the block to be published")
+			if small := c.small.Has(blockKeyOf(id, 0)); small != (tc.size <= smallBlockSize) {
+				t.Errorf("block 0 of %d bytes in the small-block store: %v", tc.size, small)
+			}
 			waitIdle(t, c)
 			if m.Lookups.Load() < tc.lookups || (tc.lookups == 1 && m.Lookups.Load() != 1) {
 				t.Errorf("%d origin lookups (open and stats), want %d", m.Lookups.Load(), tc.lookups)
@@ -55,3 +66,5 @@ func TestSmallMissCostsOpenAndRead(t *testing.T) {
 		})
 	}
 }
+
+func blockKeyOf(id uint64, b int) blockstore.Key { return blockstore.Key{File: id, Block: int64(b)} }

@@ -32,8 +32,7 @@ func (s source) CacheFigures() metrics.CacheFigures {
 		FetchInFlight: s.c.FetchInFlight(), FetchWaiting: s.c.FetchWaiting(),
 		OpensShed: st.OpensShed.Load(), DigestsComputed: st.DigestsComputed.Load(),
 	}
-	u, rs := s.c.RAM()
-	slot := int64(u.SlotSize)
+	u := s.c.RAM()
 	// The arena's resident part and the process's RSS read back to back:
 	// while blocks first take their slots the arena grows by a MiB a
 	// millisecond, and an RSS read later in the scrape would count that
@@ -43,11 +42,11 @@ func (s source) CacheFigures() metrics.CacheFigures {
 	if rss, err := procstat.RSS(os.Getpid()); err == nil && resident >= 0 {
 		outside = rss - resident
 	}
-	f.RAM = metrics.RAMFigures{Size: int64(u.Slots) * slot, Cached: int64(u.Cached) * slot, Filling: int64(u.Filling) * slot,
-		Pinned: int64(u.Pinned) * slot, Touched: int64(u.Touched) * slot, Resident: resident, Outside: outside,
-		Limit: int64(u.Limit) * slot, HandedBack: rs.HandedBack.Load(),
-		Hits: rs.Hits.Load(), Misses: rs.Misses.Load(), Evictions: rs.Evictions.Load(),
-		DiskReads: rs.DiskReads.Load(), DiskReadBytes: rs.DiskReadBytes.Load(),
+	f.RAM = metrics.RAMFigures{Size: u.Size, Cached: u.Cached, Filling: u.Filling,
+		Pinned: u.Pinned, Touched: u.Touched, Resident: resident, Outside: outside,
+		Limit: u.Limit, HandedBack: u.HandedBack,
+		Hits: u.Hits, Misses: u.Misses, Evictions: u.Evictions,
+		DiskReads: u.DiskReads, DiskReadBytes: u.DiskReadBytes,
 		DirectWrites: st.DirectWrites.Load(), BufferedWrites: st.BufferedWrites.Load()}
 	for _, w := range s.c.FetchWindows() {
 		f.FetchWindows = append(f.FetchWindows, metrics.FetchWindow{
