@@ -85,4 +85,3 @@ func noSpace(err error) bool {
 func (c *Cache) diskFull(d int) bool {
 	return c.cfg.now().UnixNano() < c.full[d].Load()
 }
-
