@@ -183,6 +183,7 @@ func (e *entry) init(ctx context.Context, revalidate, noFetch bool) error {
 			f, err := e.c.openData(e.c.disks[e.disk], e.c.disks[e.disk].path(e.key), os.O_RDWR)
 			if err != nil {
 				e.c.diskError(e.disk, err)
+				e.c.stats.OpenFiles.Add(-1) // counted by reviveLocked
 				e.spoil(fmt.Errorf("reopen %s: %w", e.key, err))
 				return errRetry
 			}
