@@ -182,7 +182,7 @@ func (l *List) Listener(ln net.Listener, log *slog.Logger) net.Listener {
 	if log == nil {
 		log = slog.Default()
 	}
-	a := &allowListener{Listener: ln, l: l, log: log, conns: make(chan net.Conn), done: make(chan struct{}), logged: map[string]time.Time{}}
+	a := &allowListener{Listener: ln, l: l, log: log, conns: make(chan net.Conn), done: make(chan struct{}), closed: make(chan struct{}), logged: map[string]time.Time{}}
 	go a.run()
 	return a
 }
@@ -195,27 +195,54 @@ type allowListener struct {
 	done  chan struct{}
 	once  sync.Once
 	err   error // Accept's error, set before done closes
+	// closed is closed by Close (closeOnce).
+	closed    chan struct{}
+	closeOnce sync.Once
 
 	// mu protects logged.
 	mu     sync.Mutex
 	logged map[string]time.Time
 }
 
+// run accepts until the listener is closed. Any other error passes (out
+// of descriptors above all: one EMFILE ended this loop for good, and the
+// front end with it, long after the flood that caused it was gone): it
+// backs off and accepts again, as net/http does.
 func (a *allowListener) run() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	var backoff time.Duration
 	for {
 		c, err := a.Listener.Accept()
 		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
+			if errors.Is(err, net.ErrClosed) || a.isClosed() {
+				a.err = err
+				a.once.Do(func() { close(a.done) })
+				return
 			}
-			a.err = err
-			a.once.Do(func() { close(a.done) })
-			return
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			if backoff == 5*time.Millisecond { // once an episode
+				a.log.Warn("accept failed; backing off and accepting again", "err", err)
+			}
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-a.closed:
+			}
+			t.Stop()
+			continue
 		}
+		backoff = 0
 		go a.check(ctx, c)
+	}
+}
+
+func (a *allowListener) isClosed() bool {
+	select {
+	case <-a.closed:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -264,4 +291,7 @@ func (a *allowListener) Accept() (net.Conn, error) {
 }
 
 // Close stops accepting.
-func (a *allowListener) Close() error { return a.Listener.Close() }
+func (a *allowListener) Close() error {
+	a.closeOnce.Do(func() { close(a.closed) })
+	return a.Listener.Close()
+}

@@ -2,7 +2,12 @@ package hostallow
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"net"
+	"os"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -118,5 +123,51 @@ func TestListener(t *testing.T) {
 		}
 		c.Close()
 		ln.Close()
+	}
+}
+
+// flakyListener fails its first accepts with EMFILE, as a listener does
+// while the process is out of descriptors, then accepts from the real one.
+type flakyListener struct {
+	net.Listener
+	fails atomic.Int32
+}
+
+func (f *flakyListener) Accept() (net.Conn, error) {
+	if f.fails.Add(-1) >= 0 {
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return f.Listener.Accept()
+}
+
+// TestAcceptSurvivesEMFILE: one EMFILE ended the accept loop for good,
+// and with it the front end behind the allow-list (issue 35: root:// and
+// HTTP stayed dead after the descriptor flood was gone). It backs off and
+// accepts again; only Close ends it.
+func TestAcceptSurvivesEMFILE(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl := &flakyListener{Listener: inner}
+	fl.fails.Store(3)
+	l, err := New([]string{"127.0.0.1"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := l.Listener(fl, slog.New(slog.DiscardHandler))
+	c, err := net.Dial("tcp", inner.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := ln.Accept()
+	if err != nil {
+		t.Fatalf("the allow-list's listener gave up after EMFILE: %v", err)
+	}
+	s.Close()
+	ln.Close()
+	if _, err := ln.Accept(); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Accept after Close: %v, want net.ErrClosed", err)
 	}
 }
