@@ -471,37 +471,43 @@ func (c *Cache) LocalPath(k Key) string { return c.dataPath(k) }
 // readSidecar loads the sidecar of k, or returns nil if there is none or it
 // does not describe k (a corrupt sidecar is logged and ignored).
 func (c *Cache) readSidecar(k Key) *sidecar.Info {
-	in, _ := c.readSidecarLen(k)
+	in, _, _ := c.readSidecarLen(k)
 	return in
 }
 
-// readSidecarLen is readSidecar, with the sidecar's length in bytes.
-func (c *Cache) readSidecarLen(k Key) (*sidecar.Info, int) {
-	b, mode, err := readAll(c.cfg.FS, c.metaPath(k))
+// readSidecarLen is readSidecar, with the sidecar's length in bytes. It
+// fails when the sidecar could not be read for want of descriptors
+// (descriptors.go): an open must not take the file for a miss then, whose
+// new copy would replace the cached one.
+func (c *Cache) readSidecarLen(k Key) (*sidecar.Info, int, error) {
+	b, mode, err := c.readMeta(c.metaPath(k))
+	if outOfFDs(err) {
+		return nil, 0, err
+	}
 	if err == nil && mode.Perm()&0o022 != 0 {
 		c.dropForeignWritable(k, "sidecar", mode)
-		return nil, 0
+		return nil, 0, nil
 	}
 	if err != nil {
 		if errors.Is(err, disk.ErrLink) {
 			c.linkFound(c.metaPath(k), err)
-			return nil, 0
+			return nil, 0, nil
 		}
 		if !errors.Is(err, fs.ErrNotExist) {
 			c.cfg.Logger.Warn("cannot read sidecar", "key", k.String(), "err", err)
 		}
-		return nil, 0
+		return nil, 0, nil
 	}
 	in, err := sidecar.Unmarshal(b)
 	if err != nil {
 		c.cfg.Logger.Warn("ignoring corrupt sidecar", "key", k.String(), "err", err)
-		return nil, 0
+		return nil, 0, nil
 	}
 	if in.Origin != k.Origin || in.Path != k.Path {
 		c.cfg.Logger.Warn("ignoring sidecar of another file", "key", k.String(), "has", in.Origin+"/"+in.Path)
-		return nil, 0
+		return nil, 0, nil
 	}
-	return in, len(b)
+	return in, len(b), nil
 }
 
 // readAll reads the whole file name, and gives its mode.

@@ -26,7 +26,9 @@ const (
 // openData opens a data file on disk d.
 func (c *Cache) openData(d *dataDisk, name string, flag int) (*blockstore.File, error) {
 	st := &c.direct[d.id]
-	f, err := blockstore.Open(c.cfg.FS, name, flag, fs.FileMode(0o644), !c.cfg.NoDirectIO && st.Load() != directOff)
+	f, err := withFDs(c, func() (*blockstore.File, error) {
+		return blockstore.Open(c.cfg.FS, name, flag, fs.FileMode(0o644), !c.cfg.NoDirectIO && st.Load() != directOff)
+	})
 	if err != nil {
 		return nil, err
 	}

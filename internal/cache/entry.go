@@ -181,6 +181,9 @@ func (e *entry) init(ctx context.Context, revalidate, noFetch bool) error {
 		if e.data == nil {
 			// Taken back after retire closed its data file.
 			f, err := e.c.openData(e.c.disks[e.disk], e.c.disks[e.disk].path(e.key), os.O_RDWR)
+			if outOfFDs(err) {
+				return err // the copy is fine: the client comes back
+			}
 			if err != nil {
 				e.c.diskError(e.disk, err)
 				e.c.stats.OpenFiles.Add(-1) // counted by reviveLocked
@@ -192,7 +195,10 @@ func (e *entry) init(ctx context.Context, revalidate, noFetch bool) error {
 		return nil
 	}
 	c := e.c
-	side, sideLen := c.readSidecarLen(e.key)
+	side, sideLen, err := c.readSidecarLen(e.key)
+	if err != nil {
+		return err // out of descriptors: the client comes back
+	}
 	hadSidecar := side != nil
 	var data *blockstore.File
 	if side != nil {
@@ -205,6 +211,9 @@ func (e *entry) init(ctx context.Context, revalidate, noFetch bool) error {
 		if id >= 0 && c.disks[id].up() {
 			e.disk = id
 			f, err = c.openData(c.disks[id], c.disks[id].path(e.key), os.O_RDWR)
+			if outOfFDs(err) {
+				return err // the copy is fine: the client comes back
+			}
 			c.diskError(id, err)
 			if errors.Is(err, disk.ErrLink) {
 				c.linkFound(c.disks[id].path(e.key), err)

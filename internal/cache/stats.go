@@ -75,6 +75,10 @@ type Stats struct {
 	// OpensShed counts opens refused as busy because the fetches clients
 	// wait for were queued beyond Config.ShedAfter (shed.go).
 	OpensShed atomic.Int64
+	// FDShortages counts opens of a data file or sidecar that met the
+	// descriptor limit (EMFILE) and made lingering files give theirs
+	// back (descriptors.go).
+	FDShortages atomic.Int64
 }
 
 // AccessRecord describes one access from open to last close; it is the
