@@ -124,8 +124,9 @@ func Reload(dir string) error {
 }
 
 // Listen starts the admin socket of c in its cache directory; st (nil:
-// none) stages the lists `hepcache prestage` sends.
-func Listen(c *cache.Cache, st *prestage.Stager) (*Server, error) {
+// none) stages the lists `hepcache prestage` sends; wrap (nil: none)
+// wraps its listener (the server's, which backs off from failed accepts).
+func Listen(c *cache.Cache, st *prestage.Stager, wrap func(net.Listener) net.Listener) (*Server, error) {
 	p := SocketPath(c.Config().Dir)
 	os.Remove(p) // a stale socket of a crashed server; we hold the lock
 	ln, err := net.Listen("unix", p)
@@ -144,6 +145,9 @@ func Listen(c *cache.Cache, st *prestage.Stager) (*Server, error) {
 	mux.HandleFunc("GET /prestage", s.prestageStatus)
 	mux.HandleFunc("POST /prestage/cancel", s.prestageCancel)
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	if wrap != nil {
+		ln = wrap(ln)
+	}
 	go s.srv.Serve(ln)
 	return s, nil
 }

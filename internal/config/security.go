@@ -265,18 +265,26 @@ func (s *SecurityConfig) validate(bad func(key string, val any, allowed string))
 	}
 }
 
-// LimitsConfig is the [limits] section: what one client may hold on the
+// LimitsConfig is the [limits] section: what clients may hold on the
 // front ends. A zero value means the front end's default (in brackets).
 type LimitsConfig struct {
-	// MaxConnections bounds concurrent root:// connections; clients over
-	// it are told "server busy" (kXR_Overloaded). 0: no limit [0].
+	// MaxConnections bounds the client connections served at once, root://
+	// and HTTP together; clients over it are told to come back (root://
+	// kXR_wait, HTTP 503 with Retry-After) instead of waiting for
+	// descriptors the process does not have. 0: the descriptor budget's
+	// share, about a third of RLIMIT_NOFILE (docs/deployment.md); -1: no
+	// bound [0].
 	MaxConnections int `toml:"max_connections"`
-	// MaxConnectionsPerClient bounds the connections of one client address
-	// at once, root:// and HTTP each; root:// clients over it are told
-	// "server busy" (kXR_Overloaded), HTTP ones are disconnected. Raise it
-	// where worker nodes reach the cache through one NAT address; -1: no
-	// bound [1024].
+	// MaxConnectionsPerClient bounds the connections of one client at
+	// once (an IPv4 address, an IPv6 prefix of IPv6ClientPrefix bits),
+	// root:// and HTTP each; clients over it are told to come back as over
+	// MaxConnections. Raise it where worker nodes reach the cache through
+	// one NAT address; -1: no bound [1024].
 	MaxConnectionsPerClient int `toml:"max_connections_per_client"`
+	// IPv6ClientPrefix is the prefix length of the IPv6 addresses counted
+	// as one client by MaxConnectionsPerClient: a host may take any address
+	// of its /64 [64]; 128 counts each address apart.
+	IPv6ClientPrefix int `toml:"ipv6_client_prefix"`
 	// MaxRequestsPerConnection bounds root:// requests in progress on one
 	// connection; the server then stops reading from it [64].
 	MaxRequestsPerConnection int `toml:"max_requests_per_connection"`
@@ -303,7 +311,6 @@ func (l *LimitsConfig) validate(bad func(key string, val any, allowed string)) {
 		key string
 		val int64
 	}{
-		{"limits.max_connections", int64(l.MaxConnections)},
 		{"limits.max_requests_per_connection", int64(l.MaxRequestsPerConnection)},
 		{"limits.max_readv_segments", int64(l.MaxReadVSegments)},
 		{"limits.max_readv_segment_size", int64(l.MaxReadVSegmentSize)},
@@ -317,6 +324,12 @@ func (l *LimitsConfig) validate(bad func(key string, val any, allowed string)) {
 		if v.val < 0 {
 			bad(v.key, v.val, "must not be negative (0: the default)")
 		}
+	}
+	if l.MaxConnections < -1 {
+		bad("limits.max_connections", l.MaxConnections, "-1 (no bound), 0 (the descriptor budget's share) or a number of connections")
+	}
+	if l.IPv6ClientPrefix < 0 || l.IPv6ClientPrefix > 128 {
+		bad("limits.ipv6_client_prefix", l.IPv6ClientPrefix, "a prefix length from 1 to 128 (0: 64)")
 	}
 	if l.MaxReadVSegments > 1024 {
 		bad("limits.max_readv_segments", l.MaxReadVSegments, "at most 1024, the protocol's limit")

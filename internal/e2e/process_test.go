@@ -43,6 +43,16 @@ func startProc(tb testing.TB, args ...string) *proc {
 // cgroup.procs file is procs first ("" for none).
 func startProcIn(tb testing.TB, procs string, args ...string) *proc {
 	tb.Helper()
+	if procs == "" {
+		return startProcUnder(tb, nil, args...)
+	}
+	return startProcUnder(tb, []string{"/bin/sh", "-c", `echo $$ > "$0" && exec "$@"`, procs}, args...)
+}
+
+// startProcUnder is startProc with hepcache run by the command wrap, which
+// execs its arguments ("prlimit --nofile=1024:1024 --"; nil: none).
+func startProcUnder(tb testing.TB, wrap []string, args ...string) *proc {
+	tb.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
@@ -50,12 +60,8 @@ func startProcIn(tb testing.TB, procs string, args ...string) *proc {
 	addr := l.Addr().String()
 	l.Close()
 	p := &proc{addr: addr, log: &bytes.Buffer{}, done: make(chan struct{})}
-	argv := append([]string{"serve", "--listen", addr}, args...)
-	if procs == "" {
-		p.cmd = exec.Command(hepcacheBin, argv...)
-	} else {
-		p.cmd = exec.Command("/bin/sh", append([]string{"-c", `echo $$ > "$0" && exec "$@"`, procs, hepcacheBin}, argv...)...)
-	}
+	argv := append(append(append([]string(nil), wrap...), hepcacheBin, "serve", "--listen", addr), args...)
+	p.cmd = exec.Command(argv[0], argv[1:]...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
 		tb.Fatal(err)

@@ -170,6 +170,8 @@ type Registry struct {
 	disks   atomic.Pointer[func() []DiskFigure]
 	// prestage reports the prestager (prestage.go).
 	prestage atomic.Pointer[func() PrestageFigures]
+	// descriptors reports the descriptor budget (descriptors.go).
+	descriptors atomic.Pointer[func() DescriptorFigures]
 	// originLogEvery is Config.OriginLogInterval (nanoseconds), replaced
 	// by SetOriginLogInterval.
 	originLogEvery atomic.Int64
@@ -442,6 +444,7 @@ func (r *Registry) WriteTo(w io.Writer) (int64, error) {
 	}
 	r.writeSpace(e)
 	r.writePrestage(e)
+	r.writeDescriptors(e)
 	r.writeRequests(e)
 	e.family("hepcache_clients", "gauge", "Clients connected now, by protocol.")
 	for _, pc := range r.clients.byProtocol() {

@@ -6,6 +6,7 @@ import (
 	"runtime/metrics"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -48,6 +49,11 @@ func writeProcess(e *expWriter, started time.Time) {
 	if ents, err := os.ReadDir("/proc/self/fd"); err == nil {
 		e.family("process_open_fds", "gauge", "Open file descriptors.")
 		e.sample("process_open_fds", "", int64(len(ents)))
+	}
+	var rl syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl) == nil {
+		e.family("process_max_fds", "gauge", "Maximum number of open file descriptors (the soft RLIMIT_NOFILE).")
+		e.sample("process_max_fds", "", int64(min(rl.Cur, 1<<62)))
 	}
 	s := make([]metrics.Sample, len(runtimeSamples))
 	for i, n := range runtimeSamples {

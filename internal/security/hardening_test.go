@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -208,59 +209,81 @@ func TestSlowClientsDoNotTieUpTheServer(t *testing.T) {
 }
 
 // TestConnectionLimit: over server max connections, a real client is told
-// why (kXR_Overloaded, "server busy") instead of seeing a dropped
-// connection, and gets in once connections are free again.
+// to come back (kXR_wait, "server busy") at once, waits, and is served on
+// the same connection once a place is free. It was told kXR_Overloaded,
+// which XrdCl takes as final without a redirector: xrdcp failed.
 func TestConnectionLimit(t *testing.T) {
 	p := newPKI(t)
 	s := newStack(t, p, openAll, func(x *xrdfront.Config, h *httpfront.Config) { x.MaxConnections = 3 })
 	s.fill(t, "/public/a.root")
-	var conns []net.Conn
-	for i := 0; i < 3; i++ {
-		c, err := net.Dial("tcp", strings.TrimPrefix(s.root, "root://"))
-		if err != nil {
-			t.Fatal(err)
+	conns := s.holdConnections(t, 3)
+	s.busyThenServed(t, "/public/a.root", "server busy: it serves at most 3 connections", func() {
+		for _, c := range conns {
+			c.Close()
 		}
-		c.Write([]byte{0, 0, 0, 0})
-		conns = append(conns, c)
-	}
-	_, r := s.xrdcp(t, s.xrdEnv(t), s.root+"//public/a.root")
-	if out := string(r.Stdout) + string(r.Stderr); r.Err == nil || !strings.Contains(out, "server busy") {
-		t.Fatalf("xrdcp over the connection limit: %s", r)
-	}
-	for _, c := range conns {
-		c.Close()
-	}
-	got, r := s.xrdcp(t, s.xrdEnv(t), s.root+"//public/a.root")
-	if r.Err != nil || !bytes.Equal(got, s.data["/public/a.root"]) {
-		t.Fatalf("xrdcp after the connections were freed: %s", r)
-	}
+	})
 }
 
 // TestConnectionLimitPerClient: one address holding its bound of
-// connections (limits.max_connections_per_client) gets no more: xrdcp is
-// told why (kXR_Overloaded, "from one client address"), and gets in once
-// one is freed.
+// connections (limits.max_connections_per_client) gets no more at once:
+// xrdcp is told to come back (kXR_wait, "from one client address"), and is
+// served once one of them is freed.
 func TestConnectionLimitPerClient(t *testing.T) {
 	p := newPKI(t)
 	s := newStack(t, p, openAll, func(x *xrdfront.Config, h *httpfront.Config) { x.MaxConnectionsPerClient = 2 })
 	s.fill(t, "/public/a.root")
+	conns := s.holdConnections(t, 2)
+	s.busyThenServed(t, "/public/a.root", "connections from one client address", func() { conns[0].Close() })
+	conns[1].Close()
+}
+
+// holdConnections opens n root:// connections that send part of a
+// handshake and nothing more.
+func (s *stack) holdConnections(t *testing.T, n int) []net.Conn {
+	t.Helper()
 	var conns []net.Conn
-	for i := 0; i < 2; i++ {
+	for i := 0; i < n; i++ {
 		c, err := net.Dial("tcp", strings.TrimPrefix(s.root, "root://"))
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { c.Close() })
 		c.Write([]byte{0, 0, 0, 0})
 		conns = append(conns, c)
 	}
-	_, r := s.xrdcp(t, s.xrdEnv(t), s.root+"//public/a.root")
-	if out := string(r.Stdout) + string(r.Stderr); r.Err == nil || !strings.Contains(out, "from one client address") {
-		t.Fatalf("xrdcp over the per-address limit: %s", r)
+	return conns
+}
+
+// busyThenServed runs xrdcp of path, waits until XrdCl's own log shows it
+// was told to wait with a reason containing why, calls free, and wants
+// the copy to complete with the file's bytes.
+func (s *stack) busyThenServed(t *testing.T, path, why string, free func()) {
+	t.Helper()
+	logFile := filepath.Join(t.TempDir(), "xrdcl.log")
+	env := s.xrdEnv(t, "XRD_LOGLEVEL=Dump", "XRD_LOGFILE="+logFile)
+	type copied struct {
+		b []byte
+		r realclient.Result
 	}
-	conns[0].Close()
-	got, r := s.xrdcp(t, s.xrdEnv(t), s.root+"//public/a.root")
-	if r.Err != nil || !bytes.Equal(got, s.data["/public/a.root"]) {
-		t.Fatalf("xrdcp after a connection was freed: %s", r)
+	done := make(chan copied, 1)
+	go func() {
+		b, r := s.xrdcp(t, env, s.root+"/"+path)
+		done <- copied{b, r}
+	}()
+	told := func() bool {
+		b, _ := os.ReadFile(logFile)
+		return bytes.Contains(b, []byte("Got kXR_wait response")) && bytes.Contains(b, []byte(why))
 	}
-	conns[1].Close()
+	for !told() {
+		select {
+		case c := <-done:
+			t.Fatalf("xrdcp over the limit ended before being told to wait (%q): %s", why, c.r)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	free()
+	c := <-done
+	if c.r.Err != nil || !bytes.Equal(c.b, s.data[path]) {
+		t.Fatalf("xrdcp after a place was freed: %s", c.r)
+	}
 }

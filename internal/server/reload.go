@@ -72,9 +72,7 @@ func (s *Server) Reload(next *config.Config) error {
 	if err := s.root.SetLimits(rootLimits(next.Limits)); err != nil {
 		errs = append(errs, err)
 	}
-	if s.httpPerClient != nil {
-		s.httpPerClient.SetMax(perClientMax(next.Limits))
-	}
+	s.fds.setLimits(next.Limits)
 	if err := s.sec.Apply(security.FromConfig(&next.Security, s.log)); err != nil {
 		errs = append(errs, err)
 	} else {
@@ -116,9 +114,10 @@ func (s *Server) SetUpgrade(fn func() (string, error)) { s.admin.SetUpgrade(fn) 
 // spaceOf maps [space] and [[quota]] onto the cache's run-time settings.
 func spaceOf(cfg *config.Config) (cache.Space, error) { return cfg.SpaceRules() }
 
-// rootLimits maps [limits] onto the root:// front end's.
+// rootLimits maps [limits] onto the root:// front end's; its bound on all
+// connections is the server's (descriptors.go), shared with HTTP.
 func rootLimits(l config.LimitsConfig) xrootd.Limits {
-	return xrootd.Limits{MaxConnections: l.MaxConnections, MaxConnectionsPerClient: l.MaxConnectionsPerClient, MaxInFlight: l.MaxRequestsPerConnection,
+	return xrootd.Limits{MaxConnectionsPerClient: l.MaxConnectionsPerClient, MaxInFlight: l.MaxRequestsPerConnection,
 		MaxRequestBody: int(l.MaxRequestBody), MaxReadVSegments: l.MaxReadVSegments,
 		MaxReadVSegmentSize: int(l.MaxReadVSegmentSize),
 		HandshakeTimeout:    time.Duration(l.HandshakeTimeout), IdleTimeout: time.Duration(l.IdleTimeout)}
@@ -134,7 +133,7 @@ func restartOnly(cur, next *config.Config) []string {
 		c.Space = config.SpaceConfig{DirStatsDepth: keep.DirStatsDepth, DirStatsMax: keep.DirStatsMax}
 		c.Quota = nil
 		c.Limits.MaxConnections, c.Limits.MaxRequestsPerConnection, c.Limits.MaxRequestBody = 0, 0, 0
-		c.Limits.MaxConnectionsPerClient = 0
+		c.Limits.MaxConnectionsPerClient, c.Limits.IPv6ClientPrefix = 0, 0
 		c.Limits.MaxReadVSegments, c.Limits.MaxReadVSegmentSize = 0, 0
 		c.Limits.HandshakeTimeout, c.Limits.IdleTimeout = 0, 0
 		c.Origin.Timeout, c.Origin.FailureLogInterval = 0, 0

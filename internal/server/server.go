@@ -29,7 +29,6 @@ import (
 	"github.com/hepcache/hepcache/internal/cache"
 	"github.com/hepcache/hepcache/internal/cms"
 	"github.com/hepcache/hepcache/internal/config"
-	"github.com/hepcache/hepcache/internal/connlimit"
 	"github.com/hepcache/hepcache/internal/dashboard"
 	"github.com/hepcache/hepcache/internal/federation"
 	httpfront "github.com/hepcache/hepcache/internal/frontend/http"
@@ -65,10 +64,10 @@ type Server struct {
 	otimeout *origintimeout.Timeout
 	cache    *cache.Cache
 	alog     *accesslog.Log
-	// httpPerClient bounds each client address's HTTP connections
-	// (limits.max_connections_per_client; root:// counts its own).
-	httpPerClient *connlimit.PerAddr
-	admin         *admin.Server
+	// fds is the descriptor budget and the bounds that enforce it
+	// (descriptors.go).
+	fds   *descriptors
+	admin *admin.Server
 	// stage fetches whole files on request (kXR_prepare, hepcache
 	// prestage, the HTTP form).
 	stage   *prestage.Stager
@@ -167,6 +166,8 @@ func NewInherited(cfg *config.Config, log *slog.Logger, in *Inherit) (s *Server,
 			built.Close()
 		}
 	}()
+	// The descriptor budget, before anything holds many.
+	s.fds = newDescriptors(cfg, log)
 	// Made (or found) once by descriptor, every directory on the way
 	// checked (disk.OpenTrusted): no other user can swap it.
 	if d, _, err := disk.OpenTrusted(cfg.Cache.Dir, disk.Self(), -1, true); err != nil {
@@ -233,6 +234,7 @@ func NewInherited(cfg *config.Config, log *slog.Logger, in *Inherit) (s *Server,
 		return nil, err
 	}
 	ccfg.Origins, ccfg.Policy, ccfg.Logger = neg, pol, log
+	ccfg.MaxLingering = s.fds.budget.Lingering
 	// origin.timeout is enforced around every origin call (otimeout), so
 	// that a reload changes it; the cache's own bound is only a backstop.
 	ccfg.OriginTimeout = originTimeoutBackstop
@@ -273,7 +275,8 @@ func NewInherited(cfg *config.Config, log *slog.Logger, in *Inherit) (s *Server,
 	s.stage = prestage.New(be, prestage.Config{Workers: cfg.Prestage.Workers, MaxQueued: cfg.Prestage.MaxQueued,
 		MaxListBytes: int64(cfg.Prestage.MaxListMemory), Logger: log})
 	s.metrics.SetPrestage(s.prestageFigures)
-	if s.admin, err = admin.Listen(s.cache, s.stage); err != nil {
+	adminLn := func(ln net.Listener) net.Listener { return s.fds.listener("admin", ln, log) }
+	if s.admin, err = admin.Listen(s.cache, s.stage, adminLn); err != nil {
 		return nil, err
 	}
 	s.cl.register(s.metrics)
@@ -284,7 +287,7 @@ func NewInherited(cfg *config.Config, log *slog.Logger, in *Inherit) (s *Server,
 	if s.root, err = xrootd.New(&xrootd.Config{Backend: fe, Metrics: s.metrics, Logger: log, Stager: s.stage,
 		Authenticator: s.sec.XRootDAuthenticator(), Authorizer: rootAuthz,
 		TLS: s.sec.TLSConfig(), RequireTLS: s.sec.RequireTLS(),
-		MaxConnections: lim.MaxConnections, MaxInFlight: lim.MaxInFlight,
+		Limits: s.fds.conns, MaxConnectionsPerClient: lim.MaxConnectionsPerClient, MaxInFlight: lim.MaxInFlight,
 		MaxReadVSegments: lim.MaxReadVSegments, MaxReadVSegmentSize: lim.MaxReadVSegmentSize,
 		MaxRequestBody:   lim.MaxRequestBody,
 		HandshakeTimeout: lim.HandshakeTimeout, IdleTimeout: lim.IdleTimeout,
@@ -303,7 +306,8 @@ func NewInherited(cfg *config.Config, log *slog.Logger, in *Inherit) (s *Server,
 		return nil, err
 	}
 	allowed := func(ln net.Listener) net.Listener { return s.allow.Listener(ln, log) }
-	s.serve("root", func() error { return s.root.Serve(allowed(s.rootLn)) })
+	rootLn := allowed(s.fds.listener("root", s.rootLn, log))
+	s.serve("root", func() error { return s.root.Serve(rootLn) })
 	if cfg.Server.HTTPListen != "" {
 		hc := &httpfront.Config{Backend: fe, Metrics: s.metrics, Logger: log, Stager: s.stage,
 			Authorizer: httpAuthz, TLSConfig: s.sec.TLSConfig(),
@@ -319,8 +323,9 @@ func NewInherited(cfg *config.Config, log *slog.Logger, in *Inherit) (s *Server,
 		if s.httpLn, err = s.listen("http", cfg.Server.HTTPListen); err != nil {
 			return nil, fmt.Errorf("server.http_listen: %w", err)
 		}
-		s.httpPerClient = connlimit.New(perClientMax(cfg.Limits))
-		s.serve("http", func() error { return s.http.Serve(s.httpPerClient.Listener(allowed(s.httpLn))) })
+		s.fds.httpGate = s.fds.conns.Gate(perClientMax(cfg.Limits))
+		httpLn := s.fds.httpGate.Listener(allowed(s.fds.listener("http", s.httpLn, log)))
+		s.serve("http", func() error { return s.http.Serve(httpLn) })
 	}
 	if cfg.Server.MetricsListen != "" {
 		if s.adminLn, err = s.listen("metrics", cfg.Server.MetricsListen); err != nil {
@@ -331,13 +336,16 @@ func NewInherited(cfg *config.Config, log *slog.Logger, in *Inherit) (s *Server,
 			h = withPprof(h)
 		}
 		s.adminHTTP = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+		metricsLn := s.fds.listener("metrics", s.adminLn, log)
 		s.serve("metrics", func() error {
-			if err := s.adminHTTP.Serve(s.adminLn); !errors.Is(err, http.ErrServerClosed) {
+			if err := s.adminHTTP.Serve(metricsLn); !errors.Is(err, http.ErrServerClosed) {
 				return err
 			}
 			return nil
 		})
 	}
+	s.metrics.SetDescriptors(s.descriptorFigures)
+	s.metrics.CounterFunc("hepcache_descriptor_shortages_total", "Opens of a cached file's data or sidecar that met the descriptor limit (EMFILE) and ended lingering files early to try again.", s.cache.Stats().FDShortages.Load)
 	if err := s.cl.join(s.rootLn, s.httpLn); err != nil {
 		return nil, err
 	}

@@ -2,6 +2,8 @@ package httpfront
 
 import (
 	"encoding/json"
+
+	"github.com/hepcache/hepcache/internal/connlimit"
 	"net/http"
 	"strconv"
 )
@@ -33,4 +35,18 @@ func writeBusy(w http.ResponseWriter, r *http.Request, code, retryAfter int, rea
 	if r.Method != http.MethodHead {
 		w.Write([]byte(strconv.Itoa(code) + " " + http.StatusText(code) + ": " + reason + "\n"))
 	}
+}
+
+// overBound answers, and reports true for, a file request on a connection
+// over a bound (connlimit) that finds no place free yet: 503 with
+// Retry-After, and the connection closed after it, so that the client
+// comes back on a new one rather than holding a place in the waiting room.
+func overBound(w http.ResponseWriter, r *http.Request) bool {
+	p, _ := r.Context().Value(passKey{}).(*connlimit.Pass)
+	if p == nil || p.Admit() {
+		return false
+	}
+	w.Header().Set("Connection", "close")
+	writeBusy(w, r, http.StatusServiceUnavailable, connlimit.RetryAfter, p.Reason())
+	return true
 }

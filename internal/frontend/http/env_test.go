@@ -37,6 +37,7 @@ type envOpts struct {
 	backend func(backend.Backend) backend.Backend
 	server  func(*Config)
 	cache   func(*cache.Config)
+	listen  func(net.Listener) net.Listener // wraps the listener (nil: as it is)
 }
 
 func newEnv(tb testing.TB, o envOpts) *env {
@@ -91,6 +92,9 @@ func newEnv(tb testing.TB, o envOpts) *env {
 		scheme = "https"
 	}
 	e.url = scheme + "://" + ln.Addr().String()
+	if o.listen != nil {
+		ln = o.listen(ln)
+	}
 	served := make(chan error, 1)
 	go func() { served <- e.srv.Serve(ln) }()
 	tb.Cleanup(func() {

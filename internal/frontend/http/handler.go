@@ -20,17 +20,23 @@ const allowed = "OPTIONS, GET, HEAD, PROPFIND"
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Server", s.cfg.ServerName)
 	if h := s.route(r.URL.Path); h != nil {
+		// Answered also over a connection bound: /health and /metrics are
+		// what an operator reads when the server is busy.
 		h.ServeHTTP(w, r)
 		return
 	}
-	cl, _ := r.Context().Value(clientKey{}).(*metrics.Client)
-	cl.SetActivity(r.Method + " " + r.URL.Path)
 	op := strings.ToLower(r.Method)
 	switch r.Method {
 	case http.MethodGet, http.MethodHead, "PROPFIND", http.MethodOptions:
 	default:
 		op = "other"
 	}
+	if overBound(w, r) {
+		s.observe(r, op, backend.ErrBusy)
+		return
+	}
+	cl, _ := r.Context().Value(clientKey{}).(*metrics.Client)
+	cl.SetActivity(r.Method + " " + r.URL.Path)
 	var err error
 	defer func() {
 		cl.SetActivity("")

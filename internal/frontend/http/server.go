@@ -18,6 +18,7 @@ import (
 
 	"github.com/hepcache/hepcache/internal/backend"
 	"github.com/hepcache/hepcache/internal/buildinfo"
+	"github.com/hepcache/hepcache/internal/connlimit"
 	"github.com/hepcache/hepcache/internal/metrics"
 )
 
@@ -171,6 +172,9 @@ type Server struct {
 
 type clientKey struct{}
 
+// passKey carries a connection's *connlimit.Pass in its requests' context.
+type passKey struct{}
+
 // New returns a Server; it listens only when Serve is called.
 func New(cfg *Config) (*Server, error) {
 	c := *cfg
@@ -228,8 +232,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 // connContext registers a new connection as a client and carries it in the
-// requests' context.
+// requests' context, with its place under the connection bounds (a
+// connlimit.Gate's listener).
 func (s *Server) connContext(ctx context.Context, c net.Conn) context.Context {
+	if p := connlimit.PassOf(c); p != nil {
+		ctx = context.WithValue(ctx, passKey{}, p)
+	}
 	if s.cfg.Metrics == nil {
 		return ctx
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hepcache/hepcache/internal/backend"
+	"github.com/hepcache/hepcache/internal/connlimit"
 	"github.com/hepcache/hepcache/internal/metrics"
 )
 
@@ -109,13 +110,21 @@ type Config struct {
 	MaxReadVSegmentSize int
 	// MaxOpenFiles bounds the files one connection has open. Default 4096.
 	MaxOpenFiles int
-	// MaxConnections bounds concurrent client connections; further
-	// connections are closed at once. Default 0: no limit.
+	// MaxConnections bounds concurrent client connections when Limits is
+	// nil. A connection over it is served until its login, then each of
+	// its requests is told to come back (kXR_wait, "server busy") until a
+	// place is free; beyond a small waiting room it is closed at once.
+	// Default 0: no limit.
 	MaxConnections int
-	// MaxConnectionsPerClient bounds the connections one client address
-	// holds at once; further ones are told "server busy" (kXR_Overloaded)
-	// as over MaxConnections. Default 0: 1024; negative: no bound. A site
-	// whose worker nodes reach the cache through one NAT address raises it.
+	// Limits, if set, are the bounds this front end shares with others
+	// (every client connection of the process against one descriptor
+	// budget); MaxConnections is then not used. Default nil.
+	Limits *connlimit.Limits
+	// MaxConnectionsPerClient bounds the connections one client (an IPv4
+	// address, an IPv6 prefix: connlimit.Key) holds at once; further ones
+	// are told "server busy" (kXR_wait) as over MaxConnections. Default 0:
+	// 1024; negative: no bound. A site whose worker nodes reach the cache
+	// through one NAT address raises it.
 	MaxConnectionsPerClient int
 
 	// HandshakeTimeout bounds the time from accept to a completed login.

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/hepcache/hepcache/internal/backend"
+	"github.com/hepcache/hepcache/internal/connlimit"
 	"github.com/hepcache/hepcache/internal/metrics"
 	"github.com/hepcache/hepcache/internal/xrootd/proto"
 )
@@ -72,13 +73,12 @@ type conn struct {
 	// authRefused says why credentials presented on this connection were
 	// refused (a ztn token before the unix fallback), for the denials.
 	authRefused []string
-	authState   any       // the Authenticator's handshake state (ConnInfo.AuthState)
-	hsDeadline  time.Time // login (and auth) must be done by then
-	hasSession  bool      // sessID is registered with the server
-	refuse      bool      // over MaxConnections: answer refuseFull and close
-	refuseWhy   string    // the refusal's message ("" : over MaxConnections)
-	counted     bool      // counted in the server's perClient
-	sessID      [16]byte  // written before registration, then read-only
+	authState   any             // the Authenticator's handshake state (ConnInfo.AuthState)
+	hsDeadline  time.Time       // login (and auth) must be done by then
+	hasSession  bool            // sessID is registered with the server
+	pass        *connlimit.Pass // its place under the connection bounds
+	waiting     bool            // over a bound: requests get kXR_wait until pass.Admit (reader only)
+	sessID      [16]byte        // written before registration, then read-only
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -136,10 +136,6 @@ func (c *conn) serve() {
 	c.netConn().SetReadDeadline(c.hsDeadline)
 	if err := c.handshake(); err != nil {
 		c.log.Debug("xrootd: handshake failed", "client", c.remote, "err", err)
-		return
-	}
-	if c.refuse {
-		c.refuseFull()
 		return
 	}
 	var hb [proto.RequestHeaderLen]byte
@@ -395,6 +391,15 @@ func (c *conn) readAndDispatch(h proto.RequestHeader) bool {
 	if h.RequestID == proto.ReqEndsess {
 		defer putBody(bp)
 		return c.doEndsess(h, body)
+	}
+
+	if c.waiting {
+		if !c.pass.Admit() {
+			putBody(bp)
+			c.tellBusy(h.StreamID)
+			return true
+		}
+		c.waiting = false
 	}
 
 	// Everything else runs concurrently. Acquiring a token blocks the reader

@@ -83,7 +83,8 @@ func (e *codedError) Unwrap() error {
 // request again. Every busy answer goes out through here (a request the
 // cache sheds for overload, a backend's wait, a bound on connections);
 // XrdCl takes no kXR_wait to kXR_protocol or kXR_login, so a connection
-// not logged in yet is closed instead.
+// over a bound is logged in first, and one draining before its login is
+// closed instead.
 func appendBusy(dst []byte, sid proto.StreamID, secs int, reason string) []byte {
 	return proto.AppendWait(dst, sid, int32(max(secs, 1)), reason)
 }

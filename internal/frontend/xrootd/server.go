@@ -30,7 +30,9 @@ type Stats struct {
 	// BytesSent counts file bytes sent (read, pgread, readv), without
 	// protocol overhead.
 	BytesSent atomic.Int64
-	// Rejected counts connections refused because of MaxConnections.
+	// Rejected counts connections over a bound (MaxConnections, the
+	// Limits shared with other front ends, MaxConnectionsPerClient): told
+	// to wait (kXR_wait), or closed at once when no place was left to wait.
 	Rejected atomic.Int64
 	// Redirects counts kXR_redirect answers (the backend's RedirectError),
 	// of which LocalRedirects sent the client to a local file.
@@ -61,14 +63,18 @@ type Server struct {
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{}
 	sessions  map[[16]byte]*conn
-	refusing  int // conns in conns that only get refuseFull's error
-	// perClient counts the connections of each client address.
-	perClient *connlimit.PerAddr
 	closing   bool          // Shutdown or Close called: accept nothing new
 	idle      chan struct{} // closed when closing and no connection is left
 
 	// wg counts connection goroutines.
 	wg sync.WaitGroup
+
+	// limits are the bounds on connections (Config.Limits, else the
+	// server's own from MaxConnections: ownLimits); gate adds the bound per
+	// client (MaxConnectionsPerClient).
+	limits    *connlimit.Limits
+	ownLimits bool
+	gate      *connlimit.Gate
 }
 
 // New returns a Server for cfg (which it copies, filling defaults). It does
@@ -93,8 +99,12 @@ func New(cfg *Config) (*Server, error) {
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*conn]struct{}),
 		sessions:  make(map[[16]byte]*conn),
-		perClient: connlimit.New(0),
+		limits:    c.Limits,
 	}
+	if srv.limits == nil {
+		srv.limits, srv.ownLimits = connlimit.New(c.MaxConnections, 0), true
+	}
+	srv.gate = srv.limits.Gate(max(0, c.MaxConnectionsPerClient))
 	srv.cur.Store(&srv.cfg)
 	if c.Metrics != nil {
 		c.Metrics.Clients().Declare("root")
@@ -129,11 +139,18 @@ func (s *Server) SetLimits(l Limits) error {
 		return fmt.Errorf("xrootd front end limits: %w", err)
 	}
 	s.cur.Store(&c)
+	if s.ownLimits {
+		s.limits.Set(c.MaxConnections, 0)
+	}
 	return nil
 }
 
 // Stats returns the server's counters.
 func (s *Server) Stats() *Stats { return &s.stats }
+
+// ConnStats returns the counts of the connections over a bound: told to
+// wait, admitted later, dropped.
+func (s *Server) ConnStats() *connlimit.Stats { return &s.gate.Stats }
 
 // Serve accepts connections on ln until Shutdown or Close, and serves each
 // in its own goroutines. It always returns a non-nil error: ErrServerClosed
@@ -188,37 +205,31 @@ func (s *Server) Serve(ln net.Listener) error {
 }
 
 // track registers a new connection; false when the server is closing or
-// full.
+// the connection is over a bound with no place left to wait (it is then
+// closed at once). A connection over a bound is served until its login,
+// then told to come back (kXR_wait) until there is room: XrdCl takes no
+// kXR_wait to kXR_protocol or kXR_login, and sends the request again on
+// the same connection after the wait.
 func (s *Server) track(c *conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {
 		return false
 	}
-	if max := c.cfg.MaxConnectionsPerClient; max > 0 && !c.refuse {
-		s.perClient.SetMax(max)
-		if s.perClient.Acquire(c.remote) {
-			c.counted = true
-		} else {
-			s.stats.Rejected.Add(1)
-			s.log.Warn("xrootd: too many connections from one client address; refusing", "client", c.remote, "max", max)
-			if s.refusing >= maxRefusing {
-				return false
-			}
-			c.refuse, c.refuseWhy = true, fmt.Sprintf("server busy: it serves at most %d connections from one client address; retry later", max)
-			s.refusing++
-		}
-	}
-	if max := c.cfg.MaxConnections; max > 0 && !c.refuse && len(s.conns)-s.refusing >= max {
+	s.gate.SetPerClient(max(0, c.cfg.MaxConnectionsPerClient))
+	c.pass = s.gate.Enter(c.remote)
+	if c.pass == nil || !c.pass.Admitted() {
 		s.stats.Rejected.Add(1)
-		s.log.Warn("xrootd: too many connections; refusing", "client", c.remote, "max", max)
-		if s.refusing >= maxRefusing {
-			return false // too many to even explain: just close
+		over := "too many connections"
+		if c.pass == nil || c.pass.Over() == connlimit.OverClient {
+			over = "too many connections from one client"
 		}
-		// Served only to tell the client why (refuseFull), within the
-		// handshake timeout.
-		c.refuse = true
-		s.refusing++
+		if c.pass == nil {
+			s.log.Warn("xrootd: "+over+", and no place left to wait; closing", "client", c.remote, "max", s.limits.Counts().Max, "max_per_client", s.gate.PerClient())
+			return false
+		}
+		s.log.Warn("xrootd: "+over+"; telling the client to come back (kXR_wait)", "client", c.remote, "max", s.limits.Counts().Max, "max_per_client", s.gate.PerClient())
+		c.waiting = true
 	}
 	s.conns[c] = struct{}{}
 	s.stats.Active.Add(1)
@@ -230,12 +241,7 @@ func (s *Server) track(c *conn) bool {
 func (s *Server) untrack(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
-	if c.refuse {
-		s.refusing--
-	}
-	if c.counted {
-		s.perClient.Release(c.remote)
-	}
+	c.pass.Release()
 	if c.hasSession {
 		if s.sessions[c.sessID] == c {
 			delete(s.sessions, c.sessID)
