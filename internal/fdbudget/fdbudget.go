@@ -13,9 +13,12 @@ import (
 )
 
 // Raise raises the soft RLIMIT_NOFILE to the hard limit and returns the
-// limits then in force. Go's runtime already does so at start-up (since
-// Go 1.19; the children it starts get the original soft limit back): this
-// makes the budget independent of that, and reads it.
+// limits then in force. Go's runtime does nearly so at start-up (since
+// Go 1.19, syscall's init: to one below the hard limit, by which it tells
+// whether another process changed it; the children it starts got the
+// original soft limit back): this takes the last one too, makes the
+// budget independent of the runtime, and reads it. Children started
+// afterwards inherit the raised limit.
 func Raise() (soft, hard uint64, err error) {
 	var rl syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {

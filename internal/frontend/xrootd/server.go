@@ -220,13 +220,13 @@ func (s *Server) track(c *conn) bool {
 	c.pass = s.gate.Enter(c.remote)
 	if c.pass == nil || !c.pass.Admitted() {
 		s.stats.Rejected.Add(1)
-		over := "too many connections"
-		if c.pass == nil || c.pass.Over() == connlimit.OverClient {
-			over = "too many connections from one client"
-		}
 		if c.pass == nil {
-			s.log.Warn("xrootd: "+over+", and no place left to wait; closing", "client", c.remote, "max", s.limits.Counts().Max, "max_per_client", s.gate.PerClient())
+			s.log.Warn("xrootd: over a connection bound, and no place left to wait; closing", "client", c.remote, "max", s.limits.Counts().Max, "max_per_client", s.gate.PerClient())
 			return false
+		}
+		over := "too many connections"
+		if c.pass.Over() == connlimit.OverClient {
+			over = "too many connections from one client"
 		}
 		s.log.Warn("xrootd: "+over+"; telling the client to come back (kXR_wait)", "client", c.remote, "max", s.limits.Counts().Max, "max_per_client", s.gate.PerClient())
 		c.waiting = true
