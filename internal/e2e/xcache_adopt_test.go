@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/hepcache/hepcache/internal/eventually"
 	"github.com/hepcache/hepcache/internal/realclient"
@@ -149,9 +150,19 @@ for url, ref, ranges in ((sys.argv[1], sys.argv[2], ((0, 1<<20), (5<<20, 1<<20))
 }
 
 // inspectBlocks checks what `hepcache inspect` says of path's blocks.
+// inspectBlocks checks what `hepcache inspect` says of path: what the
+// sidecar on disk records, which a running server updates at its next
+// group sync (within cache.sync_interval).
 func inspectBlocks(tb testing.TB, cacheDir, path, want string) {
 	tb.Helper()
-	out, err := exec.Command(hepcacheBin, "inspect", "--cache-dir", cacheDir, path).CombinedOutput()
+	var out []byte
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		out, err = exec.Command(hepcacheBin, "inspect", "--cache-dir", cacheDir, path).CombinedOutput()
+		if err == nil && strings.Contains(string(out), want) || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil || !strings.Contains(string(out), want) {
 		tb.Fatalf("inspect %s: want %q: %v\n%s", path, want, err, out)
 	}

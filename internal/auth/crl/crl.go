@@ -205,7 +205,7 @@ func (c *Checker) Check(path []*x509.Certificate) error {
 		if err := l.verify(ca); err != nil {
 			// A list naming this CA that the CA did not sign fails the
 			// CA, as XrdSecgsi's VerifyCRL.
-			return fmt.Errorf("the CRL of CA %s does not verify (%v): %w", ca.Subject, err, ErrNoCRL)
+			return fmt.Errorf("the CRL of CA %s does not verify: %w: %w", ca.Subject, err, ErrNoCRL)
 		}
 		if valid == nil || l.this.After(valid.this) {
 			valid = l
