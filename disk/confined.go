@@ -9,8 +9,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 )
 
 // ErrLink marks an operation refused because a path inside a cache
@@ -248,9 +246,5 @@ func (c *Confined) SyncFS(name string) error {
 	if err != nil {
 		return err
 	}
-	defer d.Close()
-	if err := unix.Syncfs(int(d.Fd())); err != nil {
-		return &fs.PathError{Op: "syncfs", Path: name, Err: err}
-	}
-	return nil
+	return syncfsClose(d, name)
 }

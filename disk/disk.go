@@ -177,6 +177,12 @@ func (OS) SyncFS(name string) error {
 	if err != nil {
 		return err
 	}
+	return syncfsClose(d, name)
+}
+
+// syncfsClose syncs the file system of the open directory d, then closes
+// it.
+func syncfsClose(d *os.File, name string) error {
 	defer d.Close()
 	if err := unix.Syncfs(int(d.Fd())); err != nil {
 		return &fs.PathError{Op: "syncfs", Path: name, Err: err}

@@ -141,10 +141,11 @@ type FilesResult struct {
 	Limited FilesPass `json:"limited"`
 }
 
-// filesPy reads every path of a list with the XRootD Python bindings from
+// FilesPy reads every path of a list with the XRootD Python bindings from
 // several threads (open, read the whole file, close) and prints what
-// happened as JSON.
-const filesPy = `
+// happened as JSON: ok, errors, seconds and the first error. Arguments:
+// base URL, list file, threads, file size.
+const FilesPy = `
 import sys, json, time, threading
 from XRootD import client
 from XRootD.client.flags import OpenFlags
@@ -210,7 +211,7 @@ func Files(ctx context.Context, cfg FilesConfig) (_ *FilesResult, err error) {
 		return nil, err
 	}
 	script := filepath.Join(cfg.Dir, "files.py")
-	if err := os.WriteFile(script, []byte(filesPy), 0o644); err != nil {
+	if err := os.WriteFile(script, []byte(FilesPy), 0o644); err != nil {
 		return nil, err
 	}
 	list := filepath.Join(cfg.Dir, "paths.txt")

@@ -85,14 +85,7 @@ func TestCheckAgreesWithServe(t *testing.T) {
 	realclient.RequireRoot(t, "check and serve as nobody")
 	setpriv := realclient.Require(t, "setpriv")
 	// A directory nobody may cross, holding a binary nobody may run.
-	top, err := os.MkdirTemp("", "hepcache-check-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(top) })
-	os.Chmod(top, 0o755)
-	bin := filepath.Join(top, "hepcache")
-	copyFile(t, hepcacheBin, bin, 0o755)
+	top, bin := crossableTop(t, "hepcache-check-")
 	origin := xrdtest.StartOrigin(t, t.TempDir())
 	badCreds := filepath.Join(top, "credentials")
 	os.WriteFile(badCreds, []byte("[default\naws_access_key_id\n"), 0o644)
@@ -218,14 +211,7 @@ func listening(addr string, stop <-chan struct{}) <-chan struct{} {
 // and how to bound it (XCache's pfc.ram is not carried over).
 func TestCheckWording(t *testing.T) {
 	realclient.RequireRoot(t, "check as nobody")
-	top, err := os.MkdirTemp("", "hepcache-wording-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(top) })
-	os.Chmod(top, 0o755)
-	bin := filepath.Join(top, "hepcache")
-	copyFile(t, hepcacheBin, bin, 0o755)
+	top, bin := crossableTop(t, "hepcache-wording-")
 	cacheDir := filepath.Join(top, "cache")
 	os.Mkdir(cacheDir, 0o755) // by hand, as root
 	cfg := filepath.Join(top, "hepcache.toml")

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hepcache/hepcache/internal/bench"
 	"github.com/hepcache/hepcache/internal/eventually"
 	"github.com/hepcache/hepcache/internal/realclient"
 	"github.com/hepcache/hepcache/internal/xrdtest"
@@ -21,48 +22,6 @@ import (
 
 // ulimit1024 runs hepcache with a descriptor limit of 1024, soft and hard.
 var ulimit1024 = []string{"prlimit", "--nofile=1024:1024", "--"}
-
-// readManyPy reads each listed file whole with the XRootD Python bindings,
-// from threads threads (open, read, close), and prints the counts.
-const readManyPy = `
-import json, sys, threading
-from XRootD import client
-from XRootD.client.flags import OpenFlags
-base, listfile, threads, size = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-paths = [l.strip() for l in open(listfile) if l.strip()]
-lock = threading.Lock()
-state = {"i": 0, "ok": 0, "errors": 0, "first": ""}
-def worker():
-    while True:
-        with lock:
-            i = state["i"]
-            state["i"] += 1
-        if i >= len(paths):
-            return
-        f = client.File()
-        err = ""
-        st, _ = f.open(base + "/" + paths[i], OpenFlags.READ)
-        if not st.ok:
-            err = "open: " + st.message
-        else:
-            st, data = f.read(0, size)
-            if not st.ok:
-                err = "read: " + st.message
-            elif len(data) != size:
-                err = "read: %d bytes" % len(data)
-            f.close()
-        with lock:
-            if err:
-                state["errors"] += 1
-                if not state["first"]:
-                    state["first"] = paths[i] + ": " + err
-            else:
-                state["ok"] += 1
-ts = [threading.Thread(target=worker) for _ in range(threads)]
-for t in ts: t.start()
-for t in ts: t.join()
-print(json.dumps(state))
-`
 
 // TestHitsUnderUlimit1024: 32 threads of the XRootD Python bindings read
 // 3,000 small files through hepcache limited to 1024 descriptors, cold
@@ -85,7 +44,7 @@ func TestHitsUnderUlimit1024(t *testing.T) {
 	origin := xrdtest.StartOrigin(t, data)
 	p := startProcUnder(t, ulimit1024, "--origin", "root://"+origin.Addr, "--cache-dir", t.TempDir())
 	for _, pass := range []string{"cold", "hot"} {
-		r := realclient.Run(t, realclient.Env(), python, "-c", readManyPy, "root://"+p.addr+"/", list, fmt.Sprint(threads), fmt.Sprint(size))
+		r := realclient.Run(t, realclient.Env(), python, "-c", bench.FilesPy, "root://"+p.addr+"/", list, fmt.Sprint(threads), fmt.Sprint(size))
 		if r.Err != nil {
 			t.Fatalf("%s pass: %s", pass, r)
 		}

@@ -121,14 +121,7 @@ func TestDiskInitCreatesCacheDir(t *testing.T) {
 func TestDiskInitAsRootForServiceUser(t *testing.T) {
 	realclient.RequireRoot(t, "disk init as root, serve as nobody")
 	setpriv := realclient.Require(t, "setpriv")
-	top, err := os.MkdirTemp("", "hepcache-diskinit-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(top) })
-	os.Chmod(top, 0o755)
-	bin := filepath.Join(top, "hepcache")
-	copyFile(t, hepcacheBin, bin, 0o755)
+	top, bin := crossableTop(t, "hepcache-diskinit-")
 	data := t.TempDir()
 	want := writeFile(t, data, "store/init/f.root", 1<<20, 12)
 	origin := xrdtest.StartOrigin(t, data)

@@ -104,6 +104,23 @@ func TestRootRunThenServiceUser(t *testing.T) {
 }
 
 // copyFile copies src to dst with mode.
+// crossableTop returns a new directory any user may cross (0755, removed
+// with the test), outside the test's own 0700 directories, and there a
+// copy of the hepcache binary any user may run: for tests that run
+// hepcache or its children as another user.
+func crossableTop(tb testing.TB, prefix string) (top, bin string) {
+	tb.Helper()
+	top, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { os.RemoveAll(top) })
+	os.Chmod(top, 0o755)
+	bin = filepath.Join(top, "hepcache")
+	copyFile(tb, hepcacheBin, bin, 0o755)
+	return top, bin
+}
+
 func copyFile(tb testing.TB, src, dst string, mode os.FileMode) {
 	tb.Helper()
 	in, err := os.Open(src)
@@ -149,14 +166,7 @@ func waitListen(tb testing.TB, addr string) {
 func TestOwnershipFixIsNarrow(t *testing.T) {
 	realclient.RequireRoot(t, "serve runs as nobody below a directory of daemon")
 	setpriv := realclient.Require(t, "setpriv")
-	top, err := os.MkdirTemp("", "hepcache-narrow-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(top) })
-	os.Chmod(top, 0o755)
-	bin := filepath.Join(top, "hepcache")
-	copyFile(t, hepcacheBin, bin, 0o755)
+	top, bin := crossableTop(t, "hepcache-narrow-")
 	xc := filepath.Join(top, "xcache")
 	if err := os.Mkdir(xc, 0o700); err != nil {
 		t.Fatal(err)
@@ -254,14 +264,7 @@ func TestRootLeftoversFetchedAgain(t *testing.T) {
 	realclient.RequireRoot(t, "serve as root, then as nobody")
 	setpriv := realclient.Require(t, "setpriv")
 	py := realclient.Python(t, realclient.DebianPython, "XRootD.client")
-	top, err := os.MkdirTemp("", "hepcache-leftover-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(top) })
-	os.Chmod(top, 0o755)
-	bin := filepath.Join(top, "hepcache")
-	copyFile(t, hepcacheBin, bin, 0o755)
+	top, bin := crossableTop(t, "hepcache-leftover-")
 	data := t.TempDir()
 	want := writeFile(t, data, "store/root/f.root", 4<<20+5, 77)
 	origin := xrdtest.StartOrigin(t, data)

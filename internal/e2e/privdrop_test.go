@@ -38,14 +38,7 @@ const injected = "id>/tmp/pwned\n"
 func TestCheckGivesNoTerminal(t *testing.T) {
 	realclient.RequireRoot(t, "check --user nobody and a second uid")
 	setpriv := realclient.Require(t, "setpriv")
-	top, err := os.MkdirTemp("", "hepcache-tty-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(top) })
-	os.Chmod(top, 0o755)
-	bin := filepath.Join(top, "hepcache")
-	copyFile(t, hepcacheBin, bin, 0o755)
+	top, bin := crossableTop(t, "hepcache-tty-")
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -317,12 +310,7 @@ func procStat(t *testing.T, pid int) []string {
 // anything is created, and nothing in the root-only directory changes.
 func TestAdoptRefusesSwappableCacheDir(t *testing.T) {
 	realclient.RequireRoot(t, "adoption as root of another user's tree")
-	top, err := os.MkdirTemp("", "hepcache-adopt-swap-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(top) })
-	os.Chmod(top, 0o755)
+	top, _ := crossableTop(t, "hepcache-adopt-swap-")
 	xc := filepath.Join(top, "xcache")
 	os.Mkdir(xc, 0o755)
 	os.Chown(xc, 65534, 65534) // XCache's user: nobody
