@@ -231,14 +231,7 @@ func Files(ctx context.Context, cfg FilesConfig) (_ *FilesResult, err error) {
 	progress("origin: C++ xrootd at %s", org.Addr)
 	if cfg.Smoke {
 		sm := smoke{ctx: ctx, progress: progress, file: paths[0]}
-		if err := sm.read("origin", org.URL); err != nil {
-			return nil, err
-		}
-		kinds := []string{"hepcache"}
-		if !cfg.NoXCache {
-			kinds = append(kinds, "xcache")
-		}
-		return nil, sm.caches(w, kinds, func(kind string) (*cacheProc, error) {
+		return nil, sm.originThenCaches(w, org, withXCache(cfg.NoXCache), func(kind string) (*cacheProc, error) {
 			fc, err := startFilesCache(kind, cfg.HepcacheBin, filepath.Join(cfg.Dir, "cache-"+kind+"-smoke"), org.Addr, cfg.CacheFlags)
 			if err != nil {
 				return nil, err
@@ -280,11 +273,7 @@ func Files(ctx context.Context, cfg FilesConfig) (_ *FilesResult, err error) {
 	}
 	progress("origin alone: %.0f files/s", res.Origin.PerSecond)
 
-	targets := []string{"hepcache"}
-	if !cfg.NoXCache {
-		targets = append(targets, "xcache")
-	}
-	for _, target := range targets {
+	for _, target := range withXCache(cfg.NoXCache) {
 		dir := filepath.Join(cfg.Dir, "cache-"+target)
 		t0 := time.Now()
 		cu, err := startFilesCache(target, cfg.HepcacheBin, dir, org.Addr, cfg.CacheFlags)

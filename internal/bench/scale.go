@@ -170,10 +170,7 @@ func Scale(ctx context.Context, cfg ScaleConfig) (_ *ScaleResult, err error) {
 	w.xrootd("origin", origin)
 	if cfg.Smoke {
 		sm := smoke{ctx: ctx, progress: progress, file: files[0]}
-		if err := sm.read("origin", origin.URL); err != nil {
-			return nil, err
-		}
-		return nil, sm.caches(w, cfg.Caches, func(kind string) (*cacheProc, error) {
+		return nil, sm.originThenCaches(w, origin, cfg.Caches, func(kind string) (*cacheProc, error) {
 			return startCacheProc(kind, cfg.HepcacheBin, filepath.Join(cfg.Dir, "cache-"+kind+"-smoke"), origin.Addr, cfg.CacheFlags)
 		})
 	}

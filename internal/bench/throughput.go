@@ -220,14 +220,7 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) (_ *ThroughputResult,
 	progress("origin: C++ xrootd at %s", origin.Addr)
 	if cfg.Smoke {
 		sm := smoke{ctx: ctx, progress: progress, file: big[0]}
-		if err := sm.read("origin", origin.URL); err != nil {
-			return nil, err
-		}
-		kinds := []string{"hepcache"}
-		if !cfg.NoXCache {
-			kinds = append(kinds, "xcache")
-		}
-		if err := sm.caches(w, kinds, func(kind string) (*cacheProc, error) {
+		if err := sm.originThenCaches(w, origin, withXCache(cfg.NoXCache), func(kind string) (*cacheProc, error) {
 			return startCacheProc(kind, cfg.HepcacheBin, filepath.Join(cfg.Dir, "cache-"+kind+"-smoke"), origin.Addr, cfg.CacheFlags)
 		}); err != nil {
 			return nil, err
@@ -289,10 +282,7 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) (_ *ThroughputResult,
 		}
 	}
 
-	targets := []string{"hepcache"}
-	if !cfg.NoXCache {
-		targets = append(targets, "xcache")
-	}
+	targets := withXCache(cfg.NoXCache)
 	run := 0
 	start := func(target string, extra ...string) (*cacheProc, error) {
 		run++

@@ -106,13 +106,27 @@ func (s smoke) read(what, url string) error {
 // smokeBehindLink reads through the origin, the link in front of it (at
 // linkAddr) and each cache started behind the link.
 func smokeBehindLink(sm smoke, w *watch, origin *xrdproc.Server, linkAddr string, kinds []string, start func(kind string) (*cacheProc, error)) error {
-	if err := sm.read("origin", origin.URL); err != nil {
-		return err
-	}
 	if err := sm.read("the origin through the emulated link", "root://"+linkAddr); err != nil {
 		return err
 	}
-	return sm.caches(w, kinds, start)
+	return sm.originThenCaches(w, origin, kinds, start)
+}
+
+// originThenCaches reads through the origin, then through each cache of
+// kinds that start starts.
+func (s smoke) originThenCaches(w *watch, origin *xrdproc.Server, kinds []string, start func(kind string) (*cacheProc, error)) error {
+	if err := s.read("origin", origin.URL); err != nil {
+		return err
+	}
+	return s.caches(w, kinds, start)
+}
+
+// withXCache is hepcache, and XCache unless no.
+func withXCache(no bool) []string {
+	if no {
+		return []string{"hepcache"}
+	}
+	return []string{"hepcache", "xcache"}
 }
 
 // caches starts each kind with start, reads through it and stops it.
