@@ -48,7 +48,7 @@ func (e *entry) confirmAdopted(ctx context.Context, side *sidecar.Info, data int
 		data.Close()
 		c.cfg.FS.Remove(c.metaPath(e.key))
 		c.cfg.FS.Remove(c.disks[e.disk].path(e.key))
-		c.index.remove(e.key)
+		c.catalog.Remove(e.key)
 		c.stats.Revalidations.Add(1)
 		return nil
 	}

@@ -163,5 +163,5 @@ func (e *entry) badBlock(b int, epoch, got, want uint32) {
 	}
 	c.warn("cached block failed its CRC32C check: dropped, fetched again", "key", e.key.String(), "block", b,
 		"crc", fmt.Sprintf("%08x", got), "recorded", fmt.Sprintf("%08x", want))
-	c.index.grow(e.key, -n)
+	c.catalog.Grow(e.key, -n)
 }

@@ -77,12 +77,12 @@ func TestCorruptBlockOnDiskRefetched(t *testing.T) {
 // read of each comes from disk.
 func dropRAM(t testing.TB, c *Cache, k Key, blocks int) {
 	t.Helper()
-	it, ok := c.index.lookup(k)
+	it, ok := c.catalog.Lookup(k)
 	if !ok {
 		t.Fatalf("%s is not in the index", k)
 	}
 	for b := 0; b < blocks; b++ {
-		c.store.Drop(blockstore.Key{File: it.id, Block: int64(b)})
+		c.store.Drop(blockstore.Key{File: it.ID, Block: int64(b)})
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"github.com/hepcache/hepcache/disk"
 	"github.com/hepcache/hepcache/internal/backend"
 	"github.com/hepcache/hepcache/internal/blockstore"
+	"github.com/hepcache/hepcache/internal/catalog"
 	"github.com/hepcache/hepcache/internal/checksum"
 	"github.com/hepcache/hepcache/internal/fetchwindow"
 	"github.com/hepcache/hepcache/internal/membudget"
@@ -36,12 +36,7 @@ const maxDiskWriters = 2
 const readBufSize = 256 << 10
 
 // Key names a cached file: the canonical origin URL and the path there.
-type Key struct {
-	Origin string
-	Path   string
-}
-
-func (k Key) String() string { return k.Origin + "/" + k.Path }
+type Key = catalog.Key
 
 // Cache is the block cache. It implements backend.Backend.
 type Cache struct {
@@ -88,9 +83,18 @@ type Cache struct {
 	// unsynced blocks, access records, a checksum, a retire.
 	dirty map[*entry]struct{}
 
-	index *index
-	// disks hold the data files (disks.go); the index knows which file is
-	// on which. diskMu serialises their checks (CheckDisks).
+	// catalog is the catalogue of cached files (package catalog): what
+	// each holds, in LRU order, quotas, pins, per-directory statistics.
+	// loadCancel stops its loading (load.go).
+	catalog    *catalog.Catalog
+	loadCancel context.CancelFunc
+	// sweeping is the data file the catalogue's walk is removing (no
+	// sidecar: left by a crash), closed when it is done; opens of its
+	// key wait (load.go). Guarded by mu.
+	sweeping  string
+	sweepDone chan struct{}
+	// disks hold the data files (disks.go); the catalogue knows which file
+	// is on which. diskMu serialises their checks (CheckDisks).
 	disks  []*dataDisk
 	diskMu sync.Mutex
 	// confined is the default file system (closed to links), released at
@@ -174,7 +178,7 @@ func New(cfg *Config) (_ *Cache, err error) {
 		files:      map[Key]*entry{},
 		closing:    map[Key]chan struct{}{},
 		dirty:      map[*entry]struct{}{},
-		index:      newIndex(rulesOf(&c), c.DirStatsDepth, c.DirStatsMax),
+		catalog:    catalog.New(catalog.Config{Rules: rulesOf(&c).catalog(), DirStatsDepth: c.DirStatsDepth, DirStatsMax: c.DirStatsMax}),
 		diskWrites: newDiskQueue(maxDiskWriters),
 		listings:   make(chan struct{}, c.MaxListings),
 		purgeKick:  make(chan struct{}, 1),
@@ -196,15 +200,11 @@ func New(cfg *Config) (_ *Cache, err error) {
 			}
 		}
 	}
-	ca.rules.Store(ca.index.rules)
+	ca.rules.Store(rulesOf(&c))
 	ca.ctx, ca.cancel = context.WithCancel(context.Background())
-	start := c.now()
-	if err := ca.loadIndex(); err != nil {
-		return nil, fmt.Errorf("rebuild cache index: %w", err)
-	}
-	files, bytes := ca.index.totals()
 	ca.Usage() // the capacity share quotas refer to
-	c.Logger.Info("cache index rebuilt", "files", files, "bytes", bytes, "took", c.now().Sub(start).Round(time.Millisecond))
+	// The catalogue loads in the background: serving starts now (load.go).
+	ca.startLoad()
 	ca.bufs.New = func() any { b := make([]byte, readBufSize); return &b }
 	ca.wg.Add(3)
 	go ca.syncLoop()
@@ -237,6 +237,7 @@ func (c *Cache) Config() Config { return c.cfg }
 func (c *Cache) Close() error {
 	c.closeOnce.Do(func() {
 		close(c.shutdownCh)
+		c.stopLoad()
 		c.wg.Wait()
 		c.endLingering()
 		c.retires.Wait()
@@ -246,6 +247,7 @@ func (c *Cache) Close() error {
 		c.cancel()
 		c.bg.Wait()
 		c.syncDirty()
+		c.writeSnapshot()
 		c.store.Close()
 		if c.small != nil {
 			c.small.Close()
@@ -433,37 +435,19 @@ func cleanPath(p string) (string, error) {
 	return path.Clean(p), nil
 }
 
-// originDir maps an origin URL to the directory holding its files, readable
-// for admins: root://host:1094 -> root/host:1094, file:///data -> file/%2Fdata.
-func originDir(o string) string {
-	u, err := url.Parse(o)
-	if err != nil || u.Scheme == "" {
-		return "other/" + url.PathEscape(o)
-	}
-	if u.Host == "" {
-		return u.Scheme + "/" + url.PathEscape(u.Path)
-	}
-	return u.Scheme + "/" + url.PathEscape(u.Host)
-}
-
-// dataPath is where k's data lives: on the disk the index records, or the
-// first disk for a file it does not know.
+// dataPath is where k's data lives: on the disk that holds it (locate),
+// or the first disk for a file none holds.
 func (c *Cache) dataPath(k Key) string {
-	d, _ := c.index.diskOf(k)
-	return c.disks[d].path(k)
+	return c.disks[max(c.locate(k), 0)].path(k)
 }
 
 func (c *Cache) metaPath(k Key) string { return MetaPath(c.cfg.Dir, k) }
 
 // DataPath is where the data of k lives under cache directory dir.
-func DataPath(dir string, k Key) string {
-	return filepath.Join(dir, "data", originDir(k.Origin), filepath.FromSlash(k.Path))
-}
+func DataPath(dir string, k Key) string { return catalog.DataPath(dir, k) }
 
 // MetaPath is where the sidecar of k lives under cache directory dir.
-func MetaPath(dir string, k Key) string {
-	return filepath.Join(dir, "meta", originDir(k.Origin), filepath.FromSlash(k.Path)) + ".hcinfo"
-}
+func MetaPath(dir string, k Key) string { return catalog.MetaPath(dir, k) }
 
 // LocalPath returns where the data of a cached file lives on disk.
 func (c *Cache) LocalPath(k Key) string { return c.dataPath(k) }
@@ -600,6 +584,17 @@ func (c *Cache) acquire(ctx context.Context, o origin.Origin, k Key, revalidate,
 				return nil, ctx.Err()
 			}
 		}
+		if c.sweepDone != nil && c.sweepsLocked(k) {
+			// Its data file, left without a sidecar, is being removed.
+			ch := c.sweepDone
+			c.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
 		e := c.files[k]
 		if e != nil && e.finishing != nil {
 			// Retiring: its fetches are stopping (local work).
@@ -620,7 +615,7 @@ func (c *Cache) acquire(ctx context.Context, o origin.Origin, k Key, revalidate,
 		e.refs++
 		c.mu.Unlock()
 		if reopened {
-			c.index.reopened(k, c.cfg.now())
+			c.catalog.Reopened(k, c.cfg.now())
 		}
 		if err := e.init(ctx, revalidate, noFetch); err != nil {
 			c.release(e, sidecar.Access{}, false)
@@ -669,7 +664,7 @@ func (c *Cache) release(e *entry, rec sidecar.Access, record bool) {
 	}
 	if c.lingerLocked(e) {
 		c.mu.Unlock()
-		c.index.closed(e.key, c.cfg.now())
+		c.catalog.Closed(e.key, c.cfg.now())
 		c.trimLingering()
 		return
 	}
@@ -686,7 +681,7 @@ func (c *Cache) retireLocked(e *entry, closed bool) {
 	c.mu.Unlock()
 	if !closed {
 		// The last access is the client's close, not the retire.
-		c.index.closed(e.key, c.cfg.now())
+		c.catalog.Closed(e.key, c.cfg.now())
 	}
 	_, syncFS := c.cfg.FS.(disk.SyncFSer)
 	c.retires.Add(1)
@@ -731,7 +726,7 @@ func (c *Cache) finishLocked(e *entry, closed bool) {
 	c.mu.Unlock()
 	if e.initialized() && !closed {
 		// The last access is the client's close, not the background sync.
-		c.index.closed(e.key, c.cfg.now())
+		c.catalog.Closed(e.key, c.cfg.now())
 	}
 
 	// The client does not wait for the final sync: a new open of the key

@@ -62,6 +62,9 @@ func newTestCache(tb testing.TB, dir string, o origin.Origin, mut func(*Config))
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { c.Close() })
+	if cfg.loadPace == nil {
+		<-c.catalog.Done() // the catalogue loaded and checked (load.go)
+	}
 	return c
 }
 

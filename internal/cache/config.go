@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hepcache/hepcache/disk"
+	"github.com/hepcache/hepcache/internal/catalog"
 	"github.com/hepcache/hepcache/internal/nodemem"
 	"github.com/hepcache/hepcache/internal/policy"
 	"github.com/hepcache/hepcache/internal/units"
@@ -262,23 +263,13 @@ type Config struct {
 	now func() time.Time
 	// statfs measures the file system; a test seam.
 	statfs func(dir string) (total, used int64, err error)
+	// loadPace, if set, is called between batches of the catalogue's
+	// load; a test seam (load.go).
+	loadPace loadPace
 }
 
 // Quota is the space allowed to the files under one path prefix.
-type Quota struct {
-	// Prefix is an absolute path prefix of the cached path ("/store/user/";
-	// the path after name mapping, which is the client's path unless
-	// [[map]] rules rewrite it).
-	Prefix string
-	// Size is the quota in bytes; or Share, a fraction of the cache's
-	// capacity (0 < Share <= 1). Exactly one of the two is set.
-	Size  int64
-	Share float64
-	// HighWatermark and LowWatermark are fractions of the quota (or byte
-	// counts, if above 1). Default: the cache's watermarks when those are
-	// fractions, else 0.95 and 0.90.
-	HighWatermark, LowWatermark float64
-}
+type Quota = catalog.Quota
 
 // DefaultConfig returns a Config with every default filled in, except the
 // required Dir and Origins.

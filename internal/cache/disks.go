@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hepcache/hepcache/internal/catalog"
 	"github.com/hepcache/hepcache/internal/sidecar"
 )
 
@@ -329,7 +330,7 @@ func (c *Cache) takeOut(d *dataDisk, why string, absent bool) {
 		return // already out
 	}
 	d.absent.Store(absent)
-	keys := c.index.forgetDisk(d.id)
+	keys := c.catalog.ForgetDisk(d.id)
 	if !absent {
 		for _, k := range keys {
 			c.cfg.FS.Remove(c.metaPath(k))
@@ -389,6 +390,11 @@ func (c *Cache) checkDisks(retry bool) {
 // was made meanwhile, else removed: nothing is left on it outside the
 // index. MUST be called with diskMu held.
 func (c *Cache) takeBack(d *dataDisk) {
+	if !c.indexReady() {
+		// Which files are its own is told by the catalogue, once
+		// loaded: the next check takes it back.
+		return
+	}
 	if c.confined != nil {
 		if err := c.confined.Reopen(d.root); err != nil {
 			c.warn("data disk still out of service: cannot open it", "dir", d.root, "err", err)
@@ -440,7 +446,7 @@ func (c *Cache) takeBack(d *dataDisk) {
 	// While d is out, nothing is placed on it: what another copy replaced
 	// (an open file, a file on another disk now) is removed first.
 	free := func(k Key) bool {
-		_, known := c.index.diskOf(k)
+		_, known := c.catalog.DiskOf(k)
 		_, open := c.files[k]
 		_, closing := c.closing[k]
 		return !known && !open && !closing
@@ -462,22 +468,22 @@ func (c *Cache) takeBack(d *dataDisk) {
 	// finds the files in the index, on a disk in service. One that started
 	// in between fetches its file again (the copy left here is then
 	// replaced or removed at the next start).
-	adopted, late := 0, 0
+	var recs []catalog.Record
+	late := 0
 	c.mu.Lock()
 	for _, f := range keep {
 		if free(f.k) {
-			c.index.load(f.k, f.bytes, f.lastAccess, d.id)
-			adopted++
+			recs = append(recs, catalog.Record{Key: f.k, Bytes: f.bytes, LastAccess: f.lastAccess, Disk: d.id})
 		} else {
 			late++
 		}
 	}
+	adopted := c.catalog.Adopt(recs)
 	c.full[d.id].Store(0)
 	c.direct[d.id].Store(directUnknown)
 	d.absent.Store(false)
 	d.down.Store(nil)
 	c.mu.Unlock()
-	c.index.sortLoaded()
 	c.kickPurge()
 	c.cfg.Logger.Info("data disk back in service", "dir", d.root, "files_adopted", adopted, "files_removed", len(drop), "files_replaced_meanwhile", late)
 }
@@ -520,7 +526,7 @@ func (d *dataDisk) path(k Key) string { return DataPath(d.root, k) }
 // Disks reports every data disk.
 func (c *Cache) Disks() []DiskUsage {
 	r := c.rules.Load()
-	files, bytes := c.index.diskTotals(len(c.disks))
+	files, bytes := c.catalog.DiskTotals(len(c.disks))
 	out := make([]DiskUsage, len(c.disks))
 	direct := c.DirectIO()
 	for _, d := range c.disks {
@@ -577,7 +583,7 @@ func (c *Cache) diskVictims() []Key {
 	for _, d := range measured {
 		high, low := diskMarks(d.total.Load(), upTotal, r)
 		if need := diskNeed(d.used.Load(), high, low); need > 0 {
-			out = append(out, c.index.victimsOnDisk(d.id, need)...)
+			out = append(out, c.catalog.VictimsOnDisk(d.id, need)...)
 		}
 	}
 	return out

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hepcache/hepcache/internal/catalog"
 	"github.com/hepcache/hepcache/origin"
 )
 
@@ -70,16 +71,16 @@ func TestDataDirsPlacementAndRestart(t *testing.T) {
 	c.Close()
 
 	// An orphan on disk 2, and the data of f0 gone.
-	orphan := filepath.Join(disks[2], "data", originDir("mem://o"), "orphan")
+	orphan := filepath.Join(disks[2], "data", catalog.OriginDir("mem://o"), "orphan")
 	os.WriteFile(orphan, []byte("x"), 0o644)
-	id, _ := c.index.diskOf(Key{Origin: "mem://o", Path: "/f0"})
-	os.Remove(filepath.Join(disks[id], "data", originDir("mem://o"), "f0"))
+	id, _ := c.catalog.DiskOf(Key{Origin: "mem://o", Path: "/f0"})
+	os.Remove(filepath.Join(disks[id], "data", catalog.OriginDir("mem://o"), "f0"))
 
 	c = newTestCache(t, dir, m, withDisks)
 	if _, err := os.Stat(orphan); !os.IsNotExist(err) {
 		t.Fatalf("orphan data file survived the restart: %v", err)
 	}
-	if _, ok := c.index.diskOf(Key{Origin: "mem://o", Path: "/f0"}); ok {
+	if _, ok := c.catalog.DiskOf(Key{Origin: "mem://o", Path: "/f0"}); ok {
 		t.Fatal("a file whose data vanished is still indexed")
 	}
 	before := m.BytesRead.Load()
@@ -202,7 +203,7 @@ func TestPurgePerDisk(t *testing.T) {
 		t.Fatalf("the disk over its watermark: %+v", u[0])
 	}
 	for i := range 5 - u[0].Files { // the oldest went first
-		if _, ok := c.index.diskOf(Key{Origin: "mem://o", Path: fmt.Sprintf("/a%d", i)}); ok {
+		if _, ok := c.catalog.DiskOf(Key{Origin: "mem://o", Path: fmt.Sprintf("/a%d", i)}); ok {
 			t.Fatalf("/a%d (older) survived while newer files were evicted", i)
 		}
 	}
@@ -389,7 +390,7 @@ func TestDiskBackTakesItsFiles(t *testing.T) {
 	}
 	var first string // a file on d0, read while d0 is out
 	for p := range data {
-		if id, _ := c.index.diskOf(Key{Origin: "mem://o", Path: p}); id == 0 {
+		if id, _ := c.catalog.DiskOf(Key{Origin: "mem://o", Path: p}); id == 0 {
 			first = p
 			break
 		}

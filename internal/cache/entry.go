@@ -42,7 +42,7 @@ type entry struct {
 	size    int64
 	nblocks int
 	data    *blockstore.File
-	// id names this copy's blocks in the block store (index.opened).
+	// id names this copy's blocks in the block store (catalog.Opened).
 	id uint64
 	// disk is the id of the data disk holding data.
 	disk     int
@@ -203,10 +203,7 @@ func (e *entry) init(ctx context.Context, revalidate, noFetch bool) error {
 	var data *blockstore.File
 	if side != nil {
 		var f *blockstore.File
-		id, known := c.index.diskOf(e.key)
-		if !known && len(c.disks) > 1 {
-			id = -1
-		}
+		id := c.locate(e.key)
 		err := errNoDisk
 		if id >= 0 && c.disks[id].up() {
 			e.disk = id
@@ -330,9 +327,9 @@ func (e *entry) init(ctx context.Context, revalidate, noFetch bool) error {
 	e.initOK = true
 	// A miss starts a new copy: a new id, so that no block of a copy it
 	// replaced is found in RAM under it.
-	e.id = c.index.opened(e.key, durableBytes(side), c.cfg.now(), e.disk, e.wasState == "miss")
+	e.id = c.catalog.Opened(e.key, durableBytes(side), c.cfg.now(), e.disk, e.wasState == "miss")
 	if e.wasState == "miss" {
-		c.index.setBytes(e.key, 0) // a stale copy was replaced
+		c.catalog.SetBytes(e.key, 0) // a stale copy was replaced
 	}
 	c.stats.OpenFiles.Add(1)
 	return nil

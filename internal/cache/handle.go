@@ -121,7 +121,7 @@ func (h *handle) Close() error {
 	e := h.e
 	now := e.c.cfg.now()
 	rec := sidecar.Access{Open: h.opened, Close: now, BytesHit: h.hit.Load(), BytesMissed: h.missed.Load(), Bypass: h.bypassed.Load()}
-	e.c.index.dirAccess(e.key, e.wasState, rec.BytesHit, rec.BytesMissed, rec.Bypass)
+	e.c.catalog.DirAccess(e.key, e.wasState, rec.BytesHit, rec.BytesMissed, rec.Bypass)
 	if fn := e.c.cfg.OnAccess; fn != nil {
 		done := 0
 		e.mu.Lock()

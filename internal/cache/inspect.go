@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hepcache/hepcache/disk"
+	"github.com/hepcache/hepcache/internal/catalog"
 	"github.com/hepcache/hepcache/internal/sidecar"
 )
 
@@ -111,7 +112,7 @@ func Summarize(dir string, dirDepth int) (Summary, error) {
 		o.Bytes += b
 		s.ByOrigin[in.Origin] = o
 		if dirDepth > 0 {
-			d := dirOf(in.Path, dirDepth)
+			d := catalog.DirOf(in.Path, dirDepth)
 			ds := s.ByDir[d]
 			ds.Files++
 			ds.Bytes += b

@@ -111,7 +111,7 @@ func TestPassThroughAndDeny(t *testing.T) {
 			t.Fatal("pass-through bytes wrong")
 		}
 	}
-	if files, _ := c.index.totals(); files != 0 {
+	if files, _ := c.catalog.Totals(); files != 0 {
 		t.Fatalf("pass-through file was cached (%d files)", files)
 	}
 	if got := c.Stats().BytesBypassed.Load(); got != int64(2*len(data)) {
@@ -140,7 +140,7 @@ func TestNameMappingToOtherOrigin(t *testing.T) {
 	if got := readAllVia(t, c, "/store/x.root"); !bytes.Equal(got, data) {
 		t.Fatal("mapped read wrong")
 	}
-	if _, ok := c.index.lookup(Key{Origin: "mem://o", Path: "/pnfs/cms/x.root"}); !ok {
+	if _, ok := c.catalog.Lookup(Key{Origin: "mem://o", Path: "/pnfs/cms/x.root"}); !ok {
 		t.Fatal("cache key is not the physical name")
 	}
 }

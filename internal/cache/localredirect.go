@@ -56,7 +56,7 @@ func (c *Cache) localRedirect(k Key, req backend.Request, d policy.Decision) *ba
 	// The client reads the file without the cache seeing it: count it as a
 	// use so that purge keeps recently redirected files.
 	now := c.cfg.now()
-	c.index.touch(k, now)
+	c.catalog.Touch(k, now)
 	c.stats.LocalRedirects.Add(1)
 	if fn := c.cfg.OnAccess; fn != nil {
 		// The access-log line of the access, whose bytes the cache does

@@ -6,6 +6,8 @@ import (
 	"path"
 	"strings"
 	"time"
+
+	"github.com/hepcache/hepcache/internal/catalog"
 )
 
 // spaceRules are the space settings that can change while the cache runs
@@ -31,82 +33,9 @@ func rulesOf(c *Config) *spaceRules {
 		capacity: c.Capacity, verifyChecksum: c.VerifyChecksum, purgeInterval: c.PurgeInterval}
 }
 
-// quotaOf returns the index of the quota with the longest prefix covering
-// p, or -1.
-func (r *spaceRules) quotaOf(p string) int {
-	best, bestLen := -1, -1
-	for i, q := range r.quotas {
-		if l := len(q.Prefix); l > bestLen && hasPathPrefix(p, q.Prefix) {
-			best, bestLen = i, l
-		}
-	}
-	return best
-}
-
-// pinned reports whether p is under a pinned prefix.
-func (r *spaceRules) pinned(p string) bool {
-	for _, pre := range r.pins {
-		if hasPathPrefix(p, pre) {
-			return true
-		}
-	}
-	return false
-}
-
-// quotaLimitLocked is q's size in bytes; 0 while a share quota's capacity
-// is unknown (then it is not enforced). MUST be called with x.mu held.
-func (x *index) quotaLimitLocked(q Quota) int64 {
-	if q.Size > 0 {
-		return q.Size
-	}
-	return int64(q.Share * float64(x.total))
-}
-
-// quotaHighLocked is where purging q starts (no limit while unknown).
-func (x *index) quotaHighLocked(q Quota) int64 {
-	lim := x.quotaLimitLocked(q)
-	if lim <= 0 {
-		return 1<<63 - 1
-	}
-	return watermark(q.HighWatermark, lim)
-}
-
-func (x *index) quotaLowLocked(q Quota) int64 {
-	return watermark(q.LowWatermark, x.quotaLimitLocked(q))
-}
-
-// setTotal records the capacity; pins over the share of a capacity now
-// known (or smaller) are dropped, least recently used first.
-func (x *index) setTotal(total int64) (unpinned int) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	x.total = total
-	return x.unpinOverLocked()
-}
-
-// pinLimitLocked is the most pinned files may hold: the pin share of the
-// capacity; 0 (no limit) while the capacity is unknown.
-// MUST be called with x.mu held.
-func (x *index) pinLimitLocked() int64 {
-	return int64(x.rules.pinShare * float64(x.total))
-}
-
-// unpinOverLocked unpins the least recently used pinned items until the
-// pinned bytes are within the limit, and returns how many it unpinned.
-// MUST be called with x.mu held.
-func (x *index) unpinOverLocked() (n int) {
-	lim := x.pinLimitLocked()
-	if lim <= 0 {
-		return 0
-	}
-	for it := x.tail; it != nil && x.pinnedBytes > lim; it = it.prev {
-		if it.pinned {
-			it.pinned = false
-			x.pinnedBytes -= it.bytes
-			n++
-		}
-	}
-	return n
+// catalog is the part of r the catalogue applies: quotas and pins.
+func (r *spaceRules) catalog() catalog.Rules {
+	return catalog.Rules{Quotas: r.quotas, Pins: r.pins, PinShare: r.pinShare}
 }
 
 // validSpaceRules checks quotas and pins.
@@ -182,41 +111,24 @@ func (c *Cache) SetSpace(s Space) error {
 	}
 	r := rulesOf(&nc)
 	c.rules.Store(r)
-	c.index.setRules(r)
+	c.catalog.SetRules(r.catalog())
 	c.kickPurge()
 	return nil
 }
 
 // QuotaUsage is the state of one quota.
-type QuotaUsage struct {
-	Prefix string
-	// Limit is the quota in bytes (0 while a share quota's capacity is
-	// unknown); High and Low its watermarks in bytes.
-	Limit, High, Low int64
-	// Bytes and Files are what the quota's files hold on disk.
-	Bytes int64
-	Files int
-	// EvictedFiles and EvictedBytes count what purges of this quota (and
-	// of the whole cache) removed from it since start-up.
-	EvictedFiles, EvictedBytes int64
-}
+type QuotaUsage = catalog.QuotaUsage
 
 // Quotas returns the state of every quota, in configuration order.
-func (c *Cache) Quotas() []QuotaUsage {
-	x := c.index
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	out := make([]QuotaUsage, len(x.groups))
-	for i, g := range x.groups {
-		out[i] = QuotaUsage{Prefix: g.quota.Prefix, Limit: x.quotaLimitLocked(g.quota),
-			Low: x.quotaLowLocked(g.quota), Bytes: g.bytes, Files: g.files,
-			EvictedFiles: g.evictedFiles, EvictedBytes: g.evictedBytes}
-		if out[i].Limit > 0 {
-			out[i].High = x.quotaHighLocked(g.quota)
-		}
-	}
-	return out
-}
+func (c *Cache) Quotas() []QuotaUsage { return c.catalog.Quotas() }
+
+// DirStat is what the cache holds and serves for one directory (the first
+// DirStatsDepth components of the cached paths under it), like XCache's
+// pfc.dirstats. Cached figures are current; the rest count since start-up.
+type DirStat = catalog.DirStat
+
+// DirStats returns the per-directory statistics, sorted by directory.
+func (c *Cache) DirStats() []DirStat { return c.catalog.DirStats() }
 
 // errPinnedOverHigh is logged when pinned files alone keep the cache over
 // its high watermark.

@@ -7,10 +7,10 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
+	"github.com/hepcache/hepcache/internal/catalog"
 	"github.com/hepcache/hepcache/internal/sidecar"
 )
 
@@ -45,21 +45,14 @@ func statfs(dir string) (total, used int64, err error) {
 	return total, used, nil
 }
 
-func watermark(v float64, total int64) int64 {
-	if v <= 1 {
-		return int64(v * float64(total))
-	}
-	return int64(v)
-}
+func watermark(v float64, total int64) int64 { return catalog.Watermark(v, total) }
 
 // Usage returns the current occupancy.
 func (c *Cache) Usage() (Usage, error) {
 	var u Usage
 	r := c.rules.Load()
-	u.Files, u.Bytes = c.index.totals()
-	c.index.mu.Lock()
-	u.Pinned = c.index.pinnedBytes
-	c.index.mu.Unlock()
+	u.Files, u.Bytes = c.catalog.Totals()
+	u.Pinned, _ = c.catalog.Pinned()
 	if r.capacity > 0 {
 		u.Total, u.Used = r.capacity, u.Bytes
 	} else {
@@ -83,7 +76,7 @@ func (c *Cache) Usage() (Usage, error) {
 	}
 	u.High = watermark(r.high, u.Total)
 	u.Low = watermark(r.low, u.Total)
-	if n := c.index.setTotal(u.Total); n > 0 {
+	if n := c.catalog.SetCapacity(u.Total); n > 0 {
 		c.stats.PinsRefused.Add(int64(n))
 		c.warn("pinned files over space.pin_share of the capacity: the least recently used are no longer pinned",
 			"files", n, "pin_share", r.pinShare, "capacity", u.Total)
@@ -93,9 +86,9 @@ func (c *Cache) Usage() (Usage, error) {
 
 // grew records that n bytes of k were written to the cache.
 func (c *Cache) grew(k Key, n int64) {
-	total, quotaFull, pinRefused := c.index.grow(k, n)
+	total, quotaFull, pinRefused := c.catalog.Grow(k, n)
 	if pinRefused {
-		pinned, limit := c.index.pinFigures()
+		pinned, limit := c.catalog.Pinned()
 		c.stats.PinsRefused.Add(1)
 		c.warn("pin refused: pinned files hold space.pin_share of the capacity; the file stays cached unpinned (purge may evict it)",
 			"key", k.String(), "pinned_bytes", pinned, "limit", limit, "err", errPinShareFull)
@@ -153,9 +146,14 @@ func (c *Cache) purgeLoop() {
 // Purge evicts least-recently-used closed files until usage is under the low
 // watermark (if it was over the high one), the file count under its limit,
 // and no file is older than MaxAge. It returns the files and bytes evicted.
+// While the catalogue loads it does nothing: it could not tell the least
+// recently used files (the load kicks a purge when it is done).
 func (c *Cache) Purge() (files int, bytes int64) {
 	c.purgeMu.Lock()
 	defer c.purgeMu.Unlock()
+	if !c.indexReady() {
+		return 0, 0
+	}
 	defer func() {
 		if files > 0 {
 			c.freedSpace()
@@ -169,7 +167,7 @@ func (c *Cache) Purge() (files int, bytes int64) {
 	}
 	// Quotas first, within their own watermarks: a VO over its share makes
 	// room from its own files before anyone else's are considered.
-	if qv := c.index.quotaVictims(); len(qv) > 0 {
+	if qv := c.catalog.QuotaVictims(); len(qv) > 0 {
 		start := time.Now()
 		qf, qb := c.evictAll(qv)
 		files, bytes = files+qf, bytes+qb
@@ -218,7 +216,7 @@ func (c *Cache) Purge() (files int, bytes int64) {
 		c.stats.LastPurgeFiles.Store(int64(files))
 		c.stats.PurgeRuns.Add(1)
 	}()
-	victims := c.index.victims(needBytes, needFiles, older)
+	victims := c.catalog.Victims(needBytes, needFiles, older)
 	c.stats.LastPurgeSelectNanos.Store(int64(time.Since(start)))
 	gf, gb := c.evictAll(victims)
 	files, bytes = files+gf, bytes+gb
@@ -323,13 +321,11 @@ func (c *Cache) removeCopyLocked(k Key) (int64, error) {
 	if err := c.cfg.FS.Remove(c.metaPath(k)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		errs = append(errs, err)
 	}
-	id, _ := c.index.diskOf(k)
-	d := c.disks[id]
+	d := c.disks[max(c.locate(k), 0)]
 	if err := c.cfg.FS.Remove(d.path(k)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		errs = append(errs, err)
 	}
-	c.index.evicted(k)
-	n := c.index.remove(k)
+	n := c.catalog.Evicted(k)
 	c.removeEmptyParents(filepath.Dir(c.metaPath(k)), filepath.Join(c.cfg.Dir, "meta"))
 	c.removeEmptyParents(filepath.Dir(d.path(k)), filepath.Join(d.root, "data"))
 	if err := errors.Join(errs...); err != nil {
@@ -362,145 +358,8 @@ func (c *Cache) Evict(originURL, p string) (int64, error) {
 	return c.evict(Key{Origin: originURL, Path: cp}, 30*time.Second)
 }
 
-// loadIndex rebuilds the index from the sidecars under Dir/meta. Corrupt
-// sidecars are removed together with their data.
-func (c *Cache) loadIndex() error {
-	root := filepath.Join(c.cfg.Dir, "meta")
-	// With data disks, which one holds each file is learnt from their
-	// data trees; files no sidecar claims are removed after the load. A
-	// sidecar whose file is on no disk in service is kept while a disk is
-	// out (its file may be there: it is adopted when the disk is back).
-	var onDisk map[string]int
-	keepUnfound := false
-	if len(c.cfg.DataDirs) > 0 {
-		onDisk = map[string]int{}
-		for _, d := range c.disks {
-			if !d.up() {
-				keepUnfound = true
-				continue
-			}
-			droot := filepath.Join(d.root, "data")
-			c.walk(droot, func(p string) {
-				if rel, ok := relData(d.root, p); ok {
-					if other, dup := onDisk[rel]; dup {
-						// A crash mid-placement, or a disk added back
-						// to data_dirs after its file was fetched again
-						// elsewhere: the newer copy is the one its
-						// sidecar describes.
-						op := filepath.Join(c.disks[other].root, "data", rel)
-						if c.newer(p, op) {
-							c.cfg.FS.Remove(op)
-							onDisk[rel] = d.id
-						} else {
-							c.cfg.FS.Remove(p)
-						}
-						return
-					}
-					onDisk[rel] = d.id
-				}
-			})
-		}
-	}
-	var claimedMu sync.Mutex
-	claimed := map[string]bool{}
-	var others foreign // files of other users (ownership.go)
-	defer others.report(c)
-	paths := make(chan string, 256)
-	var wg sync.WaitGroup
-	for w := 0; w < 4; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for p := range paths {
-				others.note(c.cfg.FS, p)
-				if rel := c.loadSidecar(root, p, onDisk, keepUnfound); rel != "" && onDisk != nil {
-					claimedMu.Lock()
-					claimed[rel] = true
-					claimedMu.Unlock()
-				}
-			}
-		}()
-	}
-	err := c.walk(root, func(p string) {
-		if strings.HasSuffix(p, ".hcinfo") {
-			paths <- p
-		} else if strings.HasSuffix(p, ".hcinfo.tmp") {
-			c.cfg.FS.Remove(p) // a sidecar write interrupted by a crash
-		}
-	})
-	close(paths)
-	wg.Wait()
-	for rel, id := range onDisk {
-		if !claimed[rel] {
-			c.cfg.FS.Remove(filepath.Join(c.disks[id].root, "data", rel))
-		}
-	}
-	c.index.sortLoaded()
-	return err
-}
-
-// newer reports whether file a was modified after file b.
-func (c *Cache) newer(a, b string) bool {
-	sa, err := c.cfg.FS.Stat(a)
-	if err != nil {
-		return false
-	}
-	sb, err := c.cfg.FS.Stat(b)
-	return err != nil || sa.ModTime().After(sb.ModTime())
-}
-
-// loadSidecar adds the file of sidecar p to the index and returns its path
-// relative to the data tree ("" if unusable). onDisk (several disks) maps
-// those paths to the disk holding them.
-func (c *Cache) loadSidecar(root, p string, onDisk map[string]int, keepUnfound bool) string {
-	b, _, err := readAll(c.cfg.FS, p)
-	if err != nil {
-		c.cfg.Logger.Warn("index: cannot read sidecar", "path", p, "err", err)
-		return ""
-	}
-	rel, rerr := filepath.Rel(root, strings.TrimSuffix(p, ".hcinfo"))
-	if rerr != nil || strings.HasPrefix(rel, "..") {
-		rel = ""
-	}
-	in, err := sidecar.Unmarshal(b)
-	if err == nil {
-		k := Key{Origin: in.Origin, Path: in.Path}
-		id, found := 0, true
-		if onDisk != nil {
-			id, found = onDisk[rel]
-		}
-		switch {
-		case c.metaPath(k) != p:
-			err = fmt.Errorf("sidecar names %s, which belongs elsewhere", k)
-		case !found && keepUnfound:
-			return "" // perhaps on the disk out of service
-		case !found:
-			err = errors.New("no data disk holds its data file")
-		default:
-			c.index.load(k, durableBytes(in), in.LastAccess, id)
-			return rel
-		}
-	}
-	c.cfg.Logger.Warn("index: removing unusable cached file", "sidecar", p, "err", err)
-	c.cfg.FS.Remove(p)
-	if rel != "" {
-		if id, ok := onDisk[rel]; ok {
-			c.cfg.FS.Remove(filepath.Join(c.disks[id].root, "data", rel))
-		} else if onDisk == nil {
-			c.cfg.FS.Remove(filepath.Join(c.disks[0].root, "data", rel))
-		}
-	}
-	return ""
-}
-
 // durableBytes is the size of the blocks a sidecar records as present.
-func durableBytes(in *sidecar.Info) int64 {
-	n := int64(in.Durable.Count()) * in.BlockSize
-	if nb := in.Durable.Len(); nb > 0 && in.Durable.Test(nb-1) {
-		n -= int64(nb)*in.BlockSize - in.FileSize // the last block is short
-	}
-	return n
-}
+func durableBytes(in *sidecar.Info) int64 { return catalog.DurableBytes(in) }
 
 // walk calls fn for every regular file under dir.
 func (c *Cache) walk(dir string, fn func(string)) error {

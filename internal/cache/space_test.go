@@ -40,9 +40,7 @@ func readFile(tb testing.TB, c *Cache, p string) {
 
 func cachedKeys(c *Cache) map[string]bool {
 	out := map[string]bool{}
-	c.index.mu.Lock()
-	defer c.index.mu.Unlock()
-	for k := range c.index.items {
+	for _, k := range c.catalog.Keys() {
 		out[k.Path] = true
 	}
 	return out
@@ -155,10 +153,10 @@ func TestIndexRebuiltAtStartup(t *testing.T) {
 		readFile(t, c, fmt.Sprintf("/d%d/f", i))
 	}
 	waitIdle(t, c)
-	files, bytes := c.index.totals()
+	files, bytes := c.catalog.Totals()
 	c.Close()
 	c2 := newTestCache(t, dir, m, nil)
-	f2, b2 := c2.index.totals()
+	f2, b2 := c2.catalog.Totals()
 	if f2 != files || b2 != bytes || files != 5 {
 		t.Fatalf("rebuilt index %d files %d bytes, had %d files %d bytes", f2, b2, files, bytes)
 	}
@@ -184,7 +182,7 @@ func TestMaxFilesAndMaxAge(t *testing.T) {
 	}
 	waitIdle(t, c)
 	c.Purge()
-	if files, _ := c.index.totals(); files > 5 {
+	if files, _ := c.catalog.Totals(); files > 5 {
 		t.Fatalf("%d files after purge with MaxFiles 5", files)
 	}
 	if got := cachedKeys(c); !got["/f9"] || got["/f0"] {
@@ -195,7 +193,7 @@ func TestMaxFilesAndMaxAge(t *testing.T) {
 	}
 	clk.advance(time.Hour)
 	c.Purge()
-	if files, _ := c.index.totals(); files != 0 {
+	if files, _ := c.catalog.Totals(); files != 0 {
 		t.Fatalf("%d files older than MaxAge survived", files)
 	}
 }

@@ -87,7 +87,7 @@ func (e *entry) spoil(why error) {
 		e.data.Close()
 		e.data = nil
 	}
-	c.index.remove(e.key)
+	c.catalog.Remove(e.key)
 	if done != nil {
 		c.mu.Lock()
 		delete(c.closing, e.key)

@@ -50,7 +50,7 @@ func TestReplacedOriginFileNeverMixes(t *testing.T) {
 		t.Fatal("the reader got bytes that are not the old version's")
 	}
 	eventually.True(t, func() bool {
-		_, ok := c.index.lookup(Key{Origin: "mem://o", Path: "/f"})
+		_, ok := c.catalog.Lookup(Key{Origin: "mem://o", Path: "/f"})
 		return !ok
 	}, "the old copy to leave the index")
 	if _, err := r.ReadAt(ctx, make([]byte, 10), 0); !errors.Is(err, syscall.EIO) {
