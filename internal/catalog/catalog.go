@@ -46,7 +46,7 @@ type item struct {
 	// list through next); gprev and gnext the quota's list.
 	prev, next   int32
 	gprev, gnext int32
-	// hash is the key's hash (table.go).
+	// hash is the key's hash (table.go), to find its table entry.
 	hash uint32
 	// access is the last access in Unix seconds.
 	access uint32
@@ -218,7 +218,7 @@ func (c *Catalog) addLocked(k Key, bytes int64, access uint32, disk int, flags u
 	it.name = c.names.add(i, k.Path)
 	it.prev, it.next, it.gprev, it.gnext = none, none, none, none
 	it.group = 0
-	c.table.insert(it.hash, i, c.hashOf)
+	c.table.insert(it.hash, i)
 	c.n++
 	c.bytes += bytes
 	switch {
@@ -236,8 +236,6 @@ func (c *Catalog) addLocked(k Key, bytes int64, access uint32, disk int, flags u
 	c.diskAddLocked(disk, 1, bytes)
 	return i
 }
-
-func (c *Catalog) hashOf(i int32) uint32 { return c.at(i).hash }
 
 // classifyLocked puts item i (path p) into its quota group, at the back
 // of its list (back) or the front, and its pin state.
@@ -297,7 +295,7 @@ func (c *Catalog) removeLocked(i int32) int64 {
 	} else {
 		c.unlink(&c.lru, i)
 	}
-	c.table.remove(it.hash, i, c.hashOf)
+	c.table.remove(it.hash, i)
 	c.n--
 	c.bytes -= it.bytes
 	if it.group != 0 {
