@@ -60,5 +60,8 @@ func (s source) CacheFigures() metrics.CacheFigures {
 	}
 	f.Used, f.Total, f.High, f.Low = us.Used, us.Total, us.High, us.Low
 	f.Files, f.Bytes = int64(us.Files), us.Bytes
+	x := s.c.IndexState()
+	f.Index = metrics.IndexFigures{Loading: x.Loading, Counting: x.Loading && !x.FromSnapshot, Loaded: x.Loaded, Total: x.Total,
+		Files: int64(x.Files), Bytes: x.Bytes}
 	return f
 }

@@ -111,7 +111,8 @@ type LoadConfig struct {
 	// (orphan: left by a crash) or is a stale copy of a file another disk
 	// holds, unless the cache uses it now. Called from the walk.
 	RemoveData func(d int, p string, orphan bool)
-	// Note, if set, is called with each sidecar read.
+	// Note, if set, is called with each sidecar read, from several
+	// goroutines at once.
 	Note func(p string)
 	// Pace, if set, is called between directories of the walk and
 	// batches of the snapshot; the load waits while it blocks, and stops
@@ -279,7 +280,10 @@ func (c *Catalog) settle() {
 		}
 		c.unlink(&c.pending, r.slot)
 		it.flags &^= flagPending
-		for cur != none && c.at(cur).access <= it.access {
+		// Past the items older than it: of one second (the items' time
+		// unit), what the cache touched since the start is the more
+		// recent.
+		for cur != none && c.at(cur).access < it.access {
 			cur = c.at(cur).prev
 		}
 		if cur == none {

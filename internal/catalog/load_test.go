@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -130,15 +131,15 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	if err := c.WriteSnapshot(disk.OS{}, tr.dir, []Disk{{Root: tr.dir, Marker: "m0"}}); err != nil {
 		t.Fatal(err)
 	}
-	var reads int
+	var reads atomic.Int64
 	cfg := tr.loadCfg()
-	cfg.Note = func(string) { reads++ }
+	cfg.Note = func(string) { reads.Add(1) }
 	c2 := load(t, cfg)
 	if p := c2.Progress(); !p.FromSnapshot || p.Loaded != 500 || p.Total != 500 {
 		t.Fatalf("progress %+v", p)
 	}
-	if reads != 0 {
-		t.Fatalf("%d sidecars read with a snapshot", reads)
+	if reads.Load() != 0 {
+		t.Fatalf("%d sidecars read with a snapshot", reads.Load())
 	}
 	// The open file counts as closed in the next run.
 	if got := order(c2); !slices.Equal(got, append(want, "/d0/f000")) {
@@ -150,8 +151,8 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		}
 	}
 	c3 := load(t, cfg)
-	if p := c3.Progress(); p.FromSnapshot || reads != 500 {
-		t.Fatalf("a used snapshot was trusted again: %+v, %d reads", p, reads)
+	if p := c3.Progress(); p.FromSnapshot || reads.Load() != 500 {
+		t.Fatalf("a used snapshot was trusted again: %+v, %d reads", p, reads.Load())
 	}
 }
 

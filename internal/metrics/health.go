@@ -25,6 +25,9 @@ type HealthReport struct {
 	Status string `json:"status"`
 	// Reasons explain a status other than healthy; never null.
 	Reasons []string `json:"reasons"`
+	// Notes say what is going on that is not wrong ("index loading n of
+	// N" after a start); omitted when none.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Health evaluates the cache's health now.
@@ -50,6 +53,13 @@ func (r *Registry) Health() HealthReport {
 			degraded(fmt.Sprintf("usage %d bytes above the high watermark %d bytes (purge cannot keep up, or other data fills the file system)", s.Used, s.High))
 		}
 		f := src.CacheFigures()
+		if x := f.Index; x.Loading {
+			of := fmt.Sprintf("%d", x.Total)
+			if x.Counting || x.Total < 0 {
+				of = fmt.Sprintf("%d found so far", max(x.Total, 0))
+			}
+			rep.Notes = append(rep.Notes, fmt.Sprintf("index loading %d of %s (serving; purge waits for it)", x.Loaded, of))
+		}
 		n := f.WriteErrors + f.SyncErrors
 		r.healthMu.Lock()
 		if n != r.diskErrs {

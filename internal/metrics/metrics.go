@@ -70,6 +70,20 @@ type CacheFigures struct {
 	Used, Total, High, Low int64
 	Files, Bytes           int64
 	UsageErr               string
+	// Index is the catalogue of cached files.
+	Index IndexFigures
+}
+
+// IndexFigures describe the catalogue of cached files, which loads in the
+// background after a start.
+type IndexFigures struct {
+	// Loading: not complete yet (the cache serves; purge waits). Loaded
+	// of Total files so far; Counting: Total counts the files found so far
+	// (a load from the sidecars), not all.
+	Loading, Counting bool
+	Loaded, Total     int64
+	// Files catalogued, and the catalogue's memory in bytes.
+	Files, Bytes int64
 }
 
 // RAMFigures describe the cache's RAM (cache.ram): the arena holding blocks
@@ -431,6 +445,7 @@ func (r *Registry) WriteTo(w io.Writer) (int64, error) {
 		e.gauge("hepcache_fetch_waiting_bytes", "Bytes of block fetches clients wait for, queued for want of fetch memory; past cache.fetch_memory new downloads are shed.", st.FetchWaiting)
 		e.counter("hepcache_opens_shed_total", "Opens of files not held whole refused as overloaded (HTTP 429, root:// kXR_wait) while fetches were queued beyond the bound.", st.OpensShed)
 		e.counter("hepcache_digests_computed_total", "Files whose md5, sha1, sha256 and crc32 were computed from the cached bytes (once each, kept with the file).", st.DigestsComputed)
+		writeIndex(e, st.Index)
 		writeFetchWindows(e, st.FetchWindows)
 		writeRAM(e, st.RAM)
 		if s.UsageErr == "" {
@@ -461,6 +476,18 @@ func (r *Registry) WriteTo(w io.Writer) (int64, error) {
 	writeProcess(e, r.started)
 	n, err := io.WriteString(w, e.b.String())
 	return int64(n), err
+}
+
+// writeIndex writes the catalogue's figures.
+func writeIndex(e *expWriter, x IndexFigures) {
+	loading := int64(0)
+	if x.Loading {
+		loading = 1
+	}
+	e.gauge("hepcache_index_loading", "1 while the index of cached files loads after a start (the cache serves meanwhile; purge waits for it), 0 once loaded.", loading)
+	e.gauge("hepcache_index_loaded_files", "Files the index has loaded since the start (while hepcache_index_loading is 1).", x.Loaded)
+	e.gauge("hepcache_index_files", "Files in the index of cached files.", x.Files)
+	e.gauge("hepcache_index_bytes", "Memory the index of cached files takes (its own accounting: items, hash table, paths, directory statistics).", x.Bytes)
 }
 
 // writeRAM writes the block store's figures.
