@@ -399,3 +399,32 @@ func TestIdleClientsHaveSamples(t *testing.T) {
 		t.Errorf("roots clients after the last left = %q; want 0", got)
 	}
 }
+
+// TestHealthNotesIndexLoading: while the index of cached files loads,
+// /health says how far it is, and the status stays what it is.
+func TestHealthNotesIndexLoading(t *testing.T) {
+	src := &fakeSource{CacheFigures{Total: 100, Used: 50, High: 95, Low: 90,
+		Index: IndexFigures{Loading: true, Loaded: 5, Total: 10}}}
+	r, err := New(&Config{Cache: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep := r.Health(); rep.Status != Healthy || len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "index loading 5 of 10") {
+		t.Fatalf("%+v", rep)
+	}
+	src.f.Index = IndexFigures{Loading: true, Counting: true, Loaded: 5, Total: 7}
+	if rep := r.Health(); len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "index loading 5 of 7 found so far") {
+		t.Fatalf("%+v", rep)
+	}
+	src.f.Index = IndexFigures{Files: 10}
+	if rep := r.Health(); rep.Notes != nil {
+		t.Fatalf("notes once loaded: %+v", rep)
+	}
+	var b strings.Builder
+	r.WriteTo(&b)
+	for _, m := range []string{"hepcache_index_loading 0", "hepcache_index_files 10", "hepcache_index_bytes 0"} {
+		if !strings.Contains(b.String(), m+"\n") {
+			t.Errorf("no %q in the metrics", m)
+		}
+	}
+}
