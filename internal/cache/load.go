@@ -218,3 +218,7 @@ func (c *Cache) IndexState() IndexState {
 	return IndexState{Loading: p.Loading, Loaded: p.Loaded, Total: p.Total, Walking: p.Walking,
 		FromSnapshot: p.FromSnapshot, Files: files, Bytes: c.catalog.MemoryBytes()}
 }
+
+// IndexLoaded is closed once the catalogue is complete (purge may run).
+// It is never closed if Close stops a load from the sidecars first.
+func (c *Cache) IndexLoaded() <-chan struct{} { return c.catalog.Ready() }
