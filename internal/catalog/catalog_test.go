@@ -53,7 +53,10 @@ func (m *model) remove(k Key) {
 // every figure and the LRU order against the model.
 func TestAgainstModel(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	c := New(Config{DirStatsDepth: 1, DirStatsMax: 10})
+	c := New(Config{DirStatsDepth: 1, DirStatsMax: 10, Rules: Rules{
+		Quotas: []Quota{{Prefix: "/d1", Size: 1 << 20, HighWatermark: 0.9, LowWatermark: 0.8}, {Prefix: "/d2", Share: 0.5, HighWatermark: 0.9, LowWatermark: 0.8}},
+		Pins:   []string{"/d3"}, PinShare: 0.1}})
+	c.SetCapacity(10 << 20)
 	m := &model{bytes: map[Key]int64{}, open: map[Key]int{}}
 	keys := make([]Key, 3000)
 	for i := range keys {
@@ -98,8 +101,93 @@ func TestAgainstModel(t *testing.T) {
 			}
 			m.remove(k)
 		}
+		if step%20_000 == 0 {
+			invariants(t, c)
+		}
 	}
+	invariants(t, c)
 	check(t, c, m)
+}
+
+// invariants checks the catalogue's structures against each other: the
+// lists hold every item once, in both directions, the table finds each,
+// and the quotas', pins', directories' and disks' sums are the items'.
+func invariants(t *testing.T, c *Catalog) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	seen := map[int32]bool{}
+	walk := func(l list, next func(*item) int32, prev func(*item) int32) int {
+		n, last := 0, none
+		for i := l.head; i != none; i = next(c.at(i)) {
+			if seen[i] {
+				t.Fatalf("slot %d twice in the lists", i)
+			}
+			seen[i] = true
+			if prev(c.at(i)) != last {
+				t.Fatalf("slot %d: broken back link", i)
+			}
+			last, n = i, n+1
+		}
+		if last != l.tail {
+			t.Fatal("tail is not the last item")
+		}
+		return n
+	}
+	n := walk(c.lru, func(it *item) int32 { return it.next }, func(it *item) int32 { return it.prev })
+	n += walk(c.pending, func(it *item) int32 { return it.next }, func(it *item) int32 { return it.prev })
+	if n != c.n || c.table.n != c.n {
+		t.Fatalf("%d items in the lists, %d in the table, n %d", n, c.table.n, c.n)
+	}
+	var bytes, pinned int64
+	gbytes := make([]int64, len(c.groups))
+	gfiles := make([]int, len(c.groups))
+	dfiles := make([]int, len(c.dirs.stats))
+	for i := range seen {
+		it := c.at(i)
+		if c.findIDLocked(it.origin, c.pathOf(i)) != i {
+			t.Fatalf("slot %d not found by its key", i)
+		}
+		bytes += it.bytes
+		if it.flags&flagPinned != 0 {
+			pinned += it.bytes
+		}
+		if it.group != 0 {
+			gbytes[it.group-1] += it.bytes
+			gfiles[it.group-1]++
+		}
+		dfiles[it.dir]++
+	}
+	if bytes != c.bytes || pinned != c.pinnedBytes {
+		t.Fatalf("bytes %d (counted %d), pinned %d (counted %d)", bytes, c.bytes, pinned, c.pinnedBytes)
+	}
+	// A quota's list is the LRU order of its files, the pending ones last.
+	var order []int32
+	for _, l := range []list{c.lru, c.pending} {
+		for i := l.head; i != none; i = c.at(i).next {
+			order = append(order, i)
+		}
+	}
+	for g := range c.groups {
+		var want, got []int32
+		for _, i := range order {
+			if int(c.at(i).group) == g+1 {
+				want = append(want, i)
+			}
+		}
+		for i := c.groups[g].list.head; i != none; i = c.at(i).gnext {
+			got = append(got, i)
+		}
+		if !slices.Equal(got, want) || c.groups[g].files != gfiles[g] || c.groups[g].bytes != gbytes[g] {
+			t.Fatalf("quota %d: list of %d not in LRU order (%d files), files %d (counted %d), bytes %d (counted %d)",
+				g, len(got), len(want), gfiles[g], c.groups[g].files, gbytes[g], c.groups[g].bytes)
+		}
+	}
+	for d := range dfiles {
+		if dfiles[d] != c.dirs.stats[d].Files {
+			t.Fatalf("directory %s: %d files, counted %d", c.dirs.stats[d].Dir, dfiles[d], c.dirs.stats[d].Files)
+		}
+	}
 }
 
 func check(t *testing.T, c *Catalog, m *model) {
@@ -116,10 +204,10 @@ func check(t *testing.T, c *Catalog, m *model) {
 	if files != len(m.bytes) || bytes != want {
 		t.Fatalf("totals %d files %d bytes, want %d, %d", files, bytes, len(m.bytes), want)
 	}
-	// Every closed file, least recently used first.
+	// Every closed file not pinned, least recently used first.
 	var lru []Key
 	for i := len(m.order) - 1; i >= 0; i-- {
-		if m.open[m.order[i]] == 0 {
+		if info, _ := c.Lookup(m.order[i]); m.open[m.order[i]] == 0 && !info.Pinned {
 			lru = append(lru, m.order[i])
 		}
 	}

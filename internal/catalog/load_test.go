@@ -70,9 +70,13 @@ func (tr *tree) loadCfg() LoadConfig {
 
 func load(tb testing.TB, cfg LoadConfig) *Catalog {
 	tb.Helper()
-	c := New(Config{DirStatsDepth: 1, DirStatsMax: 100})
+	c := New(Config{DirStatsDepth: 1, DirStatsMax: 100,
+		Rules: Rules{Quotas: []Quota{{Prefix: "/d", Size: 1 << 30, HighWatermark: 0.9, LowWatermark: 0.8}}}})
 	c.Load(context.Background(), cfg)
 	<-c.Done()
+	if t, ok := tb.(*testing.T); ok {
+		invariants(t, c)
+	}
 	return c
 }
 
