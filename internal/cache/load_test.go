@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/hepcache/hepcache/disk"
 	"github.com/hepcache/hepcache/internal/catalog"
 	"github.com/hepcache/hepcache/origin"
 )
@@ -138,5 +140,38 @@ func TestCrashOrphansRemoved(t *testing.T) {
 	}
 	if files, _ := c.catalog.Totals(); files != 4 {
 		t.Fatalf("%d files catalogued, want 4", files)
+	}
+}
+
+// TestStartReadsNoSidecar (issue 35 item 2): a start after a clean stop
+// reads no sidecar, before serving or after (the index comes from its
+// snapshot, checked by listing the directories); a hit then reads its
+// own. The old start read every sidecar before New returned.
+func TestStartReadsNoSidecar(t *testing.T) {
+	dir := t.TempDir()
+	mkFS := func() (*disk.ErrorFS, *atomic.Int64) {
+		reads := &atomic.Int64{}
+		efs := disk.NewErrorFS(disk.OS{})
+		efs.OnRead(func(name string, off int64, n int) error {
+			if strings.HasSuffix(name, ".hcinfo") {
+				reads.Add(1)
+			}
+			return nil
+		})
+		return efs, reads
+	}
+	efs, _ := mkFS()
+	m := fillFiles(t, dir, 20, func(cfg *Config) { cfg.FS = efs })
+	efs, reads := mkFS()
+	c := newTestCache(t, dir, m, func(cfg *Config) { cfg.FS = efs })
+	if n := reads.Load(); n != 0 {
+		t.Fatalf("the start read %d sidecars", n)
+	}
+	if files, _ := c.catalog.Totals(); files != 20 {
+		t.Fatalf("%d files catalogued, want 20", files)
+	}
+	readAllVia(t, c, "/d/f05")
+	if n := reads.Load(); n != 1 {
+		t.Fatalf("a hit read %d sidecars, want its own", n)
 	}
 }
