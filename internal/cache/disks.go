@@ -51,6 +51,9 @@ type dataDisk struct {
 	// over the disks instead of all going to the one that was emptiest.
 	total, used, placed atomic.Int64
 	errors              atomic.Int64
+	// backLater: the disk was found back while the index loaded; it is
+	// taken back once the index is loaded (takeBack).
+	backLater atomic.Bool
 	// depth is how many blocks a reader keeps in flight from this disk
 	// (Config.DiskReadDepth, or sized to the device); reads is the
 	// disk's pool of read-ahead slots (readsPerDepth per unit of depth):
@@ -392,9 +395,13 @@ func (c *Cache) checkDisks(retry bool) {
 func (c *Cache) takeBack(d *dataDisk) {
 	if !c.indexReady() {
 		// Which files are its own is told by the catalogue, once
-		// loaded: the next check takes it back.
+		// loaded (startLoad takes it back then).
+		if !d.backLater.Swap(true) {
+			c.cfg.Logger.Info("data disk back: taken into service once the index is loaded", "dir", d.root)
+		}
 		return
 	}
+	d.backLater.Store(false)
 	if c.confined != nil {
 		if err := c.confined.Reopen(d.root); err != nil {
 			c.warn("data disk still out of service: cannot open it", "dir", d.root, "err", err)

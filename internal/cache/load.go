@@ -47,6 +47,7 @@ func (c *Cache) startLoad() {
 		select {
 		case <-c.catalog.Ready():
 			c.kickPurge() // the cache may be over its watermarks already
+			c.takeBackLater()
 		case <-c.shutdownCh:
 			return
 		}
@@ -56,6 +57,18 @@ func (c *Cache) startLoad() {
 		case <-c.shutdownCh:
 		}
 	}()
+}
+
+// takeBackLater takes back the data disks found back while the index
+// loaded.
+func (c *Cache) takeBackLater() {
+	c.diskMu.Lock()
+	defer c.diskMu.Unlock()
+	for _, d := range c.disks {
+		if d.backLater.Load() && !d.up() && c.diskThere(d) == "" {
+			c.takeBack(d)
+		}
+	}
 }
 
 // catalogDisks names the data disks for the catalogue.

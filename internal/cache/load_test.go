@@ -13,6 +13,8 @@ import (
 
 	"github.com/hepcache/hepcache/disk"
 	"github.com/hepcache/hepcache/internal/catalog"
+	"github.com/hepcache/hepcache/internal/eventually"
+	"github.com/hepcache/hepcache/internal/realclient"
 	"github.com/hepcache/hepcache/origin"
 )
 
@@ -173,5 +175,38 @@ func TestStartReadsNoSidecar(t *testing.T) {
 	readAllVia(t, c, "/d/f05")
 	if n := reads.Load(); n != 1 {
 		t.Fatalf("a hit read %d sidecars, want its own", n)
+	}
+}
+
+// TestDiskBackWhileIndexLoads: a data disk mounted again while the index
+// loads is taken back once it is loaded (which files are the disk's own is
+// the index's to tell), with its files, read again without the origin.
+func TestDiskBackWhileIndexLoads(t *testing.T) {
+	dir := t.TempDir()
+	d0, unmount, mount := bindMount(t, realclient.Tmpfs(t, "32m"))
+	d1 := realclient.Tmpfs(t, "32m")
+	both := func(c *Config) { c.DataDirs = []string{d0, d1} }
+	initDisks(t, dir, d0, d1)
+	m := fillFiles(t, dir, 6, both)
+	unmount()
+	pace, release, _ := gatedLoad()
+	c := newTestCache(t, dir, m, func(cfg *Config) { both(cfg); cfg.loadPace = pace })
+	mount()
+	c.CheckDisks()
+	if u := c.Disks(); u[0].Up {
+		t.Fatalf("d0 taken back before the index is loaded: %+v", u)
+	}
+	release()
+	<-c.catalog.Done()
+	eventually.True(t, func() bool { return c.Disks()[0].Up }, "d0 taken back once the index is loaded")
+	if u := c.Disks(); u[0].Files == 0 {
+		t.Fatalf("d0 back without its files: %+v", u)
+	}
+	before := m.BytesRead.Load()
+	for i := range 6 {
+		readAllVia(t, c, fmt.Sprintf("/d/f%02d", i))
+	}
+	if d := m.BytesRead.Load() - before; d != 0 {
+		t.Fatalf("reads after d0 came back fetched %d bytes", d)
 	}
 }
