@@ -88,6 +88,9 @@ type Cache struct {
 	// loadCancel stops its loading (load.go).
 	catalog    *catalog.Catalog
 	loadCancel context.CancelFunc
+	// purgeWaited: a purge was put off until the catalogue is loaded
+	// (logged once).
+	purgeWaited atomic.Bool
 	// sweeping is the data file the catalogue's walk is removing (no
 	// sidecar: left by a crash), closed when it is done; opens of its
 	// key wait (load.go). Guarded by mu.

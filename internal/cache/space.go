@@ -152,6 +152,10 @@ func (c *Cache) Purge() (files int, bytes int64) {
 	c.purgeMu.Lock()
 	defer c.purgeMu.Unlock()
 	if !c.indexReady() {
+		if !c.purgeWaited.Swap(true) {
+			p := c.catalog.Progress()
+			c.cfg.Logger.Info("purge waits for the index to be loaded", "loaded", p.Loaded, "of", p.Total)
+		}
 		return 0, 0
 	}
 	defer func() {
