@@ -51,12 +51,43 @@ func (c *Cache) startLoad() {
 		case <-c.shutdownCh:
 			return
 		}
-		select {
-		case <-c.catalog.Done():
-			others.report(c)
-		case <-c.shutdownCh:
+		done := c.catalog.Done()
+		t := time.NewTicker(snapshotEvery)
+		defer t.Stop()
+		last := c.catalog.Changes()
+		for {
+			select {
+			case <-done:
+				others.report(c)
+				done = nil
+			case <-t.C:
+				if n := c.catalog.Changes(); n != last {
+					last = n
+					c.writePeriodicSnapshot()
+				}
+			case <-c.shutdownCh:
+				return
+			}
 		}
 	}()
+}
+
+// snapshotEvery is how often the cache writes its index while it runs
+// (when it changed), for a start after a crash: that start loads it, then
+// reads again only the sidecars changed since, instead of all of them. A
+// write costs about 150 ns of CPU a file (1.5 s for 10^7 files, the index
+// locked 4096 files at a time) and writes 35 bytes a file plus its path.
+const snapshotEvery = 10 * time.Minute
+
+// writePeriodicSnapshot writes the index as it is, an approximation for a
+// start after a crash (Close writes the exact one).
+func (c *Cache) writePeriodicSnapshot() {
+	start := time.Now()
+	if err := c.catalog.WriteSnapshot(c.cfg.FS, c.cfg.Dir, c.catalogDisks(), false); err != nil {
+		c.warn("cache index snapshot not written", "err", err)
+		return
+	}
+	c.cfg.Logger.Debug("cache index snapshot written", "took", time.Since(start).Round(time.Millisecond))
 }
 
 // takeBackLater takes back the data disks found back while the index
@@ -106,7 +137,7 @@ func (c *Cache) writeSnapshot() {
 		return
 	}
 	start := time.Now()
-	if err := c.catalog.WriteSnapshot(c.cfg.FS, c.cfg.Dir, c.catalogDisks()); err != nil {
+	if err := c.catalog.WriteSnapshot(c.cfg.FS, c.cfg.Dir, c.catalogDisks(), true); err != nil {
 		c.cfg.Logger.Warn("cache index not written; the next start reads the sidecars", "err", err)
 		return
 	}
@@ -117,15 +148,22 @@ func (c *Cache) writeSnapshot() {
 // locate returns the data disk holding k's data file: the catalogue's
 // record, or while the catalogue is not complete (or its walk still
 // runs), the disk in service whose tree has the file (the newest copy if
-// several do); -1 if no disk holds it.
+// several do); -1 if no disk holds it. A record from a snapshot written
+// before a crash, which the walk has not checked yet, is checked here.
 func (c *Cache) locate(k Key) int {
-	if d, ok := c.catalog.DiskOf(k); ok {
-		return d
-	}
 	if len(c.disks) == 1 {
 		return 0
 	}
-	if p := c.catalog.Progress(); !p.Loading && !p.Walking {
+	info, known := c.catalog.Lookup(k)
+	p := c.catalog.Progress()
+	switch {
+	case known && (info.Verified || !p.Approximate || !p.Walking):
+		return info.Disk
+	case known && c.disks[info.Disk].up():
+		if st, err := c.cfg.FS.Stat(c.disks[info.Disk].path(k)); err == nil && st.Mode().IsRegular() {
+			return info.Disk
+		}
+	case !p.Loading && !p.Walking:
 		return -1
 	}
 	best := -1
@@ -217,8 +255,10 @@ type IndexState struct {
 	Loaded, Total int64
 	// Walking: the walk of the cache's trees runs (it follows the load).
 	Walking bool
-	// FromSnapshot: loaded from the snapshot of the last clean shutdown.
-	FromSnapshot bool
+	// FromSnapshot: loaded from a snapshot: the exact one of the last
+	// clean stop, or (Approximate: after a crash) the last one written
+	// while the cache ran, which the walk corrects.
+	FromSnapshot, Approximate bool
 	// Files are catalogued; Bytes is the catalogue's memory.
 	Files int
 	Bytes int64
@@ -229,7 +269,7 @@ func (c *Cache) IndexState() IndexState {
 	p := c.catalog.Progress()
 	files, _ := c.catalog.Totals()
 	return IndexState{Loading: p.Loading, Loaded: p.Loaded, Total: p.Total, Walking: p.Walking,
-		FromSnapshot: p.FromSnapshot, Files: files, Bytes: c.catalog.MemoryBytes()}
+		FromSnapshot: p.FromSnapshot, Approximate: p.Approximate, Files: files, Bytes: c.catalog.MemoryBytes()}
 }
 
 // IndexLoaded is closed once the catalogue is complete (purge may run).

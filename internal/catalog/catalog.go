@@ -129,6 +129,8 @@ type Catalog struct {
 	disks []diskCount
 	// nextID is the last copy id handed out.
 	nextID uint64
+	// changes counts the changes of items (Changes).
+	changes uint64
 	// load is the state of the loading (load.go).
 	load loadState
 }
@@ -220,6 +222,7 @@ func (c *Catalog) addLocked(k Key, bytes int64, access uint32, disk int, flags u
 	it.group = 0
 	c.table.insert(it.hash, i)
 	c.n++
+	c.changes++
 	c.bytes += bytes
 	switch {
 	case pending:
@@ -274,6 +277,7 @@ func (c *Catalog) diskAddLocked(d, files int, bytes int64) {
 
 // addBytesLocked changes item i's size by n everywhere it is counted.
 func (c *Catalog) addBytesLocked(i int32, n int64) {
+	c.changes++
 	it := c.at(i)
 	it.bytes += n
 	c.bytes += n
@@ -297,6 +301,7 @@ func (c *Catalog) removeLocked(i int32) int64 {
 	}
 	c.table.remove(it.hash, i)
 	c.n--
+	c.changes++
 	c.bytes -= it.bytes
 	if it.group != 0 {
 		g := &c.groups[it.group-1]
@@ -322,9 +327,40 @@ func (c *Catalog) removeLocked(i int32) int64 {
 	return n
 }
 
+// setFiguresLocked sets item i's bytes and disk, and verifies it.
+func (c *Catalog) setFiguresLocked(i int32, bytes int64, disk int) {
+	c.addBytesLocked(i, bytes-c.at(i).bytes)
+	it := c.at(i)
+	if int(it.disk) != disk {
+		c.diskAddLocked(int(it.disk), -1, -it.bytes)
+		it.disk = uint8(disk)
+		c.diskAddLocked(disk, 1, it.bytes)
+	}
+	it.flags |= flagVerified
+}
+
+// reorderLocked gives item i the last access access and puts it on the
+// pending list, to be put in order by settle.
+func (c *Catalog) reorderLocked(i int32, access uint32) {
+	it := c.at(i)
+	it.access = access
+	if it.flags&flagPending != 0 {
+		return
+	}
+	c.unlink(&c.lru, i)
+	it.flags |= flagPending
+	c.pushBack(&c.pending, i)
+	if it.group != 0 { // the pending files last, as regroupLocked has them
+		g := &c.groups[it.group-1]
+		c.gunlink(g, i)
+		c.gpushBack(g, i)
+	}
+}
+
 // touchLocked records an access of item i at now: it becomes the most
 // recently used, in its quota too, and is verified.
 func (c *Catalog) touchLocked(i int32, now time.Time) {
+	c.changes++
 	it := c.at(i)
 	it.access = unixSeconds(now)
 	it.flags |= flagVerified
@@ -496,6 +532,10 @@ func (c *Catalog) Opened(k Key, bytes int64, now time.Time, disk int, fresh bool
 	if i == none {
 		i = c.addLocked(k, bytes, unixSeconds(now), disk, flagVerified, false, false)
 	} else {
+		if c.at(i).flags&flagVerified == 0 {
+			// Loaded from a snapshot: the open read the truth.
+			c.setFiguresLocked(i, bytes, disk)
+		}
 		c.touchLocked(i, now)
 	}
 	it := c.at(i)
@@ -624,6 +664,10 @@ type Info struct {
 	Pinned     bool
 	// ID names the copy's blocks in the block store (0: never opened).
 	ID uint64
+	// Verified: the cache used the file since the start, or the walk
+	// found it; until then a file loaded from an approximate snapshot
+	// may be elsewhere (Progress.Approximate).
+	Verified bool
 }
 
 // Lookup returns what the catalogue knows of k.
@@ -636,7 +680,7 @@ func (c *Catalog) Lookup(k Key) (Info, bool) {
 	}
 	it := c.at(i)
 	return Info{Bytes: it.bytes, LastAccess: time.Unix(int64(it.access), 0), Open: int(it.open), Disk: int(it.disk),
-		Pinned: it.flags&flagPinned != 0, ID: it.id}, true
+		Pinned: it.flags&flagPinned != 0, ID: it.id, Verified: it.flags&flagVerified != 0}, true
 }
 
 // ForgetDisk drops every item on disk d (open or not) and returns their
@@ -783,4 +827,12 @@ func (c *Catalog) Keys() []Key {
 		}
 	}
 	return out
+}
+
+// Changes counts the changes of the catalogue's files so far (added,
+// removed, used, grown): a snapshot is worth writing when it has moved.
+func (c *Catalog) Changes() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.changes
 }

@@ -19,8 +19,10 @@ type loadState struct {
 	// loaded and total count the files loaded and to load (total -1:
 	// not known yet, the walk is still listing).
 	loaded, total atomic.Int64
-	// fromSnapshot: the load reads a snapshot (else the sidecars).
-	fromSnapshot atomic.Bool
+	// fromSnapshot: the load reads a snapshot (else the sidecars);
+	// approximate: one not written at a clean shutdown (or used since),
+	// which the walk corrects.
+	fromSnapshot, approximate atomic.Bool
 	// ready is closed once the catalogue is complete, done once the walk
 	// has ended.
 	ready, done chan struct{}
@@ -70,15 +72,18 @@ type Progress struct {
 	Walking bool
 	// Loaded files of Total (-1: not known yet).
 	Loaded, Total int64
-	// FromSnapshot: the load reads a snapshot, else every sidecar.
-	FromSnapshot bool
+	// FromSnapshot: the load reads a snapshot, else every sidecar;
+	// Approximate: a snapshot not written at a clean shutdown (the cache
+	// writes one every few minutes), which the walk corrects: until it
+	// has, a file may be elsewhere or hold other bytes than it says.
+	FromSnapshot, Approximate bool
 }
 
 // Progress returns how far the loading has gone.
 func (c *Catalog) Progress() Progress {
 	l := &c.load
 	return Progress{Loading: l.loading.Load(), Walking: l.walking.Load(),
-		Loaded: l.loaded.Load(), Total: l.total.Load(), FromSnapshot: l.fromSnapshot.Load()}
+		Loaded: l.loaded.Load(), Total: l.total.Load(), FromSnapshot: l.fromSnapshot.Load(), Approximate: l.approximate.Load()}
 }
 
 // Ready is closed once the catalogue is complete (purge may run).
@@ -128,14 +133,16 @@ type LoadConfig struct {
 const progressEvery = 5 * time.Second
 
 // Load starts loading the catalogue in the background and returns at once.
-// From a snapshot written at a clean shutdown (snapshot.go) if there is
-// one, which it first marks as used, so that a crash from now on leaves
-// no snapshot taken for the truth; then the walk of the cache's trees
-// checks it (walk.go). Without a snapshot the walk reads every sidecar,
-// and the catalogue is complete (Ready) only when it ends. The catalogue
-// serves meanwhile: what the cache opens, closes or removes is recorded
-// and the load never undoes it. Cancel ctx to stop the walk; Done is
-// closed when the load has ended. Call Load once, on a new catalogue.
+// From the snapshot (snapshot.go) if there is one: written at a clean
+// shutdown, it is exact, and first marked used, so that a crash from now
+// on leaves it an approximation; written while the cache ran, it is one.
+// Then the walk of the cache's trees checks it (walk.go), and corrects an
+// approximation. Without a snapshot the walk reads every sidecar, and the
+// catalogue is complete (Ready) only when it ends. The catalogue serves
+// meanwhile: what the cache opens, closes or removes is recorded and the
+// load never undoes it. Cancel ctx to stop the walk (a snapshot's load
+// ends first); Done is closed when the load has ended. Call Load once, on
+// a new catalogue.
 func (c *Catalog) Load(ctx context.Context, cfg LoadConfig) {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 4
@@ -159,11 +166,22 @@ func (c *Catalog) Load(ctx context.Context, cfg LoadConfig) {
 	l.walking.Store(true)
 	l.total.Store(-1)
 	snap, why := openSnapshot(cfg.FS, cfg.Dir, cfg.Disks)
-	if snap != nil {
+	var since time.Time // sidecars changed since are read again
+	switch {
+	case snap != nil && snap.clean:
 		l.fromSnapshot.Store(true)
 		l.total.Store(int64(snap.items))
 		cfg.Logger.Info("cache index loading from its snapshot in the background; serving meanwhile", "files", snap.items)
-	} else {
+	case snap != nil:
+		l.fromSnapshot.Store(true)
+		l.approximate.Store(true)
+		l.total.Store(int64(snap.items))
+		// Its time is when its writing began: a sidecar written since,
+		// or in the same second, is read again.
+		since = snap.written.Add(-time.Second)
+		cfg.Logger.Info("cache index loading from its snapshot in the background; serving meanwhile (the last run did not stop cleanly: the sidecars changed since it was written are read again)",
+			"files", snap.items, "written", snap.written.Round(time.Second))
+	default:
 		cfg.Logger.Info("cache index loading from the sidecars in the background; serving meanwhile (purge waits for it)", "why", why)
 	}
 	go func() {
@@ -182,7 +200,7 @@ func (c *Catalog) Load(ctx context.Context, cfg LoadConfig) {
 				l.total.Store(-1)
 			}
 		}
-		res := c.walk(ctx, &cfg, complete)
+		res := c.walk(ctx, &cfg, complete, since)
 		c.settle()
 		if res.complete {
 			res.forgotten = c.sweepUnseen()

@@ -132,7 +132,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	c := load(t, tr.loadCfg())
 	c.Opened(Key{testOrigin, "/d0/f000"}, 0, tr.t0.Add(time.Hour), 0, false)
 	want := order(c)
-	if err := c.WriteSnapshot(disk.OS{}, tr.dir, []Disk{{Root: tr.dir, Marker: "m0"}}); err != nil {
+	if err := c.WriteSnapshot(disk.OS{}, tr.dir, []Disk{{Root: tr.dir, Marker: "m0"}}, true); err != nil {
 		t.Fatal(err)
 	}
 	var reads atomic.Int64
@@ -154,9 +154,73 @@ func TestSnapshotRoundTrip(t *testing.T) {
 			t.Fatalf("bytes %d, want %d", b2, b1)
 		}
 	}
+	// Used once: a second start (as after a crash) takes it for an
+	// approximation, and reads again the sidecars written since (here,
+	// in the same second: all).
 	c3 := load(t, cfg)
-	if p := c3.Progress(); p.FromSnapshot || reads.Load() != 500 {
+	if p := c3.Progress(); !p.FromSnapshot || !p.Approximate || reads.Load() != 500 {
 		t.Fatalf("a used snapshot was trusted again: %+v, %d reads", p, reads.Load())
+	}
+	if got := order(c3); !slices.Equal(got, order(c2)) {
+		t.Fatal("order after an approximate load differs")
+	}
+}
+
+// TestApproximateSnapshotCorrected: a snapshot written while the cache
+// runs (pages of files in no order), then a crash: the next start loads it
+// as an approximation in LRU order, reads again only the sidecars written
+// since, and so corrects a file that grew and another that moved to
+// another disk, adds one the snapshot lacks and forgets one gone.
+func TestApproximateSnapshotCorrected(t *testing.T) {
+	tr := newTree(t)
+	d1 := t.TempDir()
+	old := time.Now().Add(-time.Hour)
+	for i := 0; i < 50; i++ {
+		k := tr.put(fmt.Sprintf("/d%d/f%02d", i%3, i), 1000, (i*7)%50, true)
+		os.Chtimes(MetaPath(tr.dir, k), old, old)
+	}
+	cfg := tr.loadCfg()
+	cfg.Disks = append(cfg.Disks, Disk{Root: d1, Marker: "m1"})
+	c := load(t, cfg)
+	want := order(c)
+	if err := c.WriteSnapshot(disk.OS{}, tr.dir, cfg.Disks, false); err != nil {
+		t.Fatal(err)
+	}
+	grown := tr.put("/d0/f03", 5000, 55, true) // now the most recently used
+	moved := Key{testOrigin, "/d1/f04"}
+	os.MkdirAll(filepath.Dir(DataPath(d1, moved)), 0o755)
+	os.Rename(DataPath(tr.dir, moved), DataPath(d1, moved))
+	tr.put("/d1/f04", 1000, 4*7, false) // its sidecar rewritten
+	added := tr.put("/d2/new", 700, 60, true)
+	gone := Key{testOrigin, "/d2/f05"}
+	os.Remove(MetaPath(tr.dir, gone))
+	os.Remove(DataPath(tr.dir, gone))
+
+	var reads atomic.Int64
+	cfg.Note = func(string) { reads.Add(1) }
+	c2 := load(t, cfg)
+	if p := c2.Progress(); !p.FromSnapshot || !p.Approximate {
+		t.Fatalf("progress %+v", p)
+	}
+	if n := reads.Load(); n != 3 {
+		t.Fatalf("%d sidecars read, want the 3 written since the snapshot", n)
+	}
+	if info, _ := c2.Lookup(grown); info.Bytes != 5000 {
+		t.Fatalf("grown file: %+v", info)
+	}
+	if d, _ := c2.DiskOf(moved); d != 1 {
+		t.Fatalf("moved file on disk %d", d)
+	}
+	if _, ok := c2.Lookup(added); !ok {
+		t.Fatal("file added since not catalogued")
+	}
+	if _, ok := c2.Lookup(gone); ok {
+		t.Fatal("file gone since still catalogued")
+	}
+	want = slices.DeleteFunc(want, func(p string) bool { return p == "/d0/f03" || p == "/d2/f05" })
+	want = append(want, "/d0/f03", "/d2/new")
+	if got := order(c2); !slices.Equal(got, want) {
+		t.Fatalf("order %v,\nwant  %v", got, want)
 	}
 }
 
@@ -169,7 +233,7 @@ func TestSnapshotCheckedByWalk(t *testing.T) {
 		tr.put(fmt.Sprintf("/d/f%02d", i), 1000, i, true)
 	}
 	disks := []Disk{{Root: tr.dir, Marker: "m0"}}
-	if err := load(t, tr.loadCfg()).WriteSnapshot(disk.OS{}, tr.dir, disks); err != nil {
+	if err := load(t, tr.loadCfg()).WriteSnapshot(disk.OS{}, tr.dir, disks, true); err != nil {
 		t.Fatal(err)
 	}
 	gone := Key{testOrigin, "/d/f05"}
@@ -200,7 +264,7 @@ func TestLoadKeepsWhatServingChanged(t *testing.T) {
 		tr.put(fmt.Sprintf("/f%d", i), 100, i, true)
 	}
 	disks := []Disk{{Root: tr.dir, Marker: "m0"}}
-	if err := load(t, tr.loadCfg()).WriteSnapshot(disk.OS{}, tr.dir, disks); err != nil {
+	if err := load(t, tr.loadCfg()).WriteSnapshot(disk.OS{}, tr.dir, disks, true); err != nil {
 		t.Fatal(err)
 	}
 	gate := make(chan struct{})
@@ -235,7 +299,7 @@ func TestCorruptSnapshot(t *testing.T) {
 	}
 	c := load(t, tr.loadCfg())
 	want := order(c)
-	if err := c.WriteSnapshot(disk.OS{}, tr.dir, []Disk{{Root: tr.dir, Marker: "m0"}}); err != nil {
+	if err := c.WriteSnapshot(disk.OS{}, tr.dir, []Disk{{Root: tr.dir, Marker: "m0"}}, true); err != nil {
 		t.Fatal(err)
 	}
 	name := filepath.Join(tr.dir, SnapshotName)
@@ -256,7 +320,7 @@ func TestCorruptSnapshot(t *testing.T) {
 func TestSnapshotOfOtherDisks(t *testing.T) {
 	tr := newTree(t)
 	tr.put("/f", 100, 1, true)
-	if err := load(t, tr.loadCfg()).WriteSnapshot(disk.OS{}, tr.dir, []Disk{{Root: tr.dir, Marker: "other"}}); err != nil {
+	if err := load(t, tr.loadCfg()).WriteSnapshot(disk.OS{}, tr.dir, []Disk{{Root: tr.dir, Marker: "other"}}, true); err != nil {
 		t.Fatal(err)
 	}
 	c := load(t, tr.loadCfg())

@@ -79,7 +79,7 @@ func BenchmarkCatalog(b *testing.B) {
 		heap := heapAlloc() - before
 		disks := []Disk{{Root: dir, Marker: "m0"}}
 		start = time.Now()
-		if err := c.WriteSnapshot(disk.OS{}, dir, disks); err != nil {
+		if err := c.WriteSnapshot(disk.OS{}, dir, disks, true); err != nil {
 			b.Fatal(err)
 		}
 		write := time.Since(start)

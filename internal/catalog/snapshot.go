@@ -18,46 +18,56 @@ import (
 	"github.com/hepcache/hepcache/internal/checksum"
 )
 
-// A snapshot is the catalogue written at a clean shutdown, so that the
-// next start loads it at the speed of a sequential read (tens of MB/s of
-// records, each ~35 bytes plus the path) instead of opening every sidecar
-// (a random read each; 200,000 took 7.4 s, 10 million would take many
-// minutes). It is trusted only as written at a clean shutdown: the start
-// marks it used before anything changes, so that after a crash it is not
-// taken for the truth, and the walk then rebuilds the catalogue from the
-// sidecars. Either way the walk checks the catalogue against the trees in
-// the background, which also catches what offline tools changed. The
-// sidecars stay the truth of what a file holds: the catalogue only ranks
-// files for purge and counts their bytes.
+// A snapshot is the catalogue written to a file, so that the next start
+// loads it at the speed of a sequential read (each file ~35 bytes plus its
+// path) instead of opening every sidecar (a random read each; 200,000 took
+// 7.4 s, 10 million would take many minutes). Close writes it clean; the
+// cache also writes one every few minutes while it runs, for a start after
+// a crash. A clean snapshot is exact, and the start marks it used before
+// anything changes; any other (written while running, or used since) is
+// taken as an approximation: the walk that follows the load reads again
+// the sidecars changed since it was written, reads those it lacks and
+// forgets those gone. Either way the walk checks the catalogue against the
+// trees in the background, which also catches what offline tools changed.
+// The sidecars stay the truth of what a file holds: the catalogue only
+// ranks files for purge and counts their bytes.
 //
-// Layout: a 32-byte header (magic, flags, version, items, time written),
-// then blocks of [payload length u32][CRC32C u32][payload]: the first
-// names the origins and the disks (by marker), the others hold records
-// (origin, disk, bytes, last access, path; uvarints), most recently used
-// first, and an empty block whose CRC is that of the item count ends it.
+// Layout: a 32-byte header (magic, flags, version, files, the time the
+// writing began), then blocks of [payload length u32][CRC32C u32][payload]:
+// the first names the origins and the disks (by marker), the others hold
+// records (origin, disk, bytes, last access, path; uvarints), most recently
+// used first when the snapshot is ordered (else in no order: the load
+// sorts them by last access), and an empty block followed by the number of
+// records, which its CRC covers, ends it.
 
 // SnapshotName is the snapshot's file in the cache directory.
 const SnapshotName = "catalog.snap"
 
 const (
 	snapMagic   = "HCCATLG1"
-	snapVersion = 1
+	snapVersion = 2
 	snapHeader  = 32
 	// snapClean is the flag of a snapshot written at a clean shutdown
-	// and not used since.
-	snapClean = 1
+	// and not used since; snapOrdered of one whose records are in LRU
+	// order.
+	snapClean   = 1
+	snapOrdered = 2
 	// snapBlock is the target payload of a block.
 	snapBlock = 64 << 10
 )
 
 var errSnapshot = errors.New("catalog: snapshot corrupt")
 
-// WriteSnapshot writes the catalogue to dir/SnapshotName (through a
-// temporary file, synced, then renamed), marked clean. It holds the
-// catalogue's lock throughout, file writes included: call it when nothing
-// else changes the catalogue (at Close, once every file is closed), when
-// only readers of figures would wait. disks name the data disks by id.
-func (c *Catalog) WriteSnapshot(fsys disk.FS, dir string, disks []Disk) (err error) {
+// WriteSnapshot writes the catalogue to dir/SnapshotName, through a
+// temporary file, synced, then renamed; disks name the data disks by id.
+// With clean (at Close, once every file is closed: nothing else changes
+// the catalogue) it holds the catalogue's lock throughout, file writes
+// included, and writes the files in LRU order; the snapshot is exact.
+// Without, it takes the lock a page of items at a time and writes no
+// file it does not hold meanwhile: the cache goes on, and the snapshot
+// is an approximation for a start after a crash. Not safe for concurrent
+// use with itself.
+func (c *Catalog) WriteSnapshot(fsys disk.FS, dir string, disks []Disk, clean bool) (err error) {
 	final := filepath.Join(dir, SnapshotName)
 	tmp := final + ".tmp"
 	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
@@ -72,9 +82,13 @@ func (c *Catalog) WriteSnapshot(fsys disk.FS, dir string, disks []Disk) (err err
 		}
 	}()
 	w := bufio.NewWriterSize(io.NewOffsetWriter(f, 0), 1<<20)
-	c.mu.Lock()
-	err = c.encodeLocked(w, disks)
-	c.mu.Unlock()
+	if clean {
+		c.mu.Lock()
+		err = c.encodeOrderedLocked(w, disks)
+		c.mu.Unlock()
+	} else {
+		err = c.encodeByPage(w, disks)
+	}
 	if err != nil {
 		return err
 	}
@@ -93,17 +107,18 @@ func (c *Catalog) WriteSnapshot(fsys disk.FS, dir string, disks []Disk) (err err
 	return fsys.SyncDir(dir)
 }
 
-func (c *Catalog) encodeLocked(w *bufio.Writer, disks []Disk) error {
+// encodeHead writes the header and the first block.
+func encodeHead(w *bufio.Writer, flags uint32, items int, origins []string, disks []Disk) {
 	var h [snapHeader]byte
 	copy(h[:], snapMagic)
-	binary.LittleEndian.PutUint32(h[8:], snapClean)
+	binary.LittleEndian.PutUint32(h[8:], flags)
 	binary.LittleEndian.PutUint32(h[12:], snapVersion)
-	binary.LittleEndian.PutUint64(h[16:], uint64(c.n))
+	binary.LittleEndian.PutUint64(h[16:], uint64(items))
 	binary.LittleEndian.PutUint64(h[24:], uint64(time.Now().UnixNano()))
 	w.Write(h[:])
 	var b []byte
-	b = binary.AppendUvarint(b, uint64(len(c.origins)))
-	for _, o := range c.origins {
+	b = binary.AppendUvarint(b, uint64(len(origins)))
+	for _, o := range origins {
 		b = binary.AppendUvarint(b, uint64(len(o)))
 		b = append(b, o...)
 	}
@@ -112,19 +127,39 @@ func (c *Catalog) encodeLocked(w *bufio.Writer, disks []Disk) error {
 		b = binary.AppendUvarint(b, uint64(len(d.Marker)))
 		b = append(b, d.Marker...)
 	}
-	b = binary.AppendUvarint(b, uint64(c.n))
 	writeBlock(w, b)
-	b = b[:0]
+}
+
+// appendRecordLocked appends item i's record to b. MUST be called with
+// c.mu held.
+func (c *Catalog) appendRecordLocked(b []byte, i int32) []byte {
+	it := c.at(i)
+	p := c.names.get(i, it.name)
+	b = binary.AppendUvarint(b, uint64(it.origin))
+	b = binary.AppendUvarint(b, uint64(it.disk))
+	b = binary.AppendUvarint(b, uint64(max(it.bytes, 0)))
+	b = binary.AppendUvarint(b, uint64(it.access))
+	b = binary.AppendUvarint(b, uint64(len(p)))
+	return append(b, p...)
+}
+
+// encodeTail writes the end: an empty block, then the record count.
+func encodeTail(w *bufio.Writer, n uint64) error {
+	var t [16]byte
+	binary.LittleEndian.PutUint64(t[8:], n)
+	binary.LittleEndian.PutUint32(t[4:], crc32.Checksum(t[8:], checksum.Castagnoli))
+	_, err := w.Write(t[:])
+	return err
+}
+
+func (c *Catalog) encodeOrderedLocked(w *bufio.Writer, disks []Disk) error {
+	encodeHead(w, snapClean|snapOrdered, c.n, c.origins, disks)
+	var b []byte
+	n := uint64(0)
 	for _, l := range []*list{&c.lru, &c.pending} {
 		for i := l.head; i != none; i = c.at(i).next {
-			it := c.at(i)
-			p := c.names.get(i, it.name)
-			b = binary.AppendUvarint(b, uint64(it.origin))
-			b = binary.AppendUvarint(b, uint64(it.disk))
-			b = binary.AppendUvarint(b, uint64(max(it.bytes, 0)))
-			b = binary.AppendUvarint(b, uint64(it.access))
-			b = binary.AppendUvarint(b, uint64(len(p)))
-			b = append(b, p...)
+			b = c.appendRecordLocked(b, i)
+			n++
 			if len(b) >= snapBlock {
 				writeBlock(w, b)
 				b = b[:0]
@@ -134,12 +169,42 @@ func (c *Catalog) encodeLocked(w *bufio.Writer, disks []Disk) error {
 	if len(b) > 0 {
 		writeBlock(w, b)
 	}
-	var end [8]byte
-	binary.LittleEndian.PutUint64(end[:], uint64(c.n))
-	var t [8]byte
-	binary.LittleEndian.PutUint32(t[4:], crc32.Checksum(end[:], checksum.Castagnoli))
-	_, err := w.Write(t[:])
-	return err
+	return encodeTail(w, n)
+}
+
+// encodeByPage writes the items a page of slots at a time, each under the
+// lock, the writes outside it. Files of origins interned after the start
+// are left out (the walk after a load finds them).
+func (c *Catalog) encodeByPage(w *bufio.Writer, disks []Disk) error {
+	c.mu.Lock()
+	origins := append([]string(nil), c.origins...)
+	items := c.n
+	c.mu.Unlock()
+	encodeHead(w, 0, items, origins, disks)
+	var b []byte
+	n := uint64(0)
+	for start := int32(0); ; start += pageSize {
+		c.mu.Lock()
+		if start >= c.slots {
+			c.mu.Unlock()
+			break
+		}
+		for i := start; i < min(start+pageSize, c.slots); i++ {
+			if it := c.at(i); it.flags&flagLive != 0 && int(it.origin) < len(origins) && int(it.disk) < len(disks) {
+				b = c.appendRecordLocked(b, i)
+				n++
+			}
+		}
+		c.mu.Unlock()
+		if len(b) >= snapBlock { // whole records: a block ends with a page
+			writeBlock(w, b)
+			b = b[:0]
+		}
+	}
+	if len(b) > 0 {
+		writeBlock(w, b)
+	}
+	return encodeTail(w, n)
 }
 
 func writeBlock(w *bufio.Writer, p []byte) {
@@ -165,10 +230,17 @@ func RemoveSnapshot(dir string) error {
 
 // snapshot is an open snapshot being loaded.
 type snapshot struct {
-	f       disk.File
-	r       *bufio.Reader
-	items   uint64
-	origins []string
+	f disk.File
+	r *bufio.Reader
+	// items is the number of files when the writing began (the records
+	// may be a few more or less, unless clean).
+	items uint64
+	// clean: written at a clean shutdown, not used since (exact);
+	// ordered: the records are in LRU order; written: when its writing
+	// began.
+	clean, ordered bool
+	written        time.Time
+	origins        []string
 	// disks maps the snapshot's disk numbers to the cache's disk ids
 	// (-1: not one of them).
 	disks []int
@@ -177,15 +249,15 @@ type snapshot struct {
 
 func (s *snapshot) close() { s.f.Close() }
 
-// openSnapshot opens dir's snapshot if it was written at a clean shutdown
-// and names the same disks (by marker) as disks, reads its first block,
-// and marks it used (flag cleared, synced) before returning it. It
-// returns nil and why when there is none to use.
+// openSnapshot opens dir's snapshot if it names the same disks (by
+// marker) as disks, reads its first block, and if it is clean marks it
+// used (flag cleared, synced) before returning it: from now on it is an
+// approximation. It returns nil and why when there is none to use.
 func openSnapshot(fsys disk.FS, dir string, disks []Disk) (*snapshot, string) {
 	name := filepath.Join(dir, SnapshotName)
 	f, err := fsys.OpenFile(name, os.O_RDWR, 0)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, "no snapshot (first start, or the last run did not stop cleanly)"
+		return nil, "no snapshot (first start)"
 	}
 	if err != nil {
 		return nil, fmt.Sprintf("snapshot %s: %v", name, err)
@@ -199,20 +271,20 @@ func openSnapshot(fsys disk.FS, dir string, disks []Disk) (*snapshot, string) {
 	case string(h[:8]) != snapMagic:
 		f.Close()
 		return nil, "snapshot of another format"
-	case binary.LittleEndian.Uint32(h[8:])&snapClean == 0:
-		f.Close()
-		return nil, "snapshot not written at a clean shutdown (the last run stopped without one: a crash, or a kill)"
 	case binary.LittleEndian.Uint32(h[12:]) != snapVersion:
 		f.Close()
 		return nil, "snapshot of another version"
 	}
+	flags := binary.LittleEndian.Uint32(h[8:])
 	s := &snapshot{f: f, items: binary.LittleEndian.Uint64(h[16:]),
-		r: bufio.NewReaderSize(io.NewSectionReader(f, snapHeader, 1<<62), 1<<20)}
+		clean: flags&snapClean != 0, ordered: flags&snapOrdered != 0,
+		written: time.Unix(0, int64(binary.LittleEndian.Uint64(h[24:]))),
+		r:       bufio.NewReaderSize(io.NewSectionReader(f, snapHeader, 1<<62), 1<<20)}
 	fail := func(why string) (*snapshot, string) {
 		f.Close()
 		return nil, why
 	}
-	p, err := s.block()
+	p, _, err := s.block()
 	if err != nil || p == nil {
 		return fail(fmt.Sprintf("snapshot %s: %v", name, err))
 	}
@@ -234,56 +306,58 @@ func openSnapshot(fsys disk.FS, dir string, disks []Disk) (*snapshot, string) {
 		}
 		s.disks[i] = id
 	}
-	if n := d.uvarint(); d.err != nil || n != s.items || len(d.b) != 0 {
+	if d.err != nil || len(d.b) != 0 {
 		return fail(fmt.Sprintf("snapshot %s: %v", name, errSnapshot))
 	}
-	// Used from now on: a crash before the next clean shutdown must not
-	// leave it looking trusted.
-	var flags [4]byte
-	if _, err := f.WriteAt(flags[:], 8); err != nil {
-		return fail(fmt.Sprintf("snapshot %s: %v", name, err))
-	}
-	if err := f.Sync(); err != nil {
-		return fail(fmt.Sprintf("snapshot %s: %v", name, err))
+	if s.clean {
+		// Used from now on: a crash before the next clean shutdown
+		// must not leave it looking exact.
+		binary.LittleEndian.PutUint32(h[8:], flags&^snapClean)
+		if _, err := f.WriteAt(h[8:12], 8); err != nil {
+			return fail(fmt.Sprintf("snapshot %s: %v", name, err))
+		}
+		if err := f.Sync(); err != nil {
+			return fail(fmt.Sprintf("snapshot %s: %v", name, err))
+		}
 	}
 	return s, ""
 }
 
 // block returns the next block's payload (valid until the next call), or
-// nil at the end.
-func (s *snapshot) block() ([]byte, error) {
+// nil and the number of records at the end.
+func (s *snapshot) block() ([]byte, uint64, error) {
 	var t [8]byte
 	if _, err := io.ReadFull(s.r, t[:]); err != nil {
-		return nil, fmt.Errorf("%w: %w", errSnapshot, err)
+		return nil, 0, fmt.Errorf("%w: %w", errSnapshot, err)
 	}
 	n, sum := binary.LittleEndian.Uint32(t[:]), binary.LittleEndian.Uint32(t[4:])
 	if n == 0 {
 		var end [8]byte
-		binary.LittleEndian.PutUint64(end[:], s.items)
-		if sum != crc32.Checksum(end[:], checksum.Castagnoli) {
-			return nil, fmt.Errorf("%w: bad end", errSnapshot)
+		if _, err := io.ReadFull(s.r, end[:]); err != nil || sum != crc32.Checksum(end[:], checksum.Castagnoli) {
+			return nil, 0, fmt.Errorf("%w: bad end", errSnapshot)
 		}
-		return nil, nil
+		return nil, binary.LittleEndian.Uint64(end[:]), nil
 	}
 	if n > 16<<20 {
-		return nil, fmt.Errorf("%w: block of %d bytes", errSnapshot, n)
+		return nil, 0, fmt.Errorf("%w: block of %d bytes", errSnapshot, n)
 	}
 	if cap(s.buf) < int(n) {
 		s.buf = make([]byte, n)
 	}
 	s.buf = s.buf[:n]
 	if _, err := io.ReadFull(s.r, s.buf); err != nil {
-		return nil, fmt.Errorf("%w: %w", errSnapshot, err)
+		return nil, 0, fmt.Errorf("%w: %w", errSnapshot, err)
 	}
 	if crc32.Checksum(s.buf, checksum.Castagnoli) != sum {
-		return nil, fmt.Errorf("%w: checksum mismatch", errSnapshot)
+		return nil, 0, fmt.Errorf("%w: checksum mismatch", errSnapshot)
 	}
-	return s.buf, nil
+	return s.buf, 0, nil
 }
 
-// loadSnapshot adds the snapshot's files, a block at a time, at the back
-// of the LRU list: the snapshot lists them most recently used first, and
-// whatever the cache opened meanwhile is more recent still.
+// loadSnapshot adds the snapshot's files, a block at a time: an ordered
+// snapshot's at the back of the LRU list (it lists them most recently used
+// first, and whatever the cache opened meanwhile is more recent still),
+// another's on the pending list, which settle puts in order.
 func (c *Catalog) loadSnapshot(ctx context.Context, s *snapshot, cfg *LoadConfig) error {
 	type rec struct {
 		k      Key
@@ -300,11 +374,14 @@ func (c *Catalog) loadSnapshot(ctx context.Context, s *snapshot, cfg *LoadConfig
 				return err
 			}
 		}
-		p, err := s.block()
+		p, count, err := s.block()
 		if err != nil {
 			return err
 		}
 		if p == nil {
+			if count != n {
+				return fmt.Errorf("%w: %d records, %d counted", errSnapshot, n, count)
+			}
 			break
 		}
 		recs = recs[:0]
@@ -325,7 +402,7 @@ func (c *Catalog) loadSnapshot(ctx context.Context, s *snapshot, cfg *LoadConfig
 		}
 		c.mu.Lock()
 		for _, r := range recs {
-			c.addLoadedLocked(r.k, r.bytes, r.access, r.disk, false, false, cfg.Up)
+			c.addLoadedLocked(r.k, r.bytes, r.access, r.disk, false, !s.ordered, cfg.Up)
 		}
 		c.mu.Unlock()
 		n += uint64(len(recs))
@@ -335,8 +412,8 @@ func (c *Catalog) loadSnapshot(ctx context.Context, s *snapshot, cfg *LoadConfig
 			cfg.Logger.Info(fmt.Sprintf("cache index loading %d of %d", n, s.items))
 		}
 	}
-	if n != s.items {
-		return fmt.Errorf("%w: %d records for %d files", errSnapshot, n, s.items)
+	if !s.ordered {
+		c.settle()
 	}
 	return nil
 }

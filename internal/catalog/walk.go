@@ -36,7 +36,10 @@ import (
 //     durable, or between the sidecar's removal and its own) is removed,
 //     unless the cache is writing it now (LoadConfig.RemoveData decides);
 //   - at the end, files of a snapshot whose sidecars are gone (evicted
-//     offline, removed by hand) leave the catalogue, unless opened since.
+//     offline, removed by hand) leave the catalogue, unless opened since;
+//   - after a snapshot that is an approximation (not written at a clean
+//     shutdown), the sidecars changed since it was written (their mtime)
+//     are read again, and their files' figures and places corrected.
 //
 // Listing a directory costs a few system calls for thousands of entries,
 // so the walk of a catalogue loaded from a snapshot is quick next to
@@ -46,6 +49,7 @@ import (
 type walkResult struct {
 	complete                     bool
 	sidecars, read, added        int
+	refreshed                    int
 	removedSidecars, removedData int
 	// forgotten are the snapshot's files whose sidecars were gone.
 	forgotten int
@@ -64,7 +68,7 @@ func (r *walkResult) log(l *slog.Logger, took time.Duration, fromSnapshot bool) 
 	if !fromSnapshot {
 		msg = "cache index walk of the sidecars done"
 	}
-	args := []any{"sidecars", r.sidecars, "read", r.read, "added", r.added,
+	args := []any{"sidecars", r.sidecars, "read", r.read, "added", r.added, "read_again", r.refreshed,
 		"removed_sidecars", r.removedSidecars, "removed_data_files", r.removedData,
 		"forgotten", r.forgotten, "took", took.Round(time.Millisecond)}
 	if !r.complete {
@@ -80,8 +84,10 @@ type walker struct {
 	// loaded: the catalogue is complete already (a snapshot); else the
 	// walk counts the progress of the load.
 	loaded bool
-	jobs   chan walkJob
-	wg     sync.WaitGroup
+	// since: the sidecars changed since (not zero) are read again.
+	since time.Time
+	jobs  chan walkJob
+	wg    sync.WaitGroup
 
 	mu  sync.Mutex // protects res
 	res walkResult
@@ -90,17 +96,19 @@ type walker struct {
 	last         atomic.Int64 // unix ns of the last progress line
 }
 
-// walkJob is a sidecar the catalogue does not know, to read.
+// walkJob is a sidecar to read: one the catalogue does not know, or
+// (refresh) one changed since an approximate snapshot was written.
 type walkJob struct {
 	meta, rel string
+	refresh   bool
 	// ds are the disks whose listing holds the data file; unsure: a disk
 	// is out of service, or its listing failed.
 	ds     []int
 	unsure bool
 }
 
-func (c *Catalog) walk(ctx context.Context, cfg *LoadConfig, loaded bool) walkResult {
-	w := &walker{c: c, cfg: cfg, ctx: ctx, loaded: loaded, jobs: make(chan walkJob, 256)}
+func (c *Catalog) walk(ctx context.Context, cfg *LoadConfig, loaded bool, since time.Time) walkResult {
+	w := &walker{c: c, cfg: cfg, ctx: ctx, loaded: loaded, since: since, jobs: make(chan walkJob, 256)}
 	w.res.complete = true
 	w.last.Store(time.Now().UnixNano())
 	for i := 0; i < cfg.Workers; i++ {
@@ -164,6 +172,7 @@ func (w *walker) dir(rel string) {
 	subdirs := map[string]bool{}
 	var sidecars []string
 	metaSet := map[string]bool{}
+	var changed map[string]bool // since w.since
 	for _, e := range ments {
 		switch name := e.Name(); {
 		case e.IsDir():
@@ -175,6 +184,16 @@ func (w *walker) dir(rel string) {
 			base := strings.TrimSuffix(name, sidecarSuffix)
 			sidecars = append(sidecars, base)
 			metaSet[base] = true
+			if !w.since.IsZero() {
+				if changed == nil {
+					changed = map[string]bool{}
+				}
+				// (Not e.Info(): a directory read through a confined
+				// file system names no path to stat by.)
+				if fi, err := cfg.FS.Stat(filepath.Join(metaDir, name)); err != nil || !fi.ModTime().Before(w.since) {
+					changed[base] = true
+				}
+			}
 		}
 	}
 	// The data files, listed after the sidecars.
@@ -202,7 +221,7 @@ func (w *walker) dir(rel string) {
 		}
 	}
 	w.listed.Add(int64(len(sidecars)))
-	w.sidecars(rel, sidecars, data, unsure)
+	w.sidecars(rel, sidecars, changed, data, unsure)
 	// Data files without a sidecar.
 	for d := range data {
 		for name := range data[d] {
@@ -223,8 +242,10 @@ func (w *walker) dir(rel string) {
 }
 
 // sidecars deals with the sidecars of directory rel: those the catalogue
-// knows are checked under one lock, the others are read by the workers.
-func (w *walker) sidecars(rel string, bases []string, data []map[string]bool, unsure bool) {
+// knows are checked under one lock, the others (and those of an
+// approximate snapshot changed since it was written) are read by the
+// workers.
+func (w *walker) sidecars(rel string, bases []string, changed map[string]bool, data []map[string]bool, unsure bool) {
 	c, cfg := w.c, w.cfg
 	var staleMeta []string
 	type dup struct {
@@ -258,6 +279,10 @@ func (w *walker) sidecars(rel string, bases []string, data []map[string]bool, un
 		it := c.at(slot)
 		if it.flags&flagVerified != 0 {
 			continue // the cache has used it since the start: it knows better
+		}
+		if changed[base] {
+			unknown = append(unknown, walkJob{meta: meta, rel: relFile, ds: ds, unsure: unsure, refresh: true})
+			continue
 		}
 		it.flags |= flagVerified
 		on := -1
@@ -373,10 +398,23 @@ func (w *walker) read(j walkJob) {
 		}
 	}
 	c.mu.Lock()
-	added := c.addLoadedLocked(k, DurableBytes(in), unixSeconds(in.LastAccess), d, true, true, cfg.Up)
+	added := false
+	if i := c.findLocked(k); j.refresh && i != none {
+		if it := c.at(i); it.flags&flagVerified == 0 { // else the cache has used it since: it knows better
+			c.setFiguresLocked(i, DurableBytes(in), d)
+			// Both times are at most the last access: the sidecar's is
+			// written at closes, the snapshot's may be of an open since.
+			c.reorderLocked(i, max(it.access, unixSeconds(in.LastAccess)))
+		}
+	} else {
+		added = c.addLoadedLocked(k, DurableBytes(in), unixSeconds(in.LastAccess), d, true, true, cfg.Up)
+	}
 	c.mu.Unlock()
 	if added {
 		w.count(func(r *walkResult) { r.added++ })
+	}
+	if j.refresh {
+		w.count(func(r *walkResult) { r.refreshed++ })
 	}
 }
 
