@@ -15,8 +15,8 @@
 // What every cached file holds, in least-recently-used order, with quotas,
 // pins and per-directory statistics, is package catalog's; purge takes its
 // victims there. At start-up it loads in the background (from the snapshot
-// the last clean shutdown wrote, else from every sidecar) and the cache
-// serves at once: an open finds its file by its sidecar's path, as always,
+// the last clean shutdown wrote, after a crash the last one written while
+// the cache ran, else from every sidecar) and the cache serves at once: an open finds its file by its sidecar's path, as always,
 // and with several data disks asks them which holds the data file (load.go).
 // Purge waits for the catalogue to be complete. The walk that follows the
 // load removes the data files a crash left without a sidecar.

@@ -30,15 +30,17 @@
 //     the arena.
 //   - The table (table.go): open addressing over uint64 entries (a key's
 //     32-bit hash and its slot), linear probing, backward-shift deletion.
-//   - Loading (load.go, snapshot.go, walk.go): a snapshot written at a clean
-//     shutdown and marked used at the next start (a crash never leaves a
-//     snapshot taken for the truth) loads at the speed of a sequential
-//     read; then a walk of the sidecar and data trees, side by side, adds
-//     what the snapshot lacks, forgets what is gone and removes data files
-//     left without a sidecar. Without a snapshot the walk reads every
-//     sidecar, and the catalogue is complete only when it ends. Whatever
-//     the cache does meanwhile (opens, removals, a disk taken out) is
-//     recorded and never undone by the load.
+//   - Loading (load.go, snapshot.go, walk.go): a snapshot loads at the
+//     speed of a sequential read. One written at a clean shutdown is exact
+//     and marked used at the next start; one written while the cache ran
+//     (every 10 minutes), or used since, is an approximation for a start
+//     after a crash. Then a walk of the sidecar and data trees, side by
+//     side, adds what the snapshot lacks, forgets what is gone, reads
+//     again what an approximation missed (sidecars written since) and
+//     removes data files left without a sidecar. Without a snapshot the
+//     walk reads every sidecar, and the catalogue is complete only when it
+//     ends. Whatever the cache does meanwhile (opens, removals, a disk
+//     taken out) is recorded and never undone by the load.
 //
 // # Measured
 //
@@ -47,15 +49,19 @@
 // against the heap (within 10 %); each byte of path adds one. At 10^6
 // files (BenchmarkCatalog): a snapshot of 33 bytes a file written in 110
 // ns a file and loaded in 400 ns a file (10^7 files: 4 s and 330 MB read,
-// while the cache serves).
+// while the cache serves). At 187,499 files on this VM: the snapshot
+// loaded in 56-99 ms, the walk that checks it 0.45 s (1.8 s after a crash,
+// a stat per sidecar), every sidecar read 10-14 s.
 //
 // # Risks
 //
 // Purge must not rank files it has not loaded: it waits for the catalogue
-// (the walk without a snapshot can take minutes on a node of 10^7 files
-// after a crash; a disk filling meanwhile turns writes into reads past
-// the cache). Files the snapshot has and the trees lost are evicted
-// harmlessly (nothing to remove) until the walk forgets them; last access
-// is kept to the second, so files used in the same second rank in any
-// order among themselves.
+// (without a snapshot, the walk of a node of 10^7 files takes many
+// minutes; a disk filling meanwhile turns writes into reads past the
+// cache). After a crash it ranks by an approximation until the walk has
+// corrected it: a file's last access may be up to 10 minutes old, its
+// bytes those of the snapshot. Files a snapshot has and the trees lost
+// are evicted harmlessly (nothing to remove) until the walk forgets them;
+// last access is kept to the second, so files used in the same second
+// rank in any order among themselves.
 package catalog
