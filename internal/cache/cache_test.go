@@ -626,7 +626,7 @@ func TestPurgeNeverWaitsForAClose(t *testing.T) {
 	c, _, release := lingeringBehindDiskWrites(t, 8)
 	k := Key{Origin: "mem://o", Path: "/f"}
 	evicted := make(chan error, 1)
-	go func() { _, err := c.evict(k, 0); evicted <- err }()
+	go func() { _, err := c.evict(k, 0, nil); evicted <- err }()
 	select {
 	case err := <-evicted:
 		if !errors.Is(err, ErrBusy) {

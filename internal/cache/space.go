@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -231,9 +232,14 @@ func (c *Cache) Purge() (files int, bytes int64) {
 }
 
 // evictAll evicts keys, skipping those that clients opened meanwhile.
+// The directories they leave empty are removed once at the end: a purge
+// of many files of one directory tries each directory once, not once per
+// file.
 func (c *Cache) evictAll(keys []Key) (files int, bytes int64) {
+	tidy := dirTidy{}
+	defer tidy.run(c)
 	for _, k := range keys {
-		n, err := c.evict(k, 0)
+		n, err := c.evict(k, 0, tidy)
 		if err != nil {
 			if !errors.Is(err, ErrBusy) {
 				c.cfg.Logger.Warn("purge: evict failed", "key", k.String(), "err", err)
@@ -254,7 +260,7 @@ func (c *Cache) evictAll(keys []Key) (files int, bytes int64) {
 // busy. Purge waits for none (wait 0): a retire waits for the blocks'
 // disk writes, and a disk write that finds the disk full runs the purge
 // itself.
-func (c *Cache) evict(k Key, wait time.Duration) (int64, error) {
+func (c *Cache) evict(k Key, wait time.Duration, tidy dirTidy) (int64, error) {
 	var timeout <-chan time.Time
 	var retired *entry
 	c.mu.Lock()
@@ -313,12 +319,12 @@ func (c *Cache) evict(k Key, wait time.Duration) (int64, error) {
 			retired.data = nil
 		}
 	}
-	return c.removeCopyLocked(k)
+	return c.removeCopyLocked(k, tidy)
 }
 
 // removeCopyLocked deletes k's sidecar and data and forgets it. MUST be
 // called with k marked in c.closing by the caller (no open can start).
-func (c *Cache) removeCopyLocked(k Key) (int64, error) {
+func (c *Cache) removeCopyLocked(k Key, tidy dirTidy) (int64, error) {
 	// Sidecar first: a crash between the two leaves an orphan data file,
 	// never a sidecar claiming blocks that are gone.
 	var errs []error
@@ -330,14 +336,39 @@ func (c *Cache) removeCopyLocked(k Key) (int64, error) {
 		errs = append(errs, err)
 	}
 	n := c.catalog.Evicted(k)
-	c.removeEmptyParents(filepath.Dir(c.metaPath(k)), filepath.Join(c.cfg.Dir, "meta"))
-	c.removeEmptyParents(filepath.Dir(d.path(k)), filepath.Join(d.root, "data"))
+	tidy.add(c, filepath.Dir(c.metaPath(k)), filepath.Join(c.cfg.Dir, "meta"))
+	tidy.add(c, filepath.Dir(d.path(k)), filepath.Join(d.root, "data"))
 	if err := errors.Join(errs...); err != nil {
 		return n, fmt.Errorf("evict %s: %w", k, err)
 	}
 	c.stats.Evictions.Add(1)
 	c.stats.EvictedBytes.Add(n)
 	return n, nil
+}
+
+// dirTidy collects the directories evictions may have left empty, each
+// with the top of its tree, to be removed once (run); nil removes them at
+// once.
+type dirTidy map[string]string
+
+func (t dirTidy) add(c *Cache, dir, top string) {
+	if t == nil {
+		c.removeEmptyParents(dir, top)
+		return
+	}
+	t[dir] = top
+}
+
+// run removes the directories collected that are empty, deepest first.
+func (t dirTidy) run(c *Cache) {
+	dirs := make([]string, 0, len(t))
+	for d := range t {
+		dirs = append(dirs, d)
+	}
+	slices.SortFunc(dirs, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
+	for _, d := range dirs {
+		c.removeEmptyParents(d, t[d])
+	}
 }
 
 // removeEmptyParents removes dir and its parents up to (not including) top
@@ -359,7 +390,7 @@ func (c *Cache) Evict(originURL, p string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return c.evict(Key{Origin: originURL, Path: cp}, 30*time.Second)
+	return c.evict(Key{Origin: originURL, Path: cp}, 30*time.Second, nil)
 }
 
 // durableBytes is the size of the blocks a sidecar records as present.

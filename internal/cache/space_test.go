@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/hepcache/hepcache/internal/eventually"
+	"os"
+	"path/filepath"
 	"sync"
+
+	"github.com/hepcache/hepcache/internal/eventually"
 	"testing"
 	"time"
 
@@ -209,4 +212,35 @@ func waitClosed(tb testing.TB, c *Cache, p string) {
 		_, closing := c.closing[k]
 		return !open && !closing
 	}, "%s to close", p)
+}
+
+// TestPurgeRemovesEmptyDirectories: the directories a purge's evictions
+// empty are removed (once each, at the end of the purge), those still
+// holding a file are kept.
+func TestPurgeRemovesEmptyDirectories(t *testing.T) {
+	m := origin.NewMem("mem://o")
+	var old []Key
+	for i := 0; i < 6; i++ {
+		p := fmt.Sprintf("/old/d%d/f%d", i%3, i)
+		m.Put(p, randomData(uint64(i), testBlock), time.Now())
+		old = append(old, Key{Origin: m.String(), Path: p})
+	}
+	m.Put("/old/keep/f", randomData(9, testBlock), time.Now())
+	c := newTestCache(t, t.TempDir(), m, nil)
+	for _, k := range old {
+		readFile(t, c, k.Path)
+	}
+	readFile(t, c, "/old/keep/f")
+	waitIdle(t, c)
+	if files, _ := c.evictAll(old); files != len(old) {
+		t.Fatalf("%d of %d files evicted", files, len(old))
+	}
+	for _, p := range []string{c.metaPath(old[0]), c.dataPath(old[0])} {
+		if _, err := os.Stat(filepath.Dir(p)); !os.IsNotExist(err) {
+			t.Errorf("%s left after its files were purged: %v", filepath.Dir(p), err)
+		}
+		if _, err := os.Stat(filepath.Dir(filepath.Dir(p))); err != nil {
+			t.Errorf("%s, still holding a file, removed: %v", filepath.Dir(filepath.Dir(p)), err)
+		}
+	}
 }

@@ -163,7 +163,7 @@ func (c *Cache) updateCopy(k Key, created time.Time, open func(*entry), onDisk f
 					c.cfg.Logger.Warn("sidecar write failed", "key", k.String(), "err", err)
 				}
 			} else {
-				c.removeCopyLocked(k)
+				c.removeCopyLocked(k, nil)
 			}
 		}
 		c.mu.Lock()
