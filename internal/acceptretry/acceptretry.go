@@ -86,8 +86,9 @@ func (l *Listener) Accept() (net.Conn, error) {
 			return nil, err
 		default:
 		}
-		if errors.Is(err, net.ErrClosed) {
-			return nil, err
+		var ne net.Error
+		if errors.Is(err, net.ErrClosed) || errors.As(err, &ne) && ne.Timeout() {
+			return nil, err // closed, or the caller's deadline (SetDeadline)
 		}
 		l.stats.Errors.Add(1)
 		failed++
@@ -106,6 +107,16 @@ func (l *Listener) Accept() (net.Conn, error) {
 		}
 		l.sleep(backoff, l.done)
 	}
+}
+
+// SetDeadline bounds Accept in time, where the listener allows it (a
+// caller that polls, as hostallow's): its timeout is returned, not
+// retried.
+func (l *Listener) SetDeadline(t time.Time) error {
+	if d, ok := l.Listener.(interface{ SetDeadline(time.Time) error }); ok {
+		return d.SetDeadline(t)
+	}
+	return errors.ErrUnsupported
 }
 
 // Close closes the listener and ends an Accept waiting to try again.

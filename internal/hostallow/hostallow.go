@@ -141,6 +141,32 @@ func (l *List) Allowed(ctx context.Context, ip net.IP) bool {
 	return false
 }
 
+// decision is what allowedNow can say of an address without DNS.
+type decision int
+
+const (
+	allow decision = iota
+	refuse
+	lookup // a name pattern decides: reverse and forward lookups needed
+)
+
+// allowedNow decides what it can without DNS.
+func (l *List) allowedNow(ip net.IP) decision {
+	r := l.rules.Load()
+	if r.empty() {
+		return allow
+	}
+	for _, n := range r.nets {
+		if n.Contains(ip) {
+			return allow
+		}
+	}
+	if len(r.hosts) == 0 && len(r.patterns) == 0 {
+		return refuse
+	}
+	return lookup
+}
+
 // namesOf returns the names of ip that resolve back to it.
 func (l *List) namesOf(ctx context.Context, ip net.IP) []string {
 	key := ip.String()
@@ -176,89 +202,112 @@ func (l *List) namesOf(ctx context.Context, ip net.IP) []string {
 
 // Listener returns ln limited to the list: connections from other
 // addresses are closed at once (logged at most once a minute per
-// address). The check runs beside Accept, so a slow DNS answer for one
+// address). Accepting stays in Accept, so a connection nobody accepts
+// waits in the kernel's backlog (a server handing its socket over to its
+// successor stops accepting and leaves the rest to it); only the DNS
+// lookups a name pattern needs run beside it, so a slow answer for one
 // client holds up no other.
 func (l *List) Listener(ln net.Listener, log *slog.Logger) net.Listener {
 	if log == nil {
 		log = slog.Default()
 	}
-	a := &allowListener{Listener: ln, l: l, log: log, conns: make(chan net.Conn), done: make(chan struct{}), closed: make(chan struct{}), logged: map[string]time.Time{}}
-	go a.run()
-	return a
+	ctx, cancel := context.WithCancel(context.Background())
+	return &allowListener{Listener: ln, l: l, log: log, ctx: ctx, cancel: cancel,
+		conns: make(chan net.Conn, 64), logged: map[string]time.Time{}}
 }
+
+// lookupPoll is how long Accept waits in the underlying Accept while
+// lookups are under way, before it looks for their answers.
+const lookupPoll = 20 * time.Millisecond
 
 type allowListener struct {
 	net.Listener
-	l     *List
-	log   *slog.Logger
-	conns chan net.Conn
-	done  chan struct{}
-	once  sync.Once
-	err   error // Accept's error, set before done closes
-	// closed is closed by Close (closeOnce).
-	closed    chan struct{}
-	closeOnce sync.Once
+	l      *List
+	log    *slog.Logger
+	ctx    context.Context // ends the lookups at Close
+	cancel context.CancelFunc
+	// conns holds the connections whose lookups allowed them; pending
+	// counts the lookups under way.
+	conns   chan net.Conn
+	pending atomic.Int32
+	backoff time.Duration // Accept's; only Accept's goroutine uses it
 
 	// mu protects logged.
 	mu     sync.Mutex
 	logged map[string]time.Time
 }
 
-// run accepts until the listener is closed. Any other error passes (out
-// of descriptors above all: one EMFILE ended this loop for good, and the
-// front end with it, long after the flood that caused it was gone): it
-// backs off and accepts again, as net/http does.
-func (a *allowListener) run() {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var backoff time.Duration
+// deadliner is a listener whose Accept can be bounded in time.
+type deadliner interface{ SetDeadline(time.Time) error }
+
+// Accept returns the next allowed connection. Any error but the
+// listener's close passes (out of descriptors above all: one EMFILE ended
+// the old loop for good, and the front end with it, long after the flood
+// that caused it was gone): it backs off and accepts again, as net/http
+// does.
+func (a *allowListener) Accept() (net.Conn, error) {
 	for {
+		select {
+		case c := <-a.conns:
+			return c, nil
+		default:
+		}
+		bounded := false
+		if dl, ok := a.Listener.(deadliner); ok {
+			var until time.Time
+			if a.pending.Load() > 0 {
+				until = time.Now().Add(lookupPoll)
+			}
+			bounded = dl.SetDeadline(until) == nil
+		}
 		c, err := a.Listener.Accept()
 		if err != nil {
-			if errors.Is(err, net.ErrClosed) || a.isClosed() {
-				a.err = err
-				a.once.Do(func() { close(a.done) })
-				return
+			var ne net.Error
+			switch {
+			case errors.Is(err, net.ErrClosed) || a.ctx.Err() != nil:
+				return nil, err
+			case bounded && errors.As(err, &ne) && ne.Timeout():
+				continue // a lookup may have answered
 			}
-			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			if backoff == 5*time.Millisecond { // once an episode
+			a.backoff = min(max(2*a.backoff, 5*time.Millisecond), time.Second)
+			if a.backoff == 5*time.Millisecond { // once an episode
 				a.log.Warn("accept failed; backing off and accepting again", "err", err)
 			}
-			t := time.NewTimer(backoff)
 			select {
-			case <-t.C:
-			case <-a.closed:
+			case <-time.After(a.backoff):
+			case <-a.ctx.Done():
 			}
-			t.Stop()
 			continue
 		}
-		backoff = 0
-		go a.check(ctx, c)
+		a.backoff = 0
+		var ip net.IP
+		if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+			ip = ta.IP
+		}
+		switch d := a.l.allowedNow(ip); {
+		case ip == nil || d == refuse:
+			c.Close()
+			a.refused(c.RemoteAddr().String(), ip)
+		case d == allow:
+			return c, nil
+		default:
+			a.pending.Add(1)
+			go a.check(c, ip)
+		}
 	}
 }
 
-func (a *allowListener) isClosed() bool {
-	select {
-	case <-a.closed:
-		return true
-	default:
-		return false
-	}
-}
-
-func (a *allowListener) check(ctx context.Context, c net.Conn) {
-	var ip net.IP
-	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
-		ip = ta.IP
-	}
-	if ip == nil || !a.l.Allowed(ctx, ip) {
+// check decides on c with the DNS lookups its address needs.
+func (a *allowListener) check(c net.Conn, ip net.IP) {
+	defer a.pending.Add(-1)
+	if !a.l.Allowed(a.ctx, ip) {
 		c.Close()
 		a.refused(c.RemoteAddr().String(), ip)
 		return
 	}
 	select {
 	case a.conns <- c:
-	case <-a.done:
+	case <-a.ctx.Done():
 		c.Close()
 	}
 }
@@ -280,18 +329,17 @@ func (a *allowListener) refused(remote string, ip net.IP) {
 	}
 }
 
-// Accept returns the next allowed connection.
-func (a *allowListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-a.conns:
-		return c, nil
-	case <-a.done:
-		return nil, a.err
-	}
-}
-
-// Close stops accepting.
+// Close stops accepting; connections allowed but not accepted yet are
+// closed.
 func (a *allowListener) Close() error {
-	a.closeOnce.Do(func() { close(a.closed) })
-	return a.Listener.Close()
+	a.cancel()
+	err := a.Listener.Close()
+	for {
+		select {
+		case c := <-a.conns:
+			c.Close()
+		default:
+			return err
+		}
+	}
 }

@@ -42,6 +42,8 @@ type conn struct {
 	// inflight is the number of requests in progress (for the idle timer).
 	inflight atomic.Int32
 	draining atomic.Bool
+	// handshaken: the client's initial handshake was read (drain).
+	handshaken atomic.Bool
 
 	// client is the connection in Config.Metrics' client list, from login
 	// until finish; nil without metrics.
@@ -118,10 +120,20 @@ func (c *conn) close() {
 }
 
 // drain makes the reader stop after the requests in progress (Shutdown).
+// A connection still in its handshake gets handshakeGrace to finish it:
+// cut, its client would see a reset where XrdCl does not connect again.
 func (c *conn) drain() {
 	c.draining.Store(true)
-	c.netConn().SetReadDeadline(time.Now())
+	if c.handshaken.Load() {
+		c.netConn().SetReadDeadline(time.Now())
+	} else {
+		c.netConn().SetReadDeadline(time.Now().Add(handshakeGrace))
+	}
 }
+
+// handshakeGrace is how long a connection still in its handshake when the
+// server drains may take to finish it.
+const handshakeGrace = time.Second
 
 // serve runs the connection's reader loop until the client leaves, the
 // framing breaks or the server shuts down.
@@ -138,6 +150,7 @@ func (c *conn) serve() {
 		c.log.Debug("xrootd: handshake failed", "client", c.remote, "err", err)
 		return
 	}
+	c.handshaken.Store(true)
 	var hb [proto.RequestHeaderLen]byte
 	for {
 		c.setIdleDeadline()
@@ -224,9 +237,17 @@ func (c *conn) drainRequests() {
 // else gets kXR_wait. It returns false when the connection must end.
 func (c *conn) answerDraining(h proto.RequestHeader) bool {
 	if !c.loggedIn {
-		// XrdCl takes no kXR_wait to its kXR_protocol or kXR_login ("Got
-		// invalid login response", fatal): closed, it connects again, to
-		// the process that listens now.
+		switch h.RequestID {
+		case proto.ReqProtocol, proto.ReqLogin, proto.ReqAuth:
+			// XrdCl takes no kXR_wait to these ("Got invalid login
+			// response", fatal), and a connection closed with them unread
+			// is reset, which it does not recover from either: its
+			// handshake is finished as usual; its first request then
+			// gets kXR_wait, and it sends it again on a new connection,
+			// to the process listening then.
+			c.netConn().SetReadDeadline(time.Now().Add(c.cfg.RequestTimeout))
+			return c.readAndDispatch(h)
+		}
 		return false
 	}
 	c.netConn().SetReadDeadline(time.Now().Add(c.cfg.RequestTimeout))
