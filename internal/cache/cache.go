@@ -49,9 +49,9 @@ type Cache struct {
 	// store holds the blocks in flight and a RAM cache of blocks in one
 	// arena, and does the data files' direct I/O (package blockstore).
 	store *blockstore.Store
-	// small holds the small blocks (smallstore.go); nil when blocks are
-	// small themselves.
-	small *blockstore.Store
+	// small hold the small blocks, a store per size class (smallstore.go);
+	// none when blocks are small themselves.
+	small []*blockstore.Store
 	// direct is each data disk's direct I/O state, full until when it is
 	// taken as full (diskio.go).
 	direct []atomic.Int32
@@ -251,9 +251,8 @@ func (c *Cache) Close() error {
 		c.bg.Wait()
 		c.syncDirty()
 		c.writeSnapshot()
-		c.store.Close()
-		if c.small != nil {
-			c.small.Close()
+		for _, s := range c.stores() {
+			s.Close()
 		}
 		if c.confined != nil {
 			c.confined.Close()

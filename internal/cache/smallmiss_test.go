@@ -40,9 +40,10 @@ func TestSmallMissCostsOpenAndRead(t *testing.T) {
 			id := c.files[k].id
 			c.mu.Unlock()
 			// Once the block is published (after its disk write):
-			eventually.True(t, func() bool { return c.small.Has(blockKeyOf(id, 0)) || c.store.Has(blockKeyOf(id, 0)) }, "the block to be published")
-			if small := c.small.Has(blockKeyOf(id, 0)); small != (tc.size <= smallBlockSize) {
-				t.Errorf("block 0 of %d bytes in the small-block store: %v", tc.size, small)
+			s := c.storeFor(int64(min(tc.size, testBlock)))
+			eventually.True(t, func() bool { return s.Has(blockKeyOf(id, 0)) }, "the block to be published in its store")
+			if small := s != c.store; small != (tc.size <= int(smallClasses[len(c.small)-1].max)) {
+				t.Errorf("block 0 of %d bytes in a small-block store: %v", tc.size, small)
 			}
 			waitIdle(t, c)
 			if m.Lookups.Load() < tc.lookups || (tc.lookups == 1 && m.Lookups.Load() != 1) {
