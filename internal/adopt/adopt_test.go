@@ -301,3 +301,32 @@ while True:
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestWritableByOthersNotAdopted (issue 36 item 3): a data file or .cinfo
+// XCache's user left writable by group or others is not adopted (another
+// user could have written into it: its bytes would be served as cached
+// ones); what is adopted gets the cache's own mode, 0644.
+func TestWritableByOthersNotAdopted(t *testing.T) {
+	xc, hc := t.TempDir(), t.TempDir()
+	for _, name := range []string{"ok", "data666", "cinfo666"} {
+		put(t, xc, "store/"+name+".root", pattern(mib), xrdpfc.Encode(mib, mib, created, all(1), nil))
+	}
+	os.Chmod(filepath.Join(xc, "store/ok.root"), 0o600)
+	os.Chmod(filepath.Join(xc, "store/data666.root"), 0o666)
+	os.Chmod(filepath.Join(xc, "store/cinfo666.root"+xrdpfc.Ext), 0o666)
+	res := run(t, xc, hc, -1, -1)
+	if res.Complete != 1 || res.Skipped != 2 {
+		t.Fatalf("adopted %d, skipped %d (%v); want 1 and 2", res.Complete, res.Skipped, res.Errors)
+	}
+	st, err := os.Stat(cache.DataPath(hc, cache.Key{Origin: origin, Path: "/store/ok.root"}))
+	if err != nil || st.Mode().Perm() != 0o644 {
+		t.Errorf("adopted data file: %v, want mode 0644", err)
+	} else {
+		t.Logf("adopted data file mode %v", st.Mode())
+	}
+	for _, e := range res.Errors {
+		if !strings.Contains(e.Error(), "writable by group or others") {
+			t.Errorf("refusal does not say why: %v", e)
+		}
+	}
+}
