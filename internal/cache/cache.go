@@ -79,6 +79,8 @@ type Cache struct {
 	closing map[Key]chan struct{}
 	// lingerq lists the lingering entries, oldest first (linger.go).
 	lingerq lingerQueue
+	// keptq lists the kept entries, least recently closed first (kept.go).
+	keptq lingerQueue
 	// dirty holds entries whose state is not all durable yet: written but
 	// unsynced blocks, access records, a checksum, a retire.
 	dirty map[*entry]struct{}
@@ -244,6 +246,7 @@ func (c *Cache) Close() error {
 		c.wg.Wait()
 		c.endLingering()
 		c.retires.Wait()
+		c.dirtyKept()
 		c.syncDirty()
 		// Stop downloads nobody waits for (completion after close,
 		// verification), then record what they left.
@@ -367,8 +370,9 @@ func (c *Cache) syncDirty() {
 		e.recordLocked(&jobs[i])
 		e.syncMu.Unlock()
 	}
-	// Retired entries whose state is now durable leave the cache's
-	// memory (an open finds their sidecar).
+	// Retired entries whose state is now durable are kept, or leave the
+	// cache's memory (an open finds their sidecar); either way without
+	// their data file.
 	var closeData []*blockstore.File
 	c.mu.Lock()
 	for _, j := range jobs {
@@ -376,7 +380,15 @@ func (c *Cache) syncDirty() {
 		if _, again := c.dirty[e]; again || !e.retired || e.refs > 0 || c.files[e.key] != e {
 			continue
 		}
-		delete(c.files, e.key)
+		switch {
+		case c.keepableLocked(e):
+			c.keepLocked(e)
+		case e.recsDeferred.Load():
+			c.dirty[e] = struct{}{} // the next sync writes its records
+			continue
+		default:
+			c.forgetLocked(e)
+		}
 		if e.data != nil {
 			closeData = append(closeData, e.data)
 			e.data = nil
@@ -386,6 +398,7 @@ func (c *Cache) syncDirty() {
 	for _, f := range closeData {
 		f.Close()
 	}
+	c.trimKept()
 }
 
 // key resolves the request's origin and returns the cache key.
@@ -711,6 +724,7 @@ func (c *Cache) reviveLocked(e *entry) bool {
 		return false
 	}
 	e.retired = false
+	c.unkeepLocked(e)
 	e.ctx, e.cancel = context.WithCancel(c.ctx)
 	c.stats.OpenFiles.Add(1)
 	c.unlingerStateLocked(e)
@@ -722,7 +736,7 @@ func (c *Cache) reviveLocked(e *entry) bool {
 // closed: the index already recorded the close.
 // MUST be called with c.mu held; it unlocks it.
 func (c *Cache) finishLocked(e *entry, closed bool) {
-	delete(c.files, e.key)
+	c.forgetLocked(e)
 	done := make(chan struct{})
 	c.closing[e.key] = done
 	c.mu.Unlock()

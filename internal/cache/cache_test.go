@@ -451,7 +451,7 @@ func waitIdle(tb testing.TB, c *Cache) {
 	eventually.True(tb, func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		return len(c.files)+len(c.closing) == 0
+		return len(c.files)-c.keptq.n+len(c.closing) == 0 // kept entries are idle (kept.go)
 	}, "the cache to go idle")
 	c.bg.Wait() // verification and final syncs in the background
 }

@@ -170,6 +170,14 @@ type Config struct {
 	// their linger early beyond it. Default 1024 (the server derives it
 	// from its descriptor budget).
 	MaxLingering int
+	// MaxKept bounds the closed files whose state stays in memory after
+	// their last client and their final sync (kept.go): an open of one
+	// of them reads no sidecar, and the access records of its hits are
+	// written at most once a minute. About 2 KB each (a small file's).
+	// Default RAM/256 KiB, between 4,096 and 2^20: at most 0.8 % of the
+	// RAM cache; negative: none (each open reads its sidecar, each close
+	// writes it).
+	MaxKept int
 	// FetchRetries is how often a reader retries a failed block fetch.
 	// Default 1; negative means no retry.
 	FetchRetries int
@@ -312,6 +320,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.MaxLingering <= 0 {
 		c.MaxLingering = defaultMaxLingering
+	}
+	if c.MaxKept == 0 {
+		c.MaxKept = defaultMaxKept(c.RAM)
 	}
 	if c.FetchRetries == 0 {
 		c.FetchRetries = defaultFetchRetries

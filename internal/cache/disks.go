@@ -334,6 +334,7 @@ func (c *Cache) takeOut(d *dataDisk, why string, absent bool) {
 	}
 	d.absent.Store(absent)
 	keys := c.catalog.ForgetDisk(d.id)
+	c.forgetKeptOn(d.id)
 	if !absent {
 		for _, k := range keys {
 			c.cfg.FS.Remove(c.metaPath(k))

@@ -86,6 +86,11 @@ type entry struct {
 	// known), so that a write in place cuts it only when it shrinks.
 	// Guarded by syncMu.
 	sideLen int
+	// sideWritten is when this process last wrote the sidecar (zero:
+	// never); guarded by syncMu. recsDeferred: side holds access records
+	// not written yet (kept.go).
+	sideWritten  time.Time
+	recsDeferred atomic.Bool
 	// sums is the complete file's checksum once known (computed or
 	// verified), published apart from side so that checksum queries never
 	// wait behind a sync's fsync.
@@ -133,8 +138,10 @@ type entry struct {
 	finishing chan struct{}
 	// retired: no client, no linger, fetches stopped (retire). The entry
 	// stays in Cache.files until the group sync has made its state
-	// durable; an open meanwhile takes it back.
+	// durable, or longer when kept (kept.go; its lingerPrev and lingerNext
+	// then link it into Cache.keptq); an open meanwhile takes it back.
 	retired bool
+	kept    bool
 }
 
 func newEntry(c *Cache, o origin.Origin, k Key) *entry {
@@ -180,12 +187,11 @@ func (e *entry) init(ctx context.Context, revalidate, noFetch bool) error {
 	if e.initOK {
 		if e.data == nil {
 			// Taken back after retire closed its data file.
-			f, err := e.c.openData(e.c.disks[e.disk], e.c.disks[e.disk].path(e.key), os.O_RDWR)
+			f, err := e.reopenData()
 			if outOfFDs(err) {
 				return err // the copy is fine: the client comes back
 			}
 			if err != nil {
-				e.c.diskError(e.disk, err)
 				e.c.stats.OpenFiles.Add(-1) // counted by reviveLocked
 				e.spoil(fmt.Errorf("reopen %s: %w", e.key, err))
 				return errRetry
@@ -558,7 +564,9 @@ func (e *entry) recordLocked(j *syncJob) {
 	if e.side == nil {
 		return
 	}
-	changed := e.sideChanged || len(j.blocks) > 0 || j.fresh || len(j.recs) > 0
+	// Access records alone (a hit) may wait (kept.go).
+	changed := e.sideChanged || len(j.blocks) > 0 || j.fresh
+	accesses := len(j.recs) > 0 || e.recsDeferred.Load()
 	e.sideChanged = false
 	e.mu.Lock()
 	for _, b := range j.blocks {
@@ -586,7 +594,11 @@ func (e *entry) recordLocked(j *syncJob) {
 			e.side.LastAccess = r.Close
 		}
 	}
-	if changed {
+	switch {
+	case !changed && !accesses:
+	case !changed && e.c.deferAccess(e):
+		e.recsDeferred.Store(true)
+	default:
 		e.writeSidecarLocked()
 	}
 }
@@ -595,6 +607,7 @@ func (e *entry) recordLocked(j *syncJob) {
 // (disk.WriteFileInPlace: its CRC32C guards against a torn write). MUST be
 // called with syncMu held.
 func (e *entry) writeSidecarLocked() {
+	e.recsDeferred.Store(false)
 	if e.gone || !e.c.disks[e.disk].up() || e.spoilErr() != nil {
 		return // the copy was forgotten (evicted, disk taken out, file changed)
 	}
@@ -615,6 +628,7 @@ func (e *entry) writeSidecarLocked() {
 		return
 	}
 	e.sideLen = len(b)
+	e.sideWritten = c.cfg.now()
 }
 
 // retire runs once e has no client and lingers no more: its fetches stop
@@ -633,6 +647,38 @@ func (e *entry) retire(closeData bool) {
 		}
 		e.c.stats.OpenFiles.Add(-1)
 	}
+}
+
+// reopenData opens the data file of e, taken back after retire closed it,
+// if the copy is still the one e describes: its disk in service and the
+// catalogue placing it there (a kept entry may be minutes old), a file of
+// the cache's mode and of its size.
+func (e *entry) reopenData() (*blockstore.File, error) {
+	c := e.c
+	d := c.disks[e.disk]
+	if !d.up() {
+		return nil, fmt.Errorf("its data disk %s is out of service", d.root)
+	}
+	if id, known := c.catalog.DiskOf(e.key); !known || id != e.disk {
+		return nil, errors.New("the catalogue no longer holds it there")
+	}
+	f, err := c.openData(d, d.path(e.key), os.O_RDWR)
+	if err != nil {
+		if !outOfFDs(err) {
+			c.diskError(e.disk, err)
+		}
+		return nil, err
+	}
+	switch {
+	case f.Mode().Perm()&0o022 != 0:
+		f.Close()
+		c.dropForeignWritable(e.key, "data file", f.Mode())
+		return nil, errForeignWritable
+	case f.Size() != e.size:
+		f.Close()
+		return nil, fmt.Errorf("data file size %d does not match the cached copy's %d", f.Size(), e.size)
+	}
+	return f, nil
 }
 
 // finish ends an entry that will not be taken back (spoiled, or whose

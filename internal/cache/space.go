@@ -277,7 +277,7 @@ func (c *Cache) evict(k Key, wait time.Duration, tidy dirTidy) (int64, error) {
 			ch = e.finishing
 		case e != nil && e.refs == 0 && e.retired:
 			// Its pending state goes with the copy.
-			delete(c.files, k)
+			c.forgetLocked(e)
 			delete(c.dirty, e)
 			retired = e
 		case e != nil:

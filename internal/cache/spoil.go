@@ -62,7 +62,7 @@ func (e *entry) spoil(why error) {
 	// Detached and the key marked closing before any reader can see the
 	// reason: a reader that fails and opens again gets a fresh entry.
 	if c.files[e.key] == e {
-		delete(c.files, e.key)
+		c.forgetLocked(e)
 		e.detached = true
 	}
 	var done chan struct{}
