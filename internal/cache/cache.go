@@ -590,18 +590,7 @@ func (c *Cache) Open(ctx context.Context, req backend.Request) (backend.File, er
 func (c *Cache) acquire(ctx context.Context, o origin.Origin, k Key, revalidate, noFetch bool) (*entry, error) {
 	for {
 		c.mu.Lock()
-		if ch, ok := c.closing[k]; ok {
-			c.mu.Unlock()
-			select {
-			case <-ch:
-				continue
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-		}
-		if c.sweepDone != nil && c.sweepsLocked(k) {
-			// Its data file, left without a sidecar, is being removed.
-			ch := c.sweepDone
+		if ch := c.busyLocked(k); ch != nil {
 			c.mu.Unlock()
 			select {
 			case <-ch:
@@ -611,17 +600,6 @@ func (c *Cache) acquire(ctx context.Context, o origin.Origin, k Key, revalidate,
 			}
 		}
 		e := c.files[k]
-		if e != nil && e.finishing != nil {
-			// Retiring: its fetches are stopping (local work).
-			ch := e.finishing
-			c.mu.Unlock()
-			select {
-			case <-ch:
-				continue
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-		}
 		if e == nil {
 			e = newEntry(c, o, k)
 			c.files[k] = e
@@ -641,6 +619,23 @@ func (c *Cache) acquire(ctx context.Context, o origin.Origin, k Key, revalidate,
 		}
 		return e, nil
 	}
+}
+
+// busyLocked returns what an open of k waits for first, if anything:
+// the removal of its copy (closing), the removal of its data file left
+// without a sidecar (the catalogue's sweep), the retire of its entry (its
+// fetches stopping). All local work. MUST be called with c.mu held.
+func (c *Cache) busyLocked(k Key) <-chan struct{} {
+	if ch, ok := c.closing[k]; ok {
+		return ch
+	}
+	if c.sweepDone != nil && c.sweepsLocked(k) {
+		return c.sweepDone
+	}
+	if e := c.files[k]; e != nil && e.finishing != nil {
+		return e.finishing
+	}
+	return nil
 }
 
 // errRetry: the entry found could not be taken back (spoiled meanwhile):
