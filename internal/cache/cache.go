@@ -600,6 +600,12 @@ func (c *Cache) acquire(ctx context.Context, o origin.Origin, k Key, revalidate,
 			}
 		}
 		e := c.files[k]
+		if e != nil && e.kept && revalidate && !e.mutable {
+			// Its namespace was made mutable since it was opened (a
+			// reload): this open asks the origin, from its sidecar.
+			c.forgetLocked(e)
+			e = nil
+		}
 		if e == nil {
 			e = newEntry(c, o, k)
 			c.files[k] = e

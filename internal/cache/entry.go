@@ -667,6 +667,9 @@ func (e *entry) reopenData() (*blockstore.File, error) {
 		if !outOfFDs(err) {
 			c.diskError(e.disk, err)
 		}
+		if errors.Is(err, disk.ErrLink) {
+			c.linkFound(d.path(e.key), err) // planted: removed and counted
+		}
 		return nil, err
 	}
 	switch {
