@@ -24,6 +24,13 @@ func defaultMaxKept(ram int64) int {
 	return int(min(max(ram/(256<<10), 4096), 1<<20))
 }
 
+// Kept is the number of kept entries.
+func (c *Cache) Kept() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.keptq.n
+}
+
 // keepableLocked reports whether e, retired and synced, may stay in
 // memory. MUST be called with c.mu held.
 func (c *Cache) keepableLocked(e *entry) bool {

@@ -31,6 +31,7 @@ func (s source) CacheFigures() metrics.CacheFigures {
 		LastPurgeFiles: st.LastPurgeFiles.Load(), LastPurgeNanos: st.LastPurgeNanos.Load(),
 		FetchInFlight: s.c.FetchInFlight(), FetchWaiting: s.c.FetchWaiting(),
 		OpensShed: st.OpensShed.Load(), DigestsComputed: st.DigestsComputed.Load(),
+		KeptFiles: int64(s.c.Kept()),
 	}
 	u := s.c.RAM()
 	// The arena's resident part and the process's RSS read back to back:

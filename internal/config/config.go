@@ -205,6 +205,11 @@ type CacheConfig struct {
 	// CompleteAfterClose keeps downloading a file after its last client
 	// left. Default false: the partial file stays and is resumed later.
 	CompleteAfterClose bool `toml:"complete_after_close"`
+	// MaxKept bounds the closed files whose state stays in memory (about
+	// 2 KB each): their next open reads no sidecar, and their hits write
+	// their access records at most once a minute. Default 0: the RAM
+	// cache's size / 256 KiB, 4,096 to 1,048,576; negative: none.
+	MaxKept int `toml:"max_kept"`
 	// LocalRedirect is the path under which clients see the cache
 	// directory's data/ tree (seed 000: worker nodes mount the cache
 	// space). root:// opens of complete files are then redirected to
@@ -687,6 +692,7 @@ func (c *Config) CacheConfig() (*cache.Config, error) {
 		FetchMemory:        int64(c.Cache.FetchMemory),
 		SyncInterval:       time.Duration(c.Cache.SyncInterval),
 		CompleteAfterClose: c.Cache.CompleteAfterClose,
+		MaxKept:            c.Cache.MaxKept,
 		LocalRedirect:      c.Cache.LocalRedirect,
 		OriginTimeout:      time.Duration(c.Origin.Timeout),
 		MaxListings:        c.Origin.MaxListings,

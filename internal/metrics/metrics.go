@@ -58,6 +58,9 @@ type CacheFigures struct {
 	// files whose md5, sha1, sha256 and crc32 were computed from the
 	// cached bytes.
 	OpensShed, DigestsComputed int64
+	// KeptFiles are the closed files whose state the cache keeps in
+	// memory (cache.Config.MaxKept).
+	KeptFiles int64
 	// FetchInFlight is the fetch memory in use (bytes requested from
 	// origins and not yet on disk); FetchWaiting the bytes of fetches
 	// clients wait for, queued for want of it.
@@ -441,6 +444,7 @@ func (r *Registry) WriteTo(w io.Writer) (int64, error) {
 		e.counter("hepcache_pins_refused_total", "Files in pinned namespaces left unpinned because pinned files held space.pin_share of the capacity.", st.PinsRefused)
 		e.counter("hepcache_disks_failed_total", "Data disks taken out of service (I/O errors, read-only, unmounted).", st.DisksFailed)
 		e.gauge("hepcache_open_files", "Files with at least one client.", s.OpenFiles)
+		e.gauge("hepcache_kept_files", "Closed files whose state stays in memory: their next open reads no sidecar (cache.max_kept, docs/deployment.md).", st.KeptFiles)
 		e.gauge("hepcache_fetch_inflight_bytes", "Bytes requested from origins and not yet on disk (fetch memory in use, by design).", st.FetchInFlight)
 		e.gauge("hepcache_fetch_waiting_bytes", "Bytes of block fetches clients wait for, queued for want of fetch memory; past cache.fetch_memory new downloads are shed.", st.FetchWaiting)
 		e.counter("hepcache_opens_shed_total", "Opens of files not held whole refused as overloaded (HTTP 429, root:// kXR_wait) while fetches were queued beyond the bound.", st.OpensShed)
