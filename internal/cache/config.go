@@ -174,7 +174,7 @@ type Config struct {
 	// their last client and their final sync (kept.go): an open of one
 	// of them reads no sidecar, and the access records of its hits are
 	// written at most once a minute. About 2 KB each (a small file's).
-	// Default RAM/256 KiB, between 4,096 and 2^20: at most 0.8 % of the
+	// Default RAM/128 KiB, between 4,096 and 2^20: at most 1.6 % of the
 	// RAM cache; negative: none (each open reads its sidecar, each close
 	// writes it).
 	MaxKept int

@@ -19,9 +19,9 @@ import "time"
 const accessWriteGap = time.Minute
 
 // defaultMaxKept is Config.MaxKept's default for a RAM cache of ram
-// bytes: an entry of about 2 KB per 256 KiB of it.
+// bytes: an entry of about 2 KB per 128 KiB of it.
 func defaultMaxKept(ram int64) int {
-	return int(min(max(ram/(256<<10), 4096), 1<<20))
+	return int(min(max(ram/(128<<10), 4096), 1<<20))
 }
 
 // Kept is the number of kept entries.

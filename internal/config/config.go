@@ -208,7 +208,7 @@ type CacheConfig struct {
 	// MaxKept bounds the closed files whose state stays in memory (about
 	// 2 KB each): their next open reads no sidecar, and their hits write
 	// their access records at most once a minute. Default 0: the RAM
-	// cache's size / 256 KiB, 4,096 to 1,048,576; negative: none.
+	// cache's size / 128 KiB, 4,096 to 1,048,576; negative: none.
 	MaxKept int `toml:"max_kept"`
 	// LocalRedirect is the path under which clients see the cache
 	// directory's data/ tree (seed 000: worker nodes mount the cache
