@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hepcache/hepcache/internal/realclient"
 )
 
 // TestCheckOwnDisk: a data directory on the cache directory's file system,
@@ -20,7 +22,7 @@ func TestCheckOwnDisk(t *testing.T) {
 	}
 	// /proc is a file system of its own wherever the tests run.
 	if d, _, _ := deviceOfNearest(cacheDir); d == 0 {
-		t.Skip("no device for the temporary directory")
+		realclient.Missing(t, "no device for the temporary directory")
 	}
 	if err := CheckOwnDisk(cacheDir, "/proc/hepcache-test/.hepcache"); err != nil {
 		t.Fatalf("a directory on a file system of its own: %v", err)

@@ -115,15 +115,10 @@ func (l *List) Set(patterns []string) error {
 // failed lookup refuses.
 func (l *List) Allowed(ctx context.Context, ip net.IP) bool {
 	r := l.rules.Load()
-	if r.empty() {
+	switch r.decide(ip) {
+	case allow:
 		return true
-	}
-	for _, n := range r.nets {
-		if n.Contains(ip) {
-			return true
-		}
-	}
-	if len(r.hosts) == 0 && len(r.patterns) == 0 {
+	case refuse:
 		return false
 	}
 	for _, name := range l.namesOf(ctx, ip) {
@@ -141,7 +136,7 @@ func (l *List) Allowed(ctx context.Context, ip net.IP) bool {
 	return false
 }
 
-// decision is what allowedNow can say of an address without DNS.
+// decision is what the rules can say of an address without DNS.
 type decision int
 
 const (
@@ -151,8 +146,10 @@ const (
 )
 
 // allowedNow decides what it can without DNS.
-func (l *List) allowedNow(ip net.IP) decision {
-	r := l.rules.Load()
+func (l *List) allowedNow(ip net.IP) decision { return l.rules.Load().decide(ip) }
+
+// decide says what r can of ip without DNS.
+func (r *rules) decide(ip net.IP) decision {
 	if r.empty() {
 		return allow
 	}
