@@ -213,23 +213,9 @@ func (e *entry) init(ctx context.Context, revalidate, noFetch bool) error {
 		err := errNoDisk
 		if id >= 0 && c.disks[id].up() {
 			e.disk = id
-			f, err = c.openData(c.disks[id], c.disks[id].path(e.key), os.O_RDWR)
+			f, err = c.openCopy(c.disks[id], e.key, side.FileSize)
 			if outOfFDs(err) {
 				return err // the copy is fine: the client comes back
-			}
-			c.diskError(id, err)
-			if errors.Is(err, disk.ErrLink) {
-				c.linkFound(c.disks[id].path(e.key), err)
-			}
-		}
-		if err == nil {
-			if f.Mode().Perm()&0o022 != 0 {
-				f.Close()
-				c.dropForeignWritable(e.key, "data file", f.Mode())
-				err = errForeignWritable
-			} else if f.Size() != side.FileSize {
-				f.Close()
-				err = fmt.Errorf("data file size does not match sidecar")
 			}
 		}
 		if err != nil {
@@ -662,24 +648,33 @@ func (e *entry) reopenData() (*blockstore.File, error) {
 	if id, known := c.catalog.DiskOf(e.key); !known || id != e.disk {
 		return nil, errors.New("the catalogue no longer holds it there")
 	}
-	f, err := c.openData(d, d.path(e.key), os.O_RDWR)
+	return c.openCopy(d, e.key, e.size)
+}
+
+// openCopy opens the data file of k on d, a copy of size bytes: a link
+// planted in its place is removed and counted, a disk failure reported,
+// a file others may write dropped (errForeignWritable), one of another
+// size refused.
+func (c *Cache) openCopy(d *dataDisk, k Key, size int64) (*blockstore.File, error) {
+	p := d.path(k)
+	f, err := c.openData(d, p, os.O_RDWR)
 	if err != nil {
 		if !outOfFDs(err) {
-			c.diskError(e.disk, err)
+			c.diskError(d.id, err)
 		}
 		if errors.Is(err, disk.ErrLink) {
-			c.linkFound(d.path(e.key), err) // planted: removed and counted
+			c.linkFound(p, err)
 		}
 		return nil, err
 	}
 	switch {
 	case f.Mode().Perm()&0o022 != 0:
 		f.Close()
-		c.dropForeignWritable(e.key, "data file", f.Mode())
+		c.dropForeignWritable(k, "data file", f.Mode())
 		return nil, errForeignWritable
-	case f.Size() != e.size:
+	case f.Size() != size:
 		f.Close()
-		return nil, fmt.Errorf("data file size %d does not match the cached copy's %d", f.Size(), e.size)
+		return nil, fmt.Errorf("data file size %d does not match the cached copy's %d", f.Size(), size)
 	}
 	return f, nil
 }
