@@ -601,8 +601,9 @@ func (c *Cache) acquire(ctx context.Context, o origin.Origin, k Key, revalidate,
 		}
 		e := c.files[k]
 		if e != nil && e.kept && revalidate && !e.mutable {
-			// Its namespace was made mutable since it was opened (a
-			// reload): this open asks the origin, from its sidecar.
+			// Opened now through a mutable namespace (another name the
+			// policy maps onto this file): this open asks the origin,
+			// from the sidecar, as a file not kept would.
 			c.forgetLocked(e)
 			e = nil
 		}
